@@ -1,0 +1,83 @@
+"""An append-only list seen through frozen, length-limited views.
+
+A snapshot must be immutable, yet copying every finished request (or every token of a long
+completion) on each step would make watching the engine cost O(history) per step. The driver
+thread owns a plain list and only ever appends to it; each snapshot keeps a :class:`Frozen`
+view that remembers the length at publication time. Items below that length never change, so
+the UI thread can read them without locks (list append is atomic under the GIL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar, overload
+
+T = TypeVar("T")
+
+
+class Frozen(Sequence[T], Generic[T]):
+    """The first ``length`` items of an append-only list; never changes once made."""
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[T] | None = None, length: int | None = None) -> None:
+        self._items: list[T] = items if items is not None else []
+        self._length = len(self._items) if length is None else length
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return self._items[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[T]:
+        items = self._items
+        for i in range(self._length):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Frozen):
+            return list(self) == list(other)
+        if isinstance(other, list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Frozen({list(self)!r})"
+
+
+class Growing(Generic[T]):
+    """The driver-side owner of an append-only list; hands out :class:`Frozen` views."""
+
+    __slots__ = ("_items", "_view")
+
+    def __init__(self) -> None:
+        self._items: list[T] = []
+        self._view: Frozen[T] = Frozen(self._items, 0)
+
+    def append(self, item: T) -> None:
+        self._items.append(item)
+
+    def extend(self, items: Sequence[T]) -> None:
+        self._items.extend(items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def view(self) -> Frozen[T]:
+        """A frozen view of everything appended so far (reused while nothing was appended)."""
+        if self._view._length != len(self._items):
+            self._view = Frozen(self._items, len(self._items))
+        return self._view

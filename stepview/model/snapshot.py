@@ -1,0 +1,208 @@
+"""What the engine looked like after one step: immutable, plain values, no vLLM objects.
+
+The driver thread builds one :class:`StepSnapshot` per ``step()`` and publishes it; the UI,
+the recorder and the benchmarks only ever read snapshots. Unchanged requests keep the very
+same :class:`RequestView` object from one snapshot to the next, so "what changed" is an
+identity test and building a snapshot costs only what the step changed.
+
+Times are seconds on the driver's clock (0 = driver start), so a recorded run replays with
+the same figures on another machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from stepview.model.grow import Frozen
+from stepview.model.sampling import SamplingSpec
+
+
+class RequestState(StrEnum):
+    """Where a request is. Order of the members is the order a request moves through."""
+
+    PENDING = "pending"  # accepted by stepview, not yet handed to the engine
+    WAITING = "waiting"  # in the engine's waiting queue
+    PREEMPTED = "preempted"  # pushed back to the waiting queue; its KV cache was freed
+    PREFILLING = "prefilling"  # scheduled, prompt not fully computed yet (chunked prefill)
+    DECODING = "decoding"  # prompt computed, producing tokens
+    FINISHED = "finished"
+    ABORTED = "aborted"
+    REJECTED = "rejected"  # refused by vLLM (bad params, prompt too long, ...)
+
+    @property
+    def pane(self) -> str:
+        """Which pane shows the request: ``pending``, ``running`` or ``finished``."""
+        if self in _PENDING_STATES:
+            return "pending"
+        if self in _RUNNING_STATES:
+            return "running"
+        return "finished"
+
+    @property
+    def done(self) -> bool:
+        return self in _DONE_STATES
+
+
+_PENDING_STATES = frozenset({RequestState.PENDING, RequestState.WAITING, RequestState.PREEMPTED})
+_RUNNING_STATES = frozenset({RequestState.PREFILLING, RequestState.DECODING})
+_DONE_STATES = frozenset({RequestState.FINISHED, RequestState.ABORTED, RequestState.REJECTED})
+
+
+class EngineState(StrEnum):
+    """What the driver is doing."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    IDLE = "idle"
+    PAUSED = "paused"
+    ERROR = "error"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobEntry:
+    """One candidate token at one position, as vLLM's ``Logprob`` (sampled token first)."""
+
+    token_id: int
+    logprob: float
+    rank: int | None
+    decoded: str | None
+
+
+# Candidates at one position; ``None`` where vLLM has none (the first prompt token).
+PositionLogprobs = tuple[LogprobEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One of a request's ``n`` samples, as far as it has got."""
+
+    index: int
+    text: str = ""
+    token_ids: Frozen[int] = field(default_factory=Frozen)
+    cumulative_logprob: float | None = None
+    logprobs: Frozen[PositionLogprobs] | None = None
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """Driver-clock seconds; ``None`` until it happened."""
+
+    arrival: float
+    scheduled: float | None = None
+    first_token: float | None = None
+    finished: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """Everything known about one request after a step."""
+
+    request_id: str
+    prompt: str
+    spec: SamplingSpec
+    state: RequestState
+    timings: Timings
+    prompt_tokens: int = 0  # 0 until the engine has tokenized the prompt
+    computed_prompt_tokens: int = 0
+    num_preemptions: int = 0
+    prompt_token_ids: tuple[int, ...] = ()
+    prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None
+    completions: tuple[Completion, ...] = ()
+    error: str | None = None  # vLLM's message for a rejected request, or why it was aborted
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(len(c.token_ids) for c in self.completions)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCounters:
+    """The engine's own figures for the last step (from vLLM's SchedulerStats/IterationStats)."""
+
+    running: int = 0
+    waiting: int = 0
+    kv_cache_usage: float = 0.0  # 0..1
+    prompt_tokens: int = 0  # prompt tokens computed in this step
+    generation_tokens: int = 0  # tokens generated in this step
+    prefix_cache_queries: int = 0  # cumulative
+    prefix_cache_hits: int = 0  # cumulative
+    preemptions: int = 0  # in this step
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        if not self.prefix_cache_queries:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queries
+
+
+@dataclass(frozen=True, slots=True)
+class StepStat:
+    """One step in the recent-history strip (sparklines)."""
+
+    step: int
+    clock: float
+    step_time: float
+    running: int
+    waiting: int
+    kv_cache_usage: float
+    generation_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """Static facts about the engine, fixed once it has started."""
+
+    model: str = ""
+    demo_model: bool = False  # the built-in tiny model with random weights
+    vllm_version: str = ""
+    max_model_len: int = 0
+    max_num_seqs: int = 0
+    max_logprobs: int = 20
+    detailed_states: bool = True  # False when the scheduler cannot be read (multiprocess mode)
+
+    @property
+    def label(self) -> str:
+        if self.demo_model:
+            return f"{self.model} (demo model, random weights)"
+        return self.model
+
+
+@dataclass(frozen=True, slots=True)
+class StepSnapshot:
+    """The whole picture after one step (or after a command, between steps)."""
+
+    step: int
+    clock: float
+    engine_state: EngineState
+    info: EngineInfo = field(default_factory=EngineInfo)
+    phase: str = ""  # start-up phase, or the error message in state ERROR
+    phase_since: float = 0.0
+    step_time: float = 0.0  # wall seconds of the last step() call
+    counters: EngineCounters = field(default_factory=EngineCounters)
+    active: tuple[RequestView, ...] = ()  # pending, waiting and running, in arrival order
+    finished: Frozen[RequestView] = field(default_factory=Frozen)  # in order of finishing
+    recent: tuple[StepStat, ...] = ()  # the last steps, oldest first
+    total_generated: int = 0  # output tokens since start
+
+    def requests(self) -> list[RequestView]:
+        """Every request, active first."""
+        return [*self.active, *self.finished]
+
+    def find(self, request_id: str) -> RequestView | None:
+        for view in self.active:
+            if view.request_id == request_id:
+                return view
+        for view in reversed(self.finished):
+            if view.request_id == request_id:
+                return view
+        return None
+
+    def pane(self, name: str) -> list[RequestView]:
+        """The requests of one pane: ``pending``, ``running`` or ``finished``."""
+        if name == "finished":
+            return list(self.finished)
+        return [v for v in self.active if v.state.pane == name]
