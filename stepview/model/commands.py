@@ -23,7 +23,7 @@ class AddRequest:
 
 @dataclass(frozen=True, slots=True)
 class Abort:
-    """Abort a request: pending ones are dropped, engine ones are aborted. Unknown ids are harmless."""
+    """Abort a request (pending or in the engine); finished or unknown ids are harmless."""
 
     request_id: str
 

@@ -153,7 +153,9 @@ def _check(s: SamplingSpec, max_logprobs: int) -> dict[str, str]:
         if value < 0:
             err[name] = f"{name} must be non-negative or -1, got {value}."
         elif value > max_logprobs:
-            err[name] = f"{name} must be at most {max_logprobs} (the engine's max_logprobs), got {value}."
+            err[name] = (
+                f"{name} must be at most {max_logprobs} (the engine's max_logprobs), got {value}."
+            )
     if any(not stop for stop in s.stop):
         err["stop"] = "stop cannot contain an empty string."
     if "n" not in err and "temperature" not in err and s.greedy and s.n > 1:
