@@ -31,8 +31,26 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineCounters, EngineInfo, LogprobEntry, RequestState
 
 WORDS = (
-    " the", " engine", " step", " token", " batch", " cache", " prompt", " robot", " may",
-    " not", " injure", " human", " being", " to", " be", " or", " life", " meaning", ",", ".",
+    " the",
+    " engine",
+    " step",
+    " token",
+    " batch",
+    " cache",
+    " prompt",
+    " robot",
+    " may",
+    " not",
+    " injure",
+    " human",
+    " being",
+    " to",
+    " be",
+    " or",
+    " life",
+    " meaning",
+    ",",
+    ".",
 )
 
 

@@ -61,9 +61,7 @@ def test_states_move_forward_only(driver: Driver) -> None:
         assert positions == sorted(positions), (rid, states)
         assert states[-1] is RequestState.FINISHED
     # max_num_seqs=4 with 8 requests: some waited while others ran.
-    assert any(
-        snap.pane("pending") and snap.pane("running") for snap in driver.history()
-    )
+    assert any(snap.pane("pending") and snap.pane("running") for snap in driver.history())
 
 
 def test_prefill_progress_never_decreases(driver: Driver) -> None:
@@ -87,9 +85,7 @@ def test_preemption_is_recorded() -> None:
             add(d, f"p{i}", "z" * 30, max_tokens=40, temperature=0.0)
         final = wait_for(d, lambda s: len(s.finished) == 3)
         assert sum(v.num_preemptions for v in final.finished) > 0
-        assert any(
-            v.state is RequestState.PREEMPTED for s in d.history() for v in s.active
-        )
+        assert any(v.state is RequestState.PREEMPTED for s in d.history() for v in s.active)
         assert all(v.state is RequestState.FINISHED for v in final.finished)
     finally:
         d.stop()
@@ -163,9 +159,10 @@ def test_snapshots_are_immutable_views(driver: Driver) -> None:
     tokens_then = list(mid.active[0].completions[0].token_ids)
     # The request went on to 8 tokens, but the old snapshot still shows what it had then.
     assert len(tokens_then) < 8
-    assert list(mid.active[0].completions[0].token_ids) == list(
-        driver.latest().finished[0].completions[0].token_ids
-    )[: len(tokens_then)]
+    assert (
+        list(mid.active[0].completions[0].token_ids)
+        == list(driver.latest().finished[0].completions[0].token_ids)[: len(tokens_then)]
+    )
     assert mid.active[0].completions[0].logprobs is not None
     assert len(mid.active[0].completions[0].logprobs) == len(tokens_then)
 

@@ -1,0 +1,172 @@
+"""Finished requests as JSON records, and as text in the form of vLLM's ``RequestOutput``.
+
+One record shape serves ``--headless --json``, the results file that keeps every finished
+request of a TUI run, and traces: a plain dict that round-trips to a :class:`RequestView`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stepview.model.grow import Frozen
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import (
+    Completion,
+    LogprobEntry,
+    PositionLogprobs,
+    RequestState,
+    RequestView,
+    Timings,
+)
+
+
+def _logprobs_out(
+    positions: Sequence[PositionLogprobs | None],
+) -> list[list[dict[str, Any]] | None]:
+    return [
+        None
+        if entries is None
+        else [
+            {"token_id": e.token_id, "logprob": e.logprob, "rank": e.rank, "decoded": e.decoded}
+            for e in entries
+        ]
+        for entries in positions
+    ]
+
+
+def _logprobs_in(
+    data: Sequence[Sequence[Mapping[str, Any]] | None],
+) -> list[PositionLogprobs | None]:
+    return [
+        None
+        if entries is None
+        else tuple(
+            LogprobEntry(e["token_id"], e["logprob"], e.get("rank"), e.get("decoded"))
+            for e in entries
+        )
+        for entries in data
+    ]
+
+
+def completion_record(c: Completion) -> dict[str, Any]:
+    return {
+        "index": c.index,
+        "text": c.text,
+        "token_ids": list(c.token_ids),
+        "finish_reason": c.finish_reason,
+        "stop_reason": c.stop_reason,
+        "cumulative_logprob": c.cumulative_logprob,
+        "logprobs": None if c.logprobs is None else _logprobs_out(c.logprobs),
+    }
+
+
+def completion_from_record(data: Mapping[str, Any]) -> Completion:
+    logprobs = data.get("logprobs")
+    return Completion(
+        index=data["index"],
+        text=data["text"],
+        token_ids=Frozen(list(data["token_ids"])),
+        cumulative_logprob=data.get("cumulative_logprob"),
+        logprobs=None if logprobs is None else Frozen(_logprobs_in(logprobs)),  # type: ignore[arg-type]
+        finish_reason=data.get("finish_reason"),
+        stop_reason=data.get("stop_reason"),
+    )
+
+
+def _derived_timings(t: Timings) -> dict[str, float | None]:
+    def span(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else round(b - a, 6)
+
+    return {
+        "queue_time": span(t.arrival, t.scheduled),
+        "ttft": span(t.arrival, t.first_token),
+        "e2e": span(t.arrival, t.finished),
+    }
+
+
+def request_record(view: RequestView) -> dict[str, Any]:
+    """A JSON-ready dict with everything about one request."""
+    t = view.timings
+    return {
+        "id": view.request_id,
+        "prompt": view.prompt,
+        "params": view.spec.to_dict(),
+        "state": view.state.value,
+        "error": view.error,
+        "prompt_tokens": view.prompt_tokens,
+        "computed_prompt_tokens": view.computed_prompt_tokens,
+        "prompt_token_ids": list(view.prompt_token_ids),
+        "prompt_logprobs": (
+            None if view.prompt_logprobs is None else _logprobs_out(view.prompt_logprobs)
+        ),
+        "num_preemptions": view.num_preemptions,
+        "completions": [completion_record(c) for c in view.completions],
+        "timings": {
+            "arrival": t.arrival,
+            "scheduled": t.scheduled,
+            "first_token": t.first_token,
+            "finished": t.finished,
+            **_derived_timings(t),
+        },
+    }
+
+
+def request_from_record(data: Mapping[str, Any]) -> RequestView:
+    """The inverse of :func:`request_record` (raises ``KeyError``/``ValueError`` if malformed)."""
+    t = data["timings"]
+    prompt_logprobs = data.get("prompt_logprobs")
+    return RequestView(
+        request_id=data["id"],
+        prompt=data["prompt"],
+        spec=SamplingSpec.from_dict(data["params"]),
+        state=RequestState(data["state"]),
+        timings=Timings(t["arrival"], t.get("scheduled"), t.get("first_token"), t.get("finished")),
+        prompt_tokens=data.get("prompt_tokens", 0),
+        computed_prompt_tokens=data.get("computed_prompt_tokens", 0),
+        num_preemptions=data.get("num_preemptions", 0),
+        prompt_token_ids=tuple(data.get("prompt_token_ids", ())),
+        prompt_logprobs=None if prompt_logprobs is None else tuple(_logprobs_in(prompt_logprobs)),
+        completions=tuple(completion_from_record(c) for c in data.get("completions", ())),
+        error=data.get("error"),
+    )
+
+
+# -- vLLM's RequestOutput form -----------------------------------------------------------------
+
+
+def _repr_logprobs(positions: Sequence[PositionLogprobs | None] | None) -> str:
+    if positions is None:
+        return "None"
+    parts = []
+    for entries in positions:
+        if entries is None:
+            parts.append("None")
+            continue
+        inner = ", ".join(
+            f"{e.token_id}: Logprob(logprob={e.logprob}, rank={e.rank}, "
+            f"decoded_token={e.decoded!r})"
+            for e in entries
+        )
+        parts.append("{" + inner + "}")
+    return "[" + ", ".join(parts) + "]"
+
+
+def format_request_output(view: RequestView) -> str:
+    """The request as ``print(request_output)`` shows it in vLLM's example, with all n samples.
+
+    vLLM's own final ``RequestOutput`` for n > 1 carries only the last sample to finish; this
+    lists every one, in index order.
+    """
+    outputs = ", ".join(
+        f"CompletionOutput(index={c.index}, text={c.text!r}, token_ids={list(c.token_ids)}, "
+        f"cumulative_logprob={c.cumulative_logprob}, logprobs={_repr_logprobs(c.logprobs)}, "
+        f"finish_reason={c.finish_reason}, stop_reason={c.stop_reason})"
+        for c in view.completions
+    )
+    return (
+        f"RequestOutput(request_id={view.request_id}, prompt={view.prompt!r}, "
+        f"prompt_token_ids={list(view.prompt_token_ids)}, "
+        f"prompt_logprobs={_repr_logprobs(view.prompt_logprobs)}, "
+        f"outputs=[{outputs}], finished={view.state is RequestState.FINISHED})"
+    )
