@@ -58,11 +58,11 @@ def full_parser() -> argparse.ArgumentParser:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    class _Parser(FlexibleArgumentParser):  # type: ignore[misc]
+    class _Parser(FlexibleArgumentParser):
         def error(self, message: str) -> NoReturn:
             raise UsageError(_short_usage_message(message, _option_names(self)))
 
-    parser = _Parser(prog="stepview", description=DESCRIPTION)
+    parser = _Parser(prog="stepview", description=DESCRIPTION)  # type: ignore[no-untyped-call]
     add_stepview_args(parser)
     EngineArgs.add_cli_args(parser)
     return parser

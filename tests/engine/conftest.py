@@ -1,0 +1,94 @@
+"""Fixtures for tests that run real vLLM on the tiny demo model.
+
+The environment is set here, at import time, because vLLM reads it when first imported:
+in-process engine core (the scheduler probe needs it), no network, one OpenMP thread, no
+torch.compile, torchvision blocked, and vLLM's logging sent to a file.
+
+vLLM's engine shutdown tears down process-global state (the torch.distributed groups), so an
+engine still alive after another one shut down breaks ("pipeline model parallel group is not
+initialized"). :class:`EnginePool` therefore keeps at most one live engine per test process
+and reuses it while the requested settings stay the same; tests are grouped by settings so
+each engine is built once (~2 s each).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+from stepview.engine.environment import prepare_vllm_environment
+
+# One file for all runs (engine test runs never overlap: they hold the engine lock).
+VLLM_TEST_LOG = Path(tempfile.gettempdir()) / "stepview-tests-vllm.log"
+prepare_vllm_environment(VLLM_TEST_LOG)
+
+from stepview.engine.demo_model import DEMO_MODEL_NAME, demo_engine_args  # noqa: E402
+from stepview.engine.vllm_engine import VllmEngine  # noqa: E402
+
+
+class EnginePool:
+    """At most one live :class:`VllmEngine`, rebuilt only when the settings change."""
+
+    def __init__(self) -> None:
+        self._key: tuple[tuple[str, Any], ...] | None = None
+        self._engine: VllmEngine | None = None
+        self.phases: list[str] = []
+
+    def get(self, **overrides: Any) -> VllmEngine:
+        """An idle engine built with ``demo_engine_args(**overrides)``."""
+        key = tuple(sorted(overrides.items()))
+        engine = self._engine
+        if engine is not None and key == self._key:
+            if engine.has_unfinished():  # a failed test left requests behind
+                ids = list(engine.llm_engine.output_processor.request_states)
+                engine.llm_engine.abort_request(ids, internal=True)
+                while engine.has_unfinished():
+                    engine.step()
+            return engine
+        self.release()
+        phases: list[str] = []
+        engine = VllmEngine.create(
+            demo_engine_args(**overrides),
+            demo_model=True,
+            model_label=DEMO_MODEL_NAME,
+            on_phase=phases.append,
+        )
+        self._engine, self._key, self.phases = engine, key, phases
+        return engine
+
+    def release(self) -> None:
+        """Shut the live engine down (before building a bare ``LLMEngine``, say)."""
+        engine, self._engine, self._key = self._engine, None, None
+        if engine is not None:
+            engine.shutdown()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Deprecations inside vLLM/torch at import time; nothing this project can act on.
+    config.addinivalue_line("filterwarnings", "ignore:.*torch.distributed.reduce_op:FutureWarning")
+    config.addinivalue_line("filterwarnings", "ignore:.*torch.jit.script_method:DeprecationWarning")
+
+
+@pytest.fixture(scope="session")
+def demo_model_path() -> Path:
+    """The demo model in the user cache dir (built on first use, ~5 s)."""
+    from stepview.engine.demo_model import ensure_demo_model
+
+    return ensure_demo_model()
+
+
+@pytest.fixture(scope="session")
+def engines(demo_model_path: Path) -> Iterator[EnginePool]:
+    pool = EnginePool()
+    yield pool
+    pool.release()
