@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from stepview.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, _fail, default_results_path
+from stepview.model.prompts import PromptsFileError, read_prompts
 from stepview.model.source import SnapshotSource
 
 STOP_TIMEOUT_S = 4.0
@@ -45,7 +46,8 @@ def run_tui(own: argparse.Namespace, engine_argv: list[str], log_path: Path) -> 
 
     try:
         check_option_names(engine_argv)
-    except UsageError as exc:
+        requests = read_prompts(own.prompts) if own.prompts else []
+    except (UsageError, PromptsFileError) as exc:
         return _fail(str(exc))
     results_path: Path = own.results or default_results_path()
     holder = EngineArgsHolder()
@@ -62,6 +64,8 @@ def run_tui(own: argparse.Namespace, engine_argv: list[str], log_path: Path) -> 
         history_size=own.history,
         admit_per_step=admit,
     )
+    for request in requests:
+        driver.send(request)  # queued; they join once the engine is up
     restore_stderr = redirect_native_stderr(log_path)
     try:
         run_app(driver)

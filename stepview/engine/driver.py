@@ -141,6 +141,7 @@ class Driver:
         self._recent: deque[StepStat] = deque(maxlen=RECENT_STEPS)
         self._step = 0
         self._step_time = 0.0
+        self._stepping_time = 0.0  # sum of step() wall times: the engine's share of the run
         self._counters = EngineCounters()
         self._total_generated = 0
         self._paused = start_paused
@@ -220,6 +221,15 @@ class Driver:
             if self._failed is None:
                 self._publish(EngineState.STOPPED)
             self._close_sinks()
+            log.info(
+                "run summary: %d steps, %d requests done, %d tokens generated, "
+                "%.3f s in step(), %.3f s since start",
+                self._step,
+                len(self._finished),
+                self._total_generated,
+                self._stepping_time,
+                self._now(),
+            )
 
     def _loop(self, engine: Engine) -> None:
         while True:
@@ -239,6 +249,7 @@ class Driver:
                 start = self._clock()
                 result = engine.step()
                 self._step_time = self._clock() - start
+                self._stepping_time += self._step_time
                 self._step += 1
                 self._apply(result)
                 self._publish(self._idle_state())
