@@ -1,0 +1,70 @@
+"""Commands and status of a replayed trace, beside the live commands of ``commands.py``.
+
+A replay also understands :class:`~stepview.model.commands.Pause`,
+:class:`~stepview.model.commands.Resume` and :class:`~stepview.model.commands.SingleStep`
+(one snapshot forward), so the keys that control the live engine control playback too; these
+add what only a recording can do: go back, jump, change speed. Plain frozen values, like the
+live commands, so the UI builds them without importing the engine side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Seek:
+    """Jump to the first snapshot published after engine step ``step`` (clamped to the trace)."""
+
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeekStart:
+    """Jump to the first snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeekEnd:
+    """Jump to the last snapshot read so far."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepForward:
+    """Pause, then move ``count`` snapshots forward."""
+
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StepBack:
+    """Pause, then move ``count`` snapshots back."""
+
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SetSpeed:
+    """Play at ``speed`` times the recorded pace (2.0 = twice as fast); must be > 0."""
+
+    speed: float
+
+
+PlaybackCommand = Seek | SeekStart | SeekEnd | StepForward | StepBack | SetSpeed
+
+
+@dataclass(frozen=True, slots=True)
+class PlaybackStatus:
+    """Where a replay is, for the status bar: ``▶ 2x  snapshot 41/812``."""
+
+    position: int  # index of the snapshot shown
+    count: int  # snapshots read so far
+    playing: bool
+    speed: float
+    loaded: bool  # the whole trace has been read
+    warning: str | None = None  # why reading stopped early (truncated or corrupt line)
+
+    @property
+    def at_end(self) -> bool:
+        """Showing the last snapshot of a fully read trace."""
+        return self.loaded and self.position >= self.count - 1
