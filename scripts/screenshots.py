@@ -1,0 +1,57 @@
+"""Make the README's SVG screenshots from the app itself, from a fixed scenario.
+
+    .venv/bin/python scripts/screenshots.py [--out screenshots] [--size 100x30]
+
+The scenario and the key presses are the ones the SVG snapshot tests use
+(``tests/ui/scenario.py``), so a picture here is the same on every run and machine, needs no
+engine, and changes only when the UI does. Open the SVGs in a browser to check them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # for tests.ui.scenario when run as a script
+
+from tests.ui import scenario  # noqa: E402
+
+Scene = Callable[[Pilot[None]], Awaitable[None]] | None
+
+SCENES: dict[str, Scene] = {
+    "main-mid-run": None,
+    "form-validation-error": scenario.show_form_error,
+    "request-detail": scenario.show_detail,
+}
+
+
+async def shoot(name: str, scene: Scene, size: tuple[int, int], out: Path) -> Path:
+    app, _ = scenario.make_app(scenario.mid_run())
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        if scene is not None:
+            await scene(pilot)
+        path = app.save_screenshot(filename=f"{name}.svg", path=str(out))
+    return Path(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    parser.add_argument("--size", default="100x30", help="terminal COLUMNSxROWS")
+    args = parser.parse_args(argv)
+    width, height = (int(n) for n in args.size.lower().split("x"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, scene in SCENES.items():
+        print(asyncio.run(shoot(name, scene, (width, height), args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""Text for the panes, the status bar and the detail view, as plain functions over snapshots.
+
+Kept apart from the widgets so the wording of a state or a latency lives in one place, is
+cheap to call from ``render_line`` (no Textual objects), and is tested without an app.
+
+Prompts are user input and model output is noise from random weights: either can hold
+newlines, escape sequences, bidi overrides, zero-width joiners or unassigned code points.
+Every string that reaches the terminal from a request goes through :func:`one_line` or
+:func:`multi_line` first, so a prompt can never move the cursor, reorder a line or make a
+row wider than Rich measured it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stepview.model.snapshot import RequestState, RequestView, StepStat
+
+# -- making untrusted text safe to draw -----------------------------------------------------
+
+NEWLINE_MARK = "⏎"
+REPLACEMENT = "\ufffd"
+# More combining marks than this on one base character is "zalgo" text: drawn, it smears
+# over the rows above and below in most terminals.
+_MAX_COMBINING = 2
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+_VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+def _safe_char(ch: str, newline: str) -> str:
+    """The replacement for one character that is not plainly printable."""
+    if ch in _LINE_BREAKS:
+        return newline
+    if ch == "\t":
+        return " "
+    category = unicodedata.category(ch)
+    if category == "Zs":
+        # Odd spaces (no-break, em, ideographic) draw as spaces; keep their width.
+        return ch
+    if category == "Cf":
+        # Format characters draw nothing but steer the terminal: bidi overrides and
+        # isolates can reverse the rest of the line, joiners change how wide emoji are.
+        return ""
+    # Cc (other controls, ESC above all), Cs, Co, Cn.
+    return REPLACEMENT
+
+
+def _sanitize(text: str, newline: str) -> str:
+    if text.isascii() and text.isprintable():
+        return text  # the common case, at C speed
+    out: list[str] = []
+    combining = 0
+    for ch in _VARIATION_SELECTORS.sub("", text.replace("\r\n", "\n")):
+        if ch.isprintable():
+            if unicodedata.combining(ch):
+                combining += 1
+                if combining > _MAX_COMBINING:
+                    continue
+            else:
+                combining = 0
+            out.append(ch)
+        else:
+            combining = 0
+            out.append(_safe_char(ch, newline))
+    return "".join(out)
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` made safe for one table cell: line breaks shown as ``⏎``.
+
+    ``limit`` bounds the characters looked at (a row shows the start of a prompt only, and
+    the prompt may be 100 kB).
+    """
+    if limit is not None and len(text) > limit:
+        text = text[:limit]
+    return _sanitize(text, NEWLINE_MARK)
+
+
+def multi_line(text: str) -> str:
+    """``text`` made safe for a wrapping block: real line breaks kept, nothing else raw."""
+    return "\n".join(
+        _sanitize(line, NEWLINE_MARK) for line in text.replace("\r\n", "\n").split("\n")
+    )
+
+
+def token_repr(decoded: str | None, token_id: int) -> str:
+    """A token as the logprob tables show it: Python's repr, so spaces, newlines and
+    invisible characters are visible and escaped (``'\\n'``, ``'\\u202e'``)."""
+    if decoded is None:
+        return f"<{token_id}>"
+    return repr(decoded)
+
+
+# -- numbers ----------------------------------------------------------------------------------
+
+
+def seconds(value: float | None) -> str:
+    """A duration short enough for a table cell: ``850ms``, ``1.23s``, ``2m05s``."""
+    if value is None:
+        return "-"
+    if value < 0:
+        value = 0.0
+    if value < 1.0:
+        return f"{value * 1000:.0f}ms"
+    if value < 10.0:
+        return f"{value:.2f}s"
+    if value < 60.0:
+        return f"{value:.1f}s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def rate(value: float | None) -> str:
+    """Tokens per second: ``45.2 tok/s``, ``1.3k tok/s``."""
+    if value is None:
+        return "- tok/s"
+    if value >= 10_000:
+        return f"{value / 1000:.0f}k tok/s"
+    if value >= 1000:
+        return f"{value / 1000:.1f}k tok/s"
+    if value >= 100:
+        return f"{value:.0f} tok/s"
+    return f"{value:.1f} tok/s"
+
+
+def percent(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+# -- one request --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """The figures people compare requests by, derived from :class:`Timings`.
+
+    ``queued`` is arrival to first scheduling (still growing while the request waits);
+    ``ttft`` arrival to first token; ``decode_rate`` the tokens after the first ones over the
+    time since the first token, so a long prefill does not drag the decode speed down.
+    """
+
+    queued: float | None
+    ttft: float | None
+    decode_rate: float | None
+    total: float | None
+
+
+def latency(view: RequestView, now: float) -> Latency:
+    """Latency figures of ``view`` as of ``now`` (the snapshot's clock, never a live one)."""
+    t = view.timings
+    start = t.scheduled if t.scheduled is not None else (None if view.state.done else now)
+    queued = None if start is None else start - t.arrival
+    ttft = None if t.first_token is None else t.first_token - t.arrival
+    end = t.finished if t.finished is not None else (None if view.state.done else now)
+    decode_rate = None
+    if t.first_token is not None and end is not None:
+        # The first step with output produced one token per sample.
+        after_first = view.output_tokens - max(1, len(view.completions))
+        elapsed = end - t.first_token
+        if after_first > 0 and elapsed > 0:
+            decode_rate = after_first / elapsed
+    total = None if t.finished is None else t.finished - t.arrival
+    return Latency(queued, ttft, decode_rate, total)
+
+
+def finish_reasons(view: RequestView) -> str:
+    """``stop``, ``length`` or ``length,stop`` for n > 1 samples that ended differently."""
+    reasons = sorted({c.finish_reason for c in view.completions if c.finish_reason})
+    return ",".join(reasons)
+
+
+def state_detail(view: RequestView) -> str:
+    """What a request is doing, in a few words: ``prefill 32/128``, ``decoding 12 tok``."""
+    state = view.state
+    if state is RequestState.PREEMPTED:
+        return f"preempted x{view.num_preemptions}" if view.num_preemptions > 1 else "preempted"
+    if state is RequestState.PREFILLING:
+        return f"prefill {view.computed_prompt_tokens}/{view.prompt_tokens}"
+    if state is RequestState.DECODING:
+        return f"decoding {view.output_tokens} tok"
+    if state is RequestState.FINISHED:
+        return finish_reasons(view) or "finished"
+    return state.value
+
+
+def latency_cell(view: RequestView, now: float) -> str:
+    """The latency column: what matters for the request's pane."""
+    lat = latency(view, now)
+    if view.state is RequestState.REJECTED:
+        return ""
+    if lat.ttft is None:
+        return f"queued {seconds(lat.queued)}" if lat.queued is not None else ""
+    if lat.decode_rate is None:
+        return f"ttft {seconds(lat.ttft)}"
+    return f"ttft {seconds(lat.ttft)} {rate(lat.decode_rate)}"
+
+
+# -- the engine over recent steps ----------------------------------------------------------------
+
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], width: int, top: float | None = None) -> str:
+    """The last ``width`` values as block characters, scaled to ``top`` (default: their max)."""
+    if width <= 0:
+        return ""
+    values = values[-width:]
+    peak = top if top is not None else max(values, default=0.0)
+    if peak <= 0:
+        return SPARK_CHARS[0] * len(values)
+    last = len(SPARK_CHARS) - 1
+    return "".join(SPARK_CHARS[max(0, min(last, round(v / peak * last)))] for v in values)
+
+
+def step_throughputs(recent: Sequence[StepStat]) -> list[float]:
+    """Generated tokens per second for each recent step, over the time since the step before.
+
+    Dividing by the wall time between steps (not the step's own duration) shows what users
+    get, idle gaps included; the first step, with no predecessor, uses its own duration.
+    """
+    out: list[float] = []
+    previous: StepStat | None = None
+    for stat in recent:
+        interval = stat.clock - previous.clock if previous is not None else stat.step_time
+        if interval <= 0:
+            interval = stat.step_time
+        out.append(stat.generation_tokens / interval if interval > 0 else 0.0)
+        previous = stat
+    return out
+
+
+def throughput(recent: Sequence[StepStat]) -> float | None:
+    """Tokens per second over the recent window (``None`` before two steps)."""
+    if len(recent) < 2:
+        return None
+    span = recent[-1].clock - recent[0].clock
+    if span <= 0:
+        return None
+    return sum(s.generation_tokens for s in recent[1:]) / span

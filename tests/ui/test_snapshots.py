@@ -1,0 +1,62 @@
+"""SVG snapshots of the main views at 80x24 and 120x40, from fixed scenarios.
+
+The apps here read a static source (no driver thread, no clock), render once in
+``on_mount`` and have animations off, so each picture is the same on every run. Update with
+``pytest tests/ui/test_snapshots.py --snapshot-update`` and look at the SVGs before
+committing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from stepview.model.snapshot import StepSnapshot
+from tests.ui import scenario
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+
+Compare = Callable[..., bool]
+
+
+def check(
+    snap_compare: Compare,
+    snapshot: StepSnapshot,
+    size: tuple[int, int],
+    run_before: Callable[[Pilot[None]], Awaitable[None]] | None = None,
+) -> None:
+    app, _ = scenario.make_app(snapshot)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_loading(snap_compare: Compare, size: tuple[int, int]) -> None:
+    check(snap_compare, scenario.loading(), size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_three_panes_mid_run(snap_compare: Compare, size: tuple[int, int]) -> None:
+    check(snap_compare, scenario.mid_run(), size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_detail_of_a_greedy_request_with_logprobs(
+    snap_compare: Compare, size: tuple[int, int]
+) -> None:
+    check(snap_compare, scenario.mid_run(), size, scenario.show_detail)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_form_with_a_validation_error(snap_compare: Compare, size: tuple[int, int]) -> None:
+    check(snap_compare, scenario.mid_run(), size, scenario.show_form_error)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_help(snap_compare: Compare, size: tuple[int, int]) -> None:
+    check(snap_compare, scenario.mid_run(), size, scenario.show_help)
+
+
+def test_startup_error(snap_compare: Compare) -> None:
+    check(snap_compare, scenario.startup_error(), (80, 24))
