@@ -10,19 +10,26 @@ the UI thread can read them without locks (list append is atomic under the GIL).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Generic, TypeVar, overload
 
 T = TypeVar("T")
 
 
-class Frozen(Sequence[T], Generic[T]):
-    """The first ``length`` items of an append-only list; never changes once made."""
+class PrefixView(Sequence[T], Generic[T]):
+    """The first ``length`` items of something that only grows; subclasses say how to read one.
 
-    __slots__ = ("_items", "_length")
+    Shared by the driver's :class:`Frozen` token lists, vLLM's growing logprobs (read lazily)
+    and a trace's snapshots (built on demand): index checks, slices and iteration live here.
+    """
 
-    def __init__(self, items: list[T] | None = None, length: int | None = None) -> None:
-        self._items: list[T] = items if items is not None else []
-        self._length = len(self._items) if length is None else length
+    __slots__ = ("_length",)
+
+    def __init__(self, length: int) -> None:
+        self._length = length
+
+    def _at(self, index: int) -> T:
+        raise NotImplementedError
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -30,25 +37,45 @@ class Frozen(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> Sequence[T]: ...
     def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         if isinstance(index, slice):
-            return self._items[: self._length][index]
+            return [self._at(i) for i in range(*index.indices(self._length))]
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:
             raise IndexError(index)
-        return self._items[index]
+        return self._at(index)
 
     def __len__(self) -> int:
         return self._length
 
     def __iter__(self) -> Iterator[T]:
-        items = self._items
         for i in range(self._length):
-            yield items[i]
+            yield self._at(i)
+
+
+class Frozen(PrefixView[T]):
+    """The first ``length`` items of an append-only list; never changes once made."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[T] | None = None, length: int | None = None) -> None:
+        self._items: list[T] = items if items is not None else []
+        super().__init__(len(self._items) if length is None else length)
+
+    def _at(self, index: int) -> T:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return islice(self._items, self._length)
+
+    def extends(self, other: Frozen[T]) -> bool:
+        """True when both views share one list and this one is at least as long.
+
+        Then ``self`` is ``other`` plus ``self[len(other):]``: a trace can write only the tail.
+        """
+        return self._items is other._items and self._length >= other._length
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Frozen):
-            return list(self) == list(other)
-        if isinstance(other, list | tuple):
+        if isinstance(other, Frozen | list | tuple):
             return list(self) == list(other)
         return NotImplemented
 

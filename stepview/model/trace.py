@@ -53,13 +53,13 @@ import os
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from importlib import metadata
-from typing import IO, Any, TypeVar, overload
+from typing import IO, Any, TypeVar
 
-from stepview.model.grow import Frozen, Growing
+from stepview.model.grow import Frozen, Growing, PrefixView
 from stepview.model.history import diff_snapshots
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import (
@@ -177,7 +177,7 @@ def _tail(old: Sequence[T], new: Sequence[T]) -> list[T] | None:
     new_len = len(new)
     if new_len < old_len:
         return None
-    shared = isinstance(old, Frozen) and isinstance(new, Frozen) and old._items is new._items
+    shared = isinstance(old, Frozen) and isinstance(new, Frozen) and new.extends(old)
     if old_len and not shared and list(new[:old_len]) != list(old):
         return None
     return [new[i] for i in range(old_len, new_len)]
@@ -663,7 +663,7 @@ class _Store:
             return snapshot
 
 
-class TraceSnapshots(Sequence[StepSnapshot]):
+class TraceSnapshots(PrefixView[StepSnapshot]):
     """The first ``length`` snapshots of a trace, each built when indexed.
 
     Building one costs a tuple of the sparkline window and joining the text of the requests
@@ -672,31 +672,14 @@ class TraceSnapshots(Sequence[StepSnapshot]):
     equal, new object: hold on to the one you show.
     """
 
-    __slots__ = ("_length", "_store")
+    __slots__ = ("_store",)
 
     def __init__(self, store: _Store, length: int) -> None:
+        super().__init__(length)
         self._store = store
-        self._length = length
 
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> StepSnapshot: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[StepSnapshot]: ...
-    def __getitem__(self, index: int | slice) -> StepSnapshot | Sequence[StepSnapshot]:
-        if isinstance(index, slice):
-            return [self._store.snapshot(i) for i in range(*index.indices(self._length))]
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError(index)
+    def _at(self, index: int) -> StepSnapshot:
         return self._store.snapshot(index)
-
-    def __iter__(self) -> Iterator[StepSnapshot]:
-        for i in range(self._length):
-            yield self._store.snapshot(i)
 
     def step_at(self, index: int) -> int:
         """The engine step of snapshot ``index``, without building it."""
