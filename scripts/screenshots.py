@@ -20,19 +20,32 @@ from textual.pilot import Pilot
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for tests.ui.scenario when run as a script
 
+from stepview.ui.app import StepviewApp  # noqa: E402
 from tests.ui import scenario  # noqa: E402
 
 Scene = Callable[[Pilot[None]], Awaitable[None]] | None
 
-SCENES: dict[str, Scene] = {
-    "main-mid-run": None,
-    "form-validation-error": scenario.show_form_error,
-    "request-detail": scenario.show_detail,
+
+def _mid_run() -> StepviewApp:
+    return scenario.make_app(scenario.mid_run())[0]
+
+
+def _replay() -> StepviewApp:
+    return scenario.replay_app()[0]
+
+
+SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
+    "main-mid-run": (_mid_run, None),
+    "form-validation-error": (_mid_run, scenario.show_form_error),
+    "request-detail": (_mid_run, scenario.show_detail),
+    "replay-paused": (_replay, scenario.at_step(17)),
 }
 
 
-async def shoot(name: str, scene: Scene, size: tuple[int, int], out: Path) -> Path:
-    app, _ = scenario.make_app(scenario.mid_run())
+async def shoot(
+    name: str, make: Callable[[], StepviewApp], scene: Scene, size: tuple[int, int], out: Path
+) -> Path:
+    app = make()
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         if scene is not None:
@@ -48,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     width, height = (int(n) for n in args.size.lower().split("x"))
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, scene in SCENES.items():
-        print(asyncio.run(shoot(name, scene, (width, height), args.out)))
+    for name, (make, scene) in SCENES.items():
+        print(asyncio.run(shoot(name, make, scene, (width, height), args.out)))
     return 0
 
 

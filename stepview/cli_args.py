@@ -8,7 +8,19 @@ is handed to vLLM's parser on the engine thread (or up front in headless mode).
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
+
+
+def _speed(text: str) -> float:
+    """A replay speed: a finite number above 0 (argparse turns the error into exit code 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
+    return value
 
 
 def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -57,6 +69,19 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         type=Path,
         metavar="FILE",
         help="open a recorded trace in the TUI (no vLLM, no GPU needed)",
+    )
+    group.add_argument(
+        "--replay-speed",
+        type=_speed,
+        metavar="X",
+        default=1.0,
+        help="with --replay: play at X times the recorded pace (default: %(default)s; "
+        "+ and - change it in the TUI, 0.25 to 16)",
+    )
+    group.add_argument(
+        "--paused",
+        action="store_true",
+        help="with --replay: open paused at the first step (space plays)",
     )
     group.add_argument(
         "--history",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from stepview.cli import EXIT_OK, _fail
+from stepview.cli import EXIT_FAILED, EXIT_OK, _fail
 from stepview.model.trace import TraceError
 
 
@@ -13,13 +13,13 @@ def run_replay(own: argparse.Namespace) -> int:
     from stepview.run_tui import run_app
 
     try:
-        source = ReplaySource(own.replay)
+        source = ReplaySource(own.replay, speed=own.replay_speed, start_paused=own.paused)
     except TraceError as exc:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot read trace {own.replay}: {exc.strerror or exc}")
     try:
-        run_app(source, replay=True)
+        app_code = run_app(source, replay=True)
     finally:
         source.stop()
-    return EXIT_OK
+    return EXIT_FAILED if app_code else EXIT_OK

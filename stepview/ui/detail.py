@@ -136,12 +136,15 @@ def describe(view: RequestView, now: float) -> Content:
         "  ",
         (state_detail(view), "bold"),
     ]
+    # Each gap stands between two styled runs: a run starting with spaces loses them in
+    # librsvg-drawn screenshots ("decoding 12 tokprompt 8/8").
     if view.num_preemptions:
-        parts.append((f"  preempted {view.num_preemptions} times", "$warning"))
+        parts += ["  ", (f"preempted {view.num_preemptions} times", "$warning")]
     if view.prompt_tokens:
-        parts.append(
-            (f"  prompt {view.computed_prompt_tokens}/{view.prompt_tokens} tokens", _MUTED)
-        )
+        parts += [
+            "  ",
+            (f"prompt {view.computed_prompt_tokens}/{view.prompt_tokens} tokens", _MUTED),
+        ]
     parts.append("\n")
     if view.error:
         parts += [("error ", "bold $error"), (multi_line(view.error), "$error"), "\n"]
@@ -174,6 +177,7 @@ class DetailScreen(Screen[None]):
         self._view: RequestView | None = None
         self._now = 0.0
         self._drawn = False
+        self._where = ""
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-scroll"):
@@ -181,7 +185,9 @@ class DetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#detail-scroll").border_title = f"Request {one_line(self.request_id, 40)}"
+        scroll = self.query_one("#detail-scroll")
+        scroll.border_title = f"Request {one_line(self.request_id, 40)}"
+        scroll.border_subtitle = self._where
         self._render_request()
 
     @property
@@ -194,6 +200,14 @@ class DetailScreen(Screen[None]):
         self._snapshot = snapshot
         if self.is_mounted:
             self._render_request()
+
+    def show_where(self, text: str) -> None:
+        """Say which step this is when it is not the live one (this screen has no status bar):
+        ``HISTORY step 120 of 340 · L live``, or the replay position; ``""`` when live."""
+        if text != self._where:
+            self._where = text
+            if self.is_mounted:
+                self.query_one("#detail-scroll").border_subtitle = text
 
     def _render_request(self) -> None:
         snapshot = self._snapshot

@@ -118,15 +118,21 @@ def seconds(value: float | None) -> str:
 
 def rate(value: float | None) -> str:
     """Tokens per second: ``45.2 tok/s``, ``1.3k tok/s``."""
+    return f"{rate_value(value)} tok/s"
+
+
+def rate_value(value: float | None) -> str:
+    """The number of :func:`rate` alone (``45.2``, ``1.3k``, ``-``), at most 4 characters up
+    to 999k tok/s, for the status bar where the unit is the label."""
     if value is None:
-        return "- tok/s"
+        return "-"
     if value >= 10_000:
-        return f"{value / 1000:.0f}k tok/s"
+        return f"{value / 1000:.0f}k"
     if value >= 1000:
-        return f"{value / 1000:.1f}k tok/s"
+        return f"{value / 1000:.1f}k"
     if value >= 100:
-        return f"{value:.0f} tok/s"
-    return f"{value:.1f} tok/s"
+        return f"{value:.0f}"
+    return f"{value:.1f}"
 
 
 def percent(value: float) -> str:

@@ -62,7 +62,8 @@ class LoadingView(Widget):
             (model, "bold"),
             "\n\n" if model else "",
             (phase, "$secondary"),
-            ("  for ", "$text-muted"),
+            "  ",  # a gap of its own between styled runs (see status_bar.py)
+            ("for ", "$text-muted"),
             f"{elapsed:.0f}s",
         )
 

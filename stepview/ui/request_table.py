@@ -382,7 +382,10 @@ class RequestTable(ScrollView, can_focus=True):
                 continue
             cell = Text(value, style=style, no_wrap=True, end="")
             cell.truncate(size, overflow="ellipsis", pad=True)
+            # The gap after a cell takes the cell's style: a plain gap would join the next
+            # plain cell into one run starting with a space, which librsvg-drawn screenshots
+            # drop ("decoding 12 tokttft 100ms").
+            cell.append(" ")
             text.append_text(cell)
-            text.append(" ")
         text.truncate(width, pad=True)
         return Strip(text.render(self.app.console), width)

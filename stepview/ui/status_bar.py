@@ -1,8 +1,13 @@
 """The two lines at the top: which engine, what it is doing, and how the last steps went.
 
 Everything comes from the shown snapshot (``counters`` for this step, ``recent`` for the
-sparklines), so the bar shows the same figures live and in a replay, and a snapshot test
-sees fixed text. It is re-rendered only when the shown snapshot changes.
+sparklines) and its mark (history or replay position, see ``scrub.py``), so the bar shows the
+same figures live and in a replay, and a snapshot test sees fixed text. It is re-rendered
+only when the shown snapshot or the mark changes.
+
+Each figure reads label first (``tok/s 338 ▁▂▃``). Gaps between figures are plain spaces
+between two styled runs, never the start of a run: SVG renderers such as librsvg drop the
+leading spaces of a text run, which made screenshots read ``RUNNINGstep 240``.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.ui.format import (
     one_line,
     percent,
-    rate,
+    rate_value,
     seconds,
     sparkline,
     step_throughputs,
     throughput,
 )
+from stepview.ui.scrub import HistoryMark, Mark, ReplayMark, speed_text
 
 STATE_STYLES = {
     EngineState.STARTING: "bold $secondary",
@@ -30,6 +36,25 @@ STATE_STYLES = {
     EngineState.STOPPED: "bold $text-muted",
 }
 _SPARK_MAX = 40
+_MUTED = "$text-muted"
+# Plain text, but as a span of its own, so the gap before it stays a separate run.
+_PLAIN = "$foreground"
+_Part = tuple[str, str]
+_GROUP_GAP = "  "
+
+
+def _spaced(*parts: _Part) -> Content:
+    """Styled ``parts`` with one plain space between them (see the module docstring).
+
+    Every part needs a style of its own (:data:`_PLAIN` for plain text): a plain part would
+    merge with the space before it into one run that starts with a space.
+    """
+    return Content(" ").join(Content.styled(text, style) for text, style in parts)
+
+
+def _grouped(*groups: Content) -> Content:
+    """Groups of parts, two spaces apart."""
+    return Content(_GROUP_GAP).join(groups)
 
 
 class StatusBar(Widget):
@@ -42,14 +67,15 @@ class StatusBar(Widget):
     }
     """
 
-    def __init__(self, *, replay: bool = False, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.replay = replay
         self._snapshot: StepSnapshot | None = None
+        self._mark: Mark = None
 
-    def show(self, snapshot: StepSnapshot) -> None:
-        if snapshot is not self._snapshot:
-            self._snapshot = snapshot
+    def show(self, snapshot: StepSnapshot, mark: Mark = None) -> None:
+        """Show ``snapshot``, read as ``mark`` says (live, history or replay)."""
+        if snapshot is not self._snapshot or mark != self._mark:
+            self._snapshot, self._mark = snapshot, mark
             self.refresh()
 
     def render(self) -> Content:
@@ -60,41 +86,67 @@ class StatusBar(Widget):
         return Content("\n").join([self._first_line(snap, width), self._second_line(snap, width)])
 
     def _first_line(self, snap: StepSnapshot, width: int) -> Content:
-        right = Content.assemble(
-            ("REPLAY ", "bold $warning") if self.replay else "",
-            (snap.engine_state.value.upper(), STATE_STYLES[snap.engine_state]),
-            f"  step {snap.step}",
+        """Model (or the history banner, or a damaged trace's warning) left; state right."""
+        mark = self._mark
+        state = _spaced((snap.engine_state.value.upper(), STATE_STYLES[snap.engine_state]))
+        step = _spaced(("step", _MUTED), (str(snap.step), "bold"))
+        left = _spaced(
+            ("stepview", "bold"), (one_line(snap.info.label, 200) or "model not known yet", _PLAIN)
         )
-        left = Content.assemble(
-            ("stepview ", "bold"), one_line(snap.info.label, 200) or "model not known yet"
-        )
+        if isinstance(mark, HistoryMark):
+            left = _grouped(
+                _spaced(
+                    ("HISTORY", "bold reverse $warning"),
+                    (f"step {snap.step}", "bold"),
+                    (f"of {mark.latest_step}", _MUTED),
+                ),
+                _spaced(("L", "bold $secondary"), ("= live", _MUTED)),
+            )
+            right = state
+        elif isinstance(mark, ReplayMark):
+            if mark.status.warning:
+                left = _spaced(("⚠ " + one_line(mark.status.warning, 200), "bold $error"))
+            playing = f"{mark.symbol} {speed_text(mark.status.speed)}"
+            step = _spaced(("step", _MUTED), (mark.position(snap.step), "bold"))
+            right = _grouped(_spaced(("REPLAY", "bold $warning"), (playing, "bold")), state, step)
+        else:
+            right = _grouped(state, step)
         left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         gap = max(1, width - left.cell_length - right.cell_length)
         return Content.assemble(left, " " * gap, right)
 
     def _second_line(self, snap: StepSnapshot, width: int) -> Content:
+        """``wait 3  tok/s 338 ▁▂▃  batch 5 ▁▂▃  KV 62% ▁▂▃  step 5ms``: each label first."""
         counters = snap.counters
         recent = snap.recent
-        fixed = [
-            ("run ", f"{counters.running:<3}"),
-            ("wait ", f"{counters.waiting:<4}"),
-            ("KV ", f"{percent(counters.kv_cache_usage):>4} "),
-            ("", f"{rate(throughput(recent)):>11} "),
-            ("batch ", ""),
-            ("step ", seconds(snap.step_time) if snap.step else "-"),
+        # (label, value, width the value is padded to, sparkline values, sparkline top)
+        figures: list[tuple[str, str, int, list[float] | None, float | None]] = [
+            ("wait", str(counters.waiting), 3, None, None),
+            ("tok/s", rate_value(throughput(recent)), 4, step_throughputs(recent), None),
+            (
+                "batch",
+                str(counters.running),
+                2,
+                [float(s.running) for s in recent],
+                snap.info.max_num_seqs or None,
+            ),
+            (
+                "KV",
+                percent(counters.kv_cache_usage),
+                4,
+                [s.kv_cache_usage for s in recent],
+                1.0,
+            ),
+            ("step", seconds(snap.step_time) if snap.step else "-", 5, None, None),
         ]
-        fixed_len = sum(len(a) + len(b) + 1 for a, b in fixed)
-        spark = max(0, min(_SPARK_MAX, (width - fixed_len) // 3))
-        max_seqs = snap.info.max_num_seqs or None
-        sparks = {
-            2: sparkline([s.kv_cache_usage for s in recent], spark, top=1.0),
-            3: sparkline(step_throughputs(recent), spark),
-            4: sparkline([float(s.running) for s in recent], spark, top=max_seqs),
-        }
-        parts: list[str | tuple[str, str]] = []
-        for i, (name, value) in enumerate(fixed):
-            parts += [(name, "$text-muted"), value]
-            if i in sparks:
-                parts.append((sparks[i].ljust(spark), "$accent"))
-            parts.append(" ")
-        return Content.assemble(*parts).truncate(width)
+        sparks = sum(values is not None for _, _, _, values, _ in figures)
+        fixed = sum(len(label) + 1 + max(pad, len(value)) for label, value, pad, _, _ in figures)
+        fixed += sparks + len(_GROUP_GAP) * (len(figures) - 1)
+        spark = max(0, min(_SPARK_MAX, (width - fixed) // sparks))
+        groups = []
+        for label, value, pad, values, top in figures:
+            parts = [(label, _MUTED), (value.ljust(pad), _PLAIN)]
+            if values is not None:
+                parts.append((sparkline(values, spark, top=top).ljust(spark), "$accent"))
+            groups.append(_spaced(*parts))
+        return _grouped(*groups).truncate(width)

@@ -6,13 +6,15 @@ machine. ``scripts/screenshots.py`` uses the same scenarios for the README's pic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
+from stepview.engine.replay import ReplaySource
 from stepview.model.commands import Command
 from stepview.model.grow import Frozen
 from stepview.model.prompts import SEED_PROMPTS
@@ -29,7 +31,9 @@ from stepview.model.snapshot import (
     StepStat,
     Timings,
 )
+from stepview.model.trace import load_trace
 from stepview.ui.app import StepviewApp
+from tests.ui.replay_trace import TRACE
 
 INFO = EngineInfo(
     model="stepview-tiny-qwen3",
@@ -80,6 +84,21 @@ class StaticSource:
     @property
     def alive(self) -> bool:
         return self.started and not self.stopped
+
+
+class HistorySource(StaticSource):
+    """A live source that has published ``snapshots``: the last is ``latest()``, all are kept."""
+
+    def __init__(self, snapshots: Sequence[StepSnapshot]) -> None:
+        super().__init__(snapshots[-1])
+        self.snapshots = list(snapshots)
+
+    def publish(self, snapshot: StepSnapshot) -> None:
+        self.snapshots.append(snapshot)
+        self.snapshot = snapshot
+
+    def history(self) -> Sequence[StepSnapshot]:
+        return tuple(self.snapshots)
 
 
 def text_of(n: int, start: int = 0) -> str:
@@ -399,3 +418,61 @@ def make_app(snapshot: StepSnapshot, **source_kwargs: bool) -> tuple[StepviewApp
     app = StepviewApp(source, clock=None)
     app.animation_level = "none"
     return app, source
+
+
+def recorded_run() -> list[StepSnapshot]:
+    """Every snapshot of the committed trace (``tests/data/replay.trace.jsonl``)."""
+    return list(load_trace(TRACE).snapshots)
+
+
+def history_app() -> tuple[StepviewApp, HistorySource]:
+    """A live-looking app whose source has kept every snapshot of the recorded run."""
+    source = HistorySource(recorded_run())
+    app = StepviewApp(source, clock=None)
+    app.animation_level = "none"
+    return app, source
+
+
+def replay_app(trace: str = str(TRACE)) -> tuple[StepviewApp, ReplaySource]:
+    """The app over a paused replay of ``trace``: nothing moves until a key says so."""
+    source = ReplaySource(trace, start_paused=True)
+    app = StepviewApp(source, replay=True, clock=None)
+    app.animation_level = "none"
+    return app, source
+
+
+async def until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let the app run until ``condition`` holds (a source thread moves on its own)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+Scene = Callable[[Pilot[None]], Awaitable[None]]
+
+
+def at_step(step: int, *then: str) -> Scene:
+    """Key presses for a picture at ``step`` (``:``, the number, enter), then keys ``then``."""
+
+    async def go(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, StepviewApp)
+        await until(pilot, lambda: app.check_action("goto", ()) is True)  # a step to go to
+        await pilot.press("colon", *str(step), "enter")
+        await until(pilot, lambda: app.shown is not None and app.shown.step == step)
+        await pilot.press(*then)
+        await pilot.pause()
+
+    return go
+
+
+async def at_end(pilot: Pilot[None]) -> None:
+    """``>``: the last snapshot of a replay (the engine stopped, every request finished)."""
+    app = pilot.app
+    assert isinstance(app, StepviewApp)
+    await until(pilot, lambda: app.check_action("newest", ()) is True)
+    await pilot.press("greater_than_sign")
+    await until(pilot, lambda: app.shown is not None and app.shown.engine_state.value == "stopped")
+    await pilot.pause()

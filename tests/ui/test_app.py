@@ -8,7 +8,6 @@ key sends or what a fixed snapshot shows, and the real :class:`Driver` over the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -28,18 +27,9 @@ from stepview.ui.form import EMPTY_PROMPT, PromptForm
 from stepview.ui.help import HelpScreen
 from stepview.ui.loading import ErrorScreen
 from stepview.ui.request_table import RequestTable
-from tests.ui.scenario import make_app, mid_run, request, startup_error
+from tests.ui.scenario import make_app, mid_run, request, startup_error, until
 
 SIZE = (80, 24)
-
-
-async def until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Let the app run until ``condition`` holds (the driver thread moves on its own)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 def table(app: StepviewApp, pane: str) -> RequestTable:

@@ -14,6 +14,8 @@ from stepview.ui.format import (
     latency_cell,
     multi_line,
     one_line,
+    rate,
+    rate_value,
     seconds,
     sparkline,
     state_detail,
@@ -79,6 +81,15 @@ def test_token_repr_shows_invisible_characters() -> None:
 )
 def test_seconds(value: float | None, text: str) -> None:
     assert seconds(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [(None, "-"), (45.24, "45.2"), (338.2, "338"), (1340.0, "1.3k"), (123_456.0, "123k")],
+)
+def test_rate_fits_four_characters_without_its_unit(value: float | None, number: str) -> None:
+    assert rate_value(value) == number
+    assert rate(value) == f"{number} tok/s"
 
 
 def test_latency_of_a_finished_request() -> None:

@@ -60,3 +60,27 @@ def test_help(snap_compare: Compare, size: tuple[int, int]) -> None:
 
 def test_startup_error(snap_compare: Compare) -> None:
     check(snap_compare, scenario.startup_error(), (80, 24))
+
+
+# -- looking back: a live run's history, and a replay of the committed trace -----------------
+
+
+def test_history_banner(snap_compare: Compare) -> None:
+    app, _ = scenario.history_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_step(17))
+
+
+def test_history_detail(snap_compare: Compare) -> None:
+    app, _ = scenario.history_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_step(17, "enter"))
+
+
+@pytest.mark.parametrize("step", [6, 17])
+def test_replay_paused_at_step(snap_compare: Compare, step: int) -> None:
+    app, _ = scenario.replay_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_step(step))
+
+
+def test_replay_at_the_end(snap_compare: Compare) -> None:
+    app, _ = scenario.replay_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_end)

@@ -1,0 +1,145 @@
+"""Replay controls: keys become playback commands; the status bar says where playback is.
+
+Every test plays the committed trace (``tests/data/replay.trace.jsonl``, 56 steps), paused at
+the start, through a real :class:`ReplaySource` thread; the expected snapshots come from
+reading the same file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepview.engine.replay import ReplaySource
+from stepview.model.trace import TraceSnapshots, load_trace
+from stepview.ui.app import StepviewApp
+from stepview.ui.form import PromptForm
+from stepview.ui.scrub import next_speed
+from tests.ui.replay_trace import TRACE
+from tests.ui.scenario import at_step, replay_app, until
+from tests.ui.test_history import assert_panes_show, status_text
+
+SIZE = (80, 24)
+LAST_STEP = 56
+
+
+def recorded() -> TraceSnapshots:
+    return load_trace(TRACE).snapshots
+
+
+def at(app: StepviewApp, source: ReplaySource, index: int) -> bool:
+    """The replay is at snapshot ``index`` and the app shows it."""
+    return source.status.position == index and app.shown is source.latest()
+
+
+async def test_seek_step_back_and_forward() -> None:
+    app, source = replay_app()
+    trace = recorded()
+    async with app.run_test(size=SIZE) as pilot:
+        await at_step(17)(pilot)
+        index = trace.index_of_step(17)
+        assert source.status.position == index
+        assert_panes_show(app, trace[index])
+        assert "step 17/56" in status_text(app)
+
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: at(app, source, index + 1))
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await until(pilot, lambda: at(app, source, index - 1))
+        assert_panes_show(app, trace[index - 1])
+        await pilot.press("right_curly_bracket")
+        await until(pilot, lambda: at(app, source, index + 9))
+        await pilot.press("s")  # the live "step" key: one forward
+        await until(pilot, lambda: at(app, source, index + 10))
+        await pilot.press("left_curly_bracket")
+        await until(pilot, lambda: at(app, source, index))
+
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: at(app, source, len(trace) - 1))
+        assert f"step {LAST_STEP}/{LAST_STEP}" in status_text(app)
+        assert "STOPPED" in status_text(app)
+        await pilot.press("less_than_sign")
+        await until(pilot, lambda: at(app, source, 0))
+        assert not source.status.playing
+
+
+async def test_speed_keys_walk_the_ladder_and_show_in_the_status_bar() -> None:
+    app, source = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await at_step(17)(pilot)
+        assert "‖ 1x" in status_text(app)
+        await pilot.press("plus", "plus", "equals_sign")
+        await until(pilot, lambda: source.status.speed == 8.0)
+        await until(pilot, lambda: "‖ 8x" in status_text(app))
+        await pilot.press(*["plus"] * 5)
+        await until(pilot, lambda: "‖ 16x" in status_text(app))  # held at the top
+        await pilot.press(*["minus"] * 10)
+        await until(pilot, lambda: "‖ 0.25x" in status_text(app))  # held at the bottom
+        assert source.status.speed == 0.25
+
+
+async def test_play_runs_to_the_end_and_pause_holds() -> None:
+    app, source = replay_app()
+    last = len(recorded()) - 1
+    async with app.run_test(size=SIZE) as pilot:
+        await at_step(17)(pilot)
+        await pilot.press("space")
+        await until(pilot, lambda: source.status.playing or source.status.position == last)
+        await until(pilot, lambda: at(app, source, last))  # 40 ms of recording at 1x
+        assert not source.status.playing  # a player stops at the end
+        await until(
+            pilot, lambda: f"‖ 1x  STOPPED  step {LAST_STEP}/{LAST_STEP}" in status_text(app)
+        )
+
+        await pilot.press("minus", "minus", "p")  # play again, from the start, at 0.25x
+        await until(pilot, lambda: "▶ 0.25x" in status_text(app))
+        await pilot.press("p")
+        await until(pilot, lambda: not source.status.playing)
+        held = source.status.position
+        await pilot.pause(0.3)
+        assert source.status.position == held
+        await until(pilot, lambda: app.shown is source.latest() and "‖ 0.25x" in status_text(app))
+
+
+async def test_adding_and_aborting_are_refused_with_a_notice() -> None:
+    app, source = replay_app()
+    notices: list[str] = []
+    app.notify = lambda message, **_: notices.append(message)  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await at_step(17)(pilot)
+        await pilot.press("a", "d", "x")
+        assert not isinstance(app.screen, PromptForm)
+        assert len(notices) == 3 and all("replay" in n for n in notices)
+        assert source.status.position == recorded().index_of_step(17)
+
+
+async def test_a_damaged_trace_says_what_was_lost(tmp_path: Path) -> None:
+    lines = TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join(lines[:40]) + lines[40][:25], encoding="utf-8")
+    app, source = replay_app(str(damaged))
+    notices: list[str] = []
+    app.notify = lambda message, **_: notices.append(message)  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: source.status.warning is not None)
+        warning = source.status.warning
+        assert warning is not None and warning.startswith("line 41 is truncated")
+        await until(pilot, lambda: "⚠ line 41 is truncated" in status_text(app))
+        assert notices == [warning]  # once, in full
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: at(app, source, source.status.count - 1))
+        assert notices == [warning]
+
+
+async def test_the_status_follows_the_keys_during_the_recorded_start_up() -> None:
+    app, source = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.check_action("speed", (True,)) is True)
+        assert source.latest().engine_state.value == "starting"  # snapshot 0: start-up
+        await pilot.press("plus")
+        await until(pilot, lambda: "REPLAY ‖ 2x  STARTING  step 0/56" in status_text(app))
+
+
+def test_speed_ladder_from_an_off_ladder_speed() -> None:
+    """``--replay-speed 3`` then ``+``/``-``: the nearest rung in that direction."""
+    assert (next_speed(3.0, faster=True), next_speed(3.0, faster=False)) == (4.0, 2.0)
+    assert (next_speed(16.0, faster=True), next_speed(0.25, faster=False)) == (16.0, 0.25)
