@@ -72,7 +72,7 @@ class Playback:
 
     def _anchor(self, snapshots: TraceSnapshots, now: float) -> None:
         self._anchor_wall = now
-        self._anchor_clock = snapshots.clock_at(self.position) if snapshots else 0.0
+        self._anchor_clock = snapshots.play_clock_at(self.position) if snapshots else 0.0
         self._anchored = bool(snapshots)
 
     def _move(self, snapshots: TraceSnapshots, index: int, now: float) -> None:
@@ -138,7 +138,7 @@ class Playback:
         """Seconds until the next snapshot is due, or None when nothing is coming."""
         if not self.playing or self.position + 1 >= len(snapshots):
             return None
-        next_clock = snapshots.clock_at(self.position + 1)
+        next_clock = snapshots.play_clock_at(self.position + 1)
         due = self._anchor_wall + (next_clock - self._anchor_clock) / self.speed
         return max(0.0, due - now)
 

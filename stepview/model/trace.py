@@ -92,6 +92,10 @@ _BLANK = RequestView("", "", SamplingSpec(), RequestState.PENDING, Timings(0.0))
 T = TypeVar("T")
 
 
+# A replay shows each recorded start-up phase for at most this long (seconds at 1x).
+STARTUP_GAP_S = 0.5
+
+
 class TraceError(Exception):
     """The file is not a trace this stepview can read; the message says why."""
 
@@ -469,6 +473,7 @@ class _Row:
 
     step: int
     clock: float
+    play_clock: float  # ``clock`` with the engine's start-up shortened (see STARTUP_GAP_S)
     engine_state: EngineState
     info: EngineInfo
     phase: str
@@ -685,18 +690,22 @@ class TraceSnapshots(PrefixView[StepSnapshot]):
         """The engine step of snapshot ``index``, without building it."""
         return self._store.rows[index].step
 
-    def clock_at(self, index: int) -> float:
-        """The driver clock of snapshot ``index``, without building it."""
-        return self._store.rows[index].clock
+    def play_clock_at(self, index: int) -> float:
+        """When snapshot ``index`` is due in a replay at 1x, without building it.
+
+        That is the recorded driver clock, except that the engine's start-up (minutes for a
+        large model on a GPU box) plays in at most :data:`STARTUP_GAP_S` per phase.
+        """
+        return self._store.rows[index].play_clock
 
     def index_of_step(self, step: int) -> int:
         """The first snapshot published after engine step ``step`` (clamped to the last one)."""
         index = bisect_left(self._store.rows, step, hi=self._length, key=_row_step)
         return max(0, min(index, self._length - 1))
 
-    def last_index_at(self, clock: float, lo: int = 0) -> int:
-        """The last snapshot recorded at or before ``clock`` (at least ``lo``)."""
-        index = bisect_right(self._store.rows, clock, lo=lo, hi=self._length, key=_row_clock)
+    def last_index_at(self, play_clock: float, lo: int = 0) -> int:
+        """The last snapshot due at or before ``play_clock`` (at least ``lo``)."""
+        index = bisect_right(self._store.rows, play_clock, lo=lo, hi=self._length, key=_row_play)
         return max(lo, index - 1)
 
 
@@ -704,8 +713,8 @@ def _row_step(row: _Row) -> int:
     return row.step
 
 
-def _row_clock(row: _Row) -> float:
-    return row.clock
+def _row_play(row: _Row) -> float:
+    return row.play_clock
 
 
 @dataclass(slots=True)
@@ -807,10 +816,20 @@ class _Decoder:
         self._recent(line)
         self._requests(line)
         store = self._store
+        clock = float(line["clock"])
+        previous = store.rows[-1] if store.rows else None
+        if previous is None:
+            play_clock = min(clock, STARTUP_GAP_S)
+        else:
+            gap = clock - previous.clock
+            if previous.engine_state is EngineState.STARTING:
+                gap = min(gap, STARTUP_GAP_S)
+            play_clock = previous.play_clock + gap
         store.rows.append(
             _Row(
                 step=int(line["step"]),
-                clock=float(line["clock"]),
+                clock=clock,
+                play_clock=play_clock,
                 engine_state=EngineState(line["state"]),
                 info=self._info,
                 phase=self._phase,
