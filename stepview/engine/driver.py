@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 import time
 import traceback
@@ -45,7 +46,13 @@ from stepview.model.commands import (
     Shutdown,
     SingleStep,
 )
-from stepview.model.engine_api import Engine, EngineRejected, OutputUpdate, StepResult
+from stepview.model.engine_api import (
+    Engine,
+    EngineRejected,
+    OutputUpdate,
+    SchedulerEntry,
+    StepResult,
+)
 from stepview.model.grow import Growing
 from stepview.model.snapshot import (
     Completion,
@@ -69,6 +76,46 @@ EngineFactory = Callable[[PhaseCallback], Engine]
 IDLE_WAIT_S = 0.05
 # Steps kept for the sparklines.
 RECENT_STEPS = 120
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """A run's totals: the driver's last log line, and what benchmarks compare with bare vLLM.
+
+    ``busy_span`` is driver-clock seconds from the start of the first ``step()`` to the end of
+    the last one, so throughput over it leaves out engine start-up and idle time (a TUI left
+    open after the work is done) and compares equally with a bare ``step()`` loop.
+    """
+
+    steps: int
+    requests_done: int
+    tokens_generated: int
+    stepping_time: float  # sum of step() wall times
+    busy_span: float
+    since_start: float
+
+    def summary(self) -> str:
+        """The ``run summary: ...`` line the driver logs at shutdown (:meth:`parse` reads it)."""
+        return (
+            f"run summary: {self.steps} steps, {self.requests_done} requests done, "
+            f"{self.tokens_generated} tokens generated, {self.stepping_time:.3f} s in step(), "
+            f"{self.since_start:.3f} s since start, {self.busy_span:.6f} s first to last step"
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> RunStats | None:
+        """The last ``run summary`` line in ``text`` (a log file), or ``None``."""
+        found = _SUMMARY.findall(text)
+        if not found:
+            return None
+        steps, done, tokens, stepping, since, busy = found[-1]
+        return cls(int(steps), int(done), int(tokens), float(stepping), float(busy), float(since))
+
+
+_SUMMARY = re.compile(
+    r"run summary: (\d+) steps, (\d+) requests done, (\d+) tokens generated, "
+    r"([\d.]+) s in step\(\), ([\d.]+) s since start, ([\d.]+) s first to last step"
+)
 
 
 class SnapshotSink(Protocol):
@@ -96,11 +143,23 @@ class _CompletionTrack:
 
 @dataclass(slots=True)
 class _Track:
-    """Mutable, driver-only state of one request; ``view`` is its latest frozen picture."""
+    """Mutable, driver-only state of one request; ``view`` is its latest frozen picture.
+
+    A step first folds every output and the scheduler's entry into the fields below, then
+    freezes the request into one new ``view`` (an ``n=2`` request that moved on both samples
+    and changed state is still frozen once).
+    """
 
     view: RequestView
     completions: dict[int, _CompletionTrack] = field(default_factory=dict)
     in_engine: bool = False
+    entry: SchedulerEntry | None = None  # the last scheduler entry seen (reused while unchanged)
+    # Set while folding one step's result, cleared when the view is rebuilt:
+    moved: bool = False  # an output arrived
+    got_tokens: bool = False  # ... with new tokens
+    new_entry: SchedulerEntry | None = None  # the scheduler's view changed
+    prompt_token_ids: tuple[int, ...] | None = None  # first seen this step
+    prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None  # first seen this step
 
 
 class Driver:
@@ -142,11 +201,14 @@ class Driver:
         self._step = 0
         self._step_time = 0.0
         self._stepping_time = 0.0  # sum of step() wall times: the engine's share of the run
+        self._first_step_at: float | None = None  # clock() when the first step() began
+        self._last_step_end = 0.0  # clock() when the latest step() returned
         self._counters = EngineCounters()
         self._total_generated = 0
         self._paused = start_paused
         self._single_steps = 0
         self._stopping = False
+        self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
         self._failed: str | None = None
         self.startup_exception: BaseException | None = None
         """What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags)."""
@@ -170,9 +232,18 @@ class Driver:
         self._commands.put(command)
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Ask the thread to stop and wait for it, at most ``timeout`` s after the *first* ask.
+
+        Several parties stop the driver on the way out (the app's quit, its unmount, the
+        command after the app); sharing one deadline keeps a stuck engine from making them
+        wait one after the other.
+        """
+        now = time.monotonic()
+        if self._stop_deadline is None:
+            self._stop_deadline = now + timeout
         self._commands.put(Shutdown())
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, min(now + timeout, self._stop_deadline) - now))
 
     @property
     def alive(self) -> bool:
@@ -181,6 +252,19 @@ class Driver:
     def join(self, timeout: float | None = None) -> None:
         """Wait for the driver thread to end (after a shutdown, or in headless runs)."""
         self._thread.join(timeout)
+
+    @property
+    def run_stats(self) -> RunStats:
+        """Totals so far; exact once the driver thread has ended (read it after :meth:`join`)."""
+        first = self._first_step_at
+        return RunStats(
+            steps=self._step,
+            requests_done=len(self._finished),
+            tokens_generated=self._total_generated,
+            stepping_time=self._stepping_time,
+            busy_span=0.0 if first is None else self._last_step_end - first,
+            since_start=self._now(),
+        )
 
     @property
     def error(self) -> str | None:
@@ -221,15 +305,7 @@ class Driver:
             if self._failed is None:
                 self._publish(EngineState.STOPPED)
             self._close_sinks()
-            log.info(
-                "run summary: %d steps, %d requests done, %d tokens generated, "
-                "%.3f s in step(), %.3f s since start",
-                self._step,
-                len(self._finished),
-                self._total_generated,
-                self._stepping_time,
-                self._now(),
-            )
+            log.info("%s", self.run_stats.summary())
 
     def _loop(self, engine: Engine) -> None:
         while True:
@@ -247,8 +323,11 @@ class Driver:
                 if self._single_steps:
                     self._single_steps -= 1
                 start = self._clock()
+                if self._first_step_at is None:
+                    self._first_step_at = start
                 result = engine.step()
-                self._step_time = self._clock() - start
+                end = self._last_step_end = self._clock()
+                self._step_time = end - start
                 self._stepping_time += self._step_time
                 self._step += 1
                 self._apply(result)
@@ -328,6 +407,10 @@ class Driver:
             return  # finished, rejected or unknown: nothing to do
         if track.in_engine and self._engine is not None:
             self._engine.abort([request_id])
+            if not self._engine.has_unfinished():
+                # The engine is empty and no step will run to report it: the last step's
+                # figures would go on counting the aborted request as running.
+                self._counters = replace(self._counters, running=0, waiting=0, kv_cache_usage=0.0)
         else:
             self._pending.remove(request_id)
         del self._tracks[request_id]
@@ -360,59 +443,52 @@ class Driver:
     # -- applying a step ---------------------------------------------------------------------
 
     def _apply(self, result: StepResult) -> None:
+        """Fold a step's outputs and scheduler view into the tracks; one new view per change.
+
+        Work is proportional to what the step changed: outputs (one per sample that moved)
+        and scheduler entries that are new objects (the probe reuses unchanged ones, so an
+        identity test skips every request that is just waiting or decoding along).
+        """
         now = self._now()
+        tracks = self._tracks
+        touched: dict[str, _Track] = {}
         finished_ids: list[str] = []
-        changed: dict[str, _Track] = {}
         for update in result.outputs:
-            track = self._tracks.get(update.request_id)
+            track = tracks.get(update.request_id)
             if track is None:
                 continue  # aborted this step
-            if self._apply_output(track, update, now):
+            if _fold_output(track, update):
                 finished_ids.append(update.request_id)
-            changed[update.request_id] = track
+            touched[update.request_id] = track
         scheduled = result.scheduled
-        for request_id, track in self._tracks.items():
-            if not track.in_engine:
-                continue
-            view = track.view
-            if scheduled is not None:
-                entry = scheduled.get(request_id)
-                if entry is None:
+        if scheduled is not None:
+            for request_id, entry in scheduled.items():
+                track = tracks.get(request_id)
+                if track is None or entry is track.entry or not track.in_engine:
                     continue
+                track.entry = entry
+                view = track.view
                 if (
                     entry.state is view.state
                     and entry.computed_prompt_tokens == view.computed_prompt_tokens
                     and entry.num_preemptions == view.num_preemptions
                 ):
                     continue
-                state = entry.state
-                timings = view.timings
-                if timings.scheduled is None and state.pane == "running":
-                    timings = replace(timings, scheduled=now)
-                track.view = replace(
-                    view,
-                    state=state,
-                    timings=timings,
-                    prompt_tokens=entry.prompt_tokens,
-                    computed_prompt_tokens=entry.computed_prompt_tokens,
-                    num_preemptions=entry.num_preemptions,
-                )
-            elif request_id in changed and view.state is not RequestState.DECODING:
-                timings = view.timings
-                if timings.scheduled is None:
-                    timings = replace(timings, scheduled=timings.first_token)
-                track.view = replace(
-                    view,
-                    state=RequestState.DECODING,
-                    timings=timings,
-                    computed_prompt_tokens=view.prompt_tokens,
-                )
+                track.new_entry = entry
+                touched[request_id] = track
+        for track in touched.values():
+            track.view = _freeze(track, now, scheduled is not None)
         for request_id in finished_ids:
-            track = self._tracks.pop(request_id)
+            track = tracks.pop(request_id)
             view = track.view
+            timings = view.timings
+            if timings.scheduled is None:
+                # Scheduled and finished within this one step (e.g. max_tokens=1): it has
+                # already left the scheduler, so no entry ever showed it running.
+                timings = replace(timings, scheduled=now)
             state_view = replace(
                 view,
-                timings=replace(view.timings, finished=now),
+                timings=replace(timings, finished=now),
                 computed_prompt_tokens=max(view.computed_prompt_tokens, view.prompt_tokens),
             )
             self._finish(state_view, RequestState.FINISHED, None)
@@ -430,64 +506,6 @@ class Driver:
                 generation_tokens=counters.generation_tokens,
             )
         )
-
-    def _apply_output(self, track: _Track, update: OutputUpdate, now: float) -> bool:
-        """Fold one output into the track; returns True when the request is finished."""
-        view = track.view
-        prompt_token_ids = view.prompt_token_ids
-        prompt_tokens = view.prompt_tokens
-        if not prompt_token_ids and update.prompt_token_ids:
-            prompt_token_ids = tuple(update.prompt_token_ids)
-            prompt_tokens = len(prompt_token_ids)
-        prompt_logprobs = view.prompt_logprobs
-        if prompt_logprobs is None and update.prompt_logprobs is not None:
-            prompt_logprobs = tuple(update.prompt_logprobs)
-        completions = track.completions
-        got_tokens = False
-        for update_c in update.completions:
-            ct = completions.get(update_c.index)
-            if ct is None:
-                ct = completions[update_c.index] = _CompletionTrack(update_c.index)
-            tokens = ct.tokens
-            have = len(tokens)
-            if len(update_c.token_ids) > have:
-                tokens.extend(update_c.token_ids[have:])
-                got_tokens = True
-            logprobs = ct.logprobs
-            if update_c.logprobs is not None:
-                if logprobs is None:
-                    logprobs = ct.logprobs = Growing()
-                if len(update_c.logprobs) > len(logprobs):
-                    logprobs.extend(update_c.logprobs[len(logprobs) :])
-            ct.view = Completion(
-                index=update_c.index,
-                text=update_c.text,
-                token_ids=tokens.view(),
-                cumulative_logprob=update_c.cumulative_logprob,
-                logprobs=logprobs.view() if logprobs is not None else None,
-                finish_reason=update_c.finish_reason,
-                stop_reason=update_c.stop_reason,
-            )
-        timings = view.timings
-        if got_tokens and timings.first_token is None:
-            timings = replace(timings, first_token=now)
-        track.view = RequestView(
-            request_id=view.request_id,
-            prompt=view.prompt,
-            spec=view.spec,
-            state=view.state,
-            timings=timings,
-            prompt_tokens=prompt_tokens,
-            computed_prompt_tokens=view.computed_prompt_tokens,
-            num_preemptions=view.num_preemptions,
-            prompt_token_ids=prompt_token_ids,
-            prompt_logprobs=prompt_logprobs,
-            completions=tuple(
-                ct.view for _, ct in sorted(completions.items()) if ct.view is not None
-            ),
-            error=view.error,
-        )
-        return update.finished
 
     def _finish(self, view: RequestView, state: RequestState, error: str | None) -> None:
         timings = view.timings
@@ -533,6 +551,109 @@ class Driver:
                 sink.close()
             except Exception:
                 log.exception("closing %r failed", sink)
+
+
+def _fold_output(track: _Track, update: OutputUpdate) -> bool:
+    """Copy what is new in one output into the track; True when the request is finished.
+
+    Token ids and logprobs are vLLM's live, growing lists: only the positions past what the
+    track already holds are copied (O(new tokens) per step, not O(length)).
+    """
+    track.moved = True
+    if update.prompt_token_ids and not track.view.prompt_token_ids:
+        track.prompt_token_ids = tuple(update.prompt_token_ids)
+    if update.prompt_logprobs is not None and track.view.prompt_logprobs is None:
+        track.prompt_logprobs = tuple(update.prompt_logprobs)
+    completions = track.completions
+    for update_c in update.completions:
+        ct = completions.get(update_c.index)
+        if ct is None:
+            ct = completions[update_c.index] = _CompletionTrack(update_c.index)
+        tokens = ct.tokens
+        have = len(tokens)
+        if len(update_c.token_ids) > have:
+            tokens.extend(update_c.token_ids[have:])
+            track.got_tokens = True
+        logprobs = ct.logprobs
+        new_logprobs = update_c.logprobs
+        if new_logprobs is not None:
+            if logprobs is None:
+                logprobs = ct.logprobs = Growing()
+            have = len(logprobs)
+            if len(new_logprobs) > have:
+                logprobs.extend(new_logprobs[have:])
+        # Positional (here and in _freeze): with keywords the call costs twice as much, and
+        # this runs for every sample of every running request, every step.
+        ct.view = Completion(
+            update_c.index,
+            update_c.text,
+            tokens.view(),
+            update_c.cumulative_logprob,
+            logprobs.view() if logprobs is not None else None,
+            update_c.finish_reason,
+            update_c.stop_reason,
+        )
+    return update.finished
+
+
+def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
+    """The track's new frozen view after a step, and the per-step marks cleared.
+
+    State comes from the scheduler's entry when the engine has one; without a scheduler
+    view, a request that produced output is decoding.
+    """
+    view = track.view
+    timings = view.timings
+    state = view.state
+    prompt_token_ids = view.prompt_token_ids
+    prompt_tokens = view.prompt_tokens
+    computed = view.computed_prompt_tokens
+    preemptions = view.num_preemptions
+    completions = view.completions
+    if track.moved:
+        if track.prompt_token_ids is not None:
+            prompt_token_ids = track.prompt_token_ids
+            prompt_tokens = len(prompt_token_ids)
+        if track.got_tokens and timings.first_token is None:
+            timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
+        completions = tuple(
+            [ct.view for _, ct in sorted(track.completions.items()) if ct.view is not None]
+        )
+    entry = track.new_entry
+    if entry is not None:
+        state = entry.state
+        if timings.scheduled is None and state.pane == "running":
+            timings = Timings(timings.arrival, now, timings.first_token, timings.finished)
+        prompt_tokens = entry.prompt_tokens
+        computed = entry.computed_prompt_tokens
+        preemptions = entry.num_preemptions
+    elif track.moved and not scheduler_known and state is not RequestState.DECODING:
+        state = RequestState.DECODING
+        if timings.scheduled is None:
+            timings = Timings(
+                timings.arrival, timings.first_token, timings.first_token, timings.finished
+            )
+        computed = prompt_tokens
+    prompt_logprobs = view.prompt_logprobs
+    if track.prompt_logprobs is not None:
+        prompt_logprobs = track.prompt_logprobs
+    track.moved = track.got_tokens = False
+    track.new_entry = None
+    track.prompt_token_ids = track.prompt_logprobs = None
+    return RequestView(
+        view.request_id,
+        view.prompt,
+        view.spec,
+        state,
+        timings,
+        prompt_tokens,
+        computed,
+        preemptions,
+        prompt_token_ids,
+        prompt_logprobs,
+        completions,
+        view.error,
+    )
 
 
 def _describe(exc: BaseException) -> str:
