@@ -156,8 +156,13 @@ class FakeEngine:
 
     # -- one step ----------------------------------------------------------------------------
 
-    def _blocks(self, seq: _Seq) -> int:
-        return -(-max(seq.computed, 1) // self.block_size)
+    def _blocks(self, seq: _Seq, extra: int = 0) -> int:
+        """KV blocks the sequence holds once ``extra`` more tokens are computed."""
+        return -(-(seq.computed + extra) // self.block_size)
+
+    def _growth(self, seq: _Seq, want: int) -> int:
+        """New blocks needed to compute ``want`` more tokens of ``seq``."""
+        return self._blocks(seq, want) - self._blocks(seq)
 
     def _free_blocks(self) -> int:
         return self.num_kv_blocks - sum(self._blocks(s) for s in self._running)
@@ -166,7 +171,9 @@ class FakeEngine:
         if self.step_delay:
             time.sleep(self.step_delay)  # a real step takes time; UI tests want to see it
         budget = self.max_num_batched_tokens
-        scheduled: list[tuple[_Seq, int]] = []
+        # (sequence, tokens computed this step, whether it was still prefilling). Tokens are
+        # counted as computed when scheduled, so later checks see the blocks already taken.
+        scheduled: list[tuple[_Seq, int, bool]] = []
         preemptions = 0
         # Running first: decode one token, or continue a chunked prefill.
         for seq in list(self._running):
@@ -175,35 +182,35 @@ class FakeEngine:
             want = min(max(len(seq.prompt_ids) - seq.computed, 1), budget)
             if want <= 0:
                 break
-            while self._free_blocks() * self.block_size < want and len(self._running) > 1:
+            while self._free_blocks() < self._growth(seq, want) and len(self._running) > 1:
                 victim = self._running.pop()
                 victim.computed = 0
                 victim.preemptions += 1
                 preemptions += 1
                 self._waiting.appendleft(victim)
-                scheduled = [(s, n) for s, n in scheduled if s is not victim]
+                scheduled = [entry for entry in scheduled if entry[0] is not victim]
                 if victim is seq:
                     break
             if seq not in self._running:
                 continue
-            scheduled.append((seq, want))
+            scheduled.append((seq, want, seq.computed < len(seq.prompt_ids)))
+            seq.computed += want
             budget -= want
         # Then waiting requests, in order, while seats, budget and blocks allow.
         while self._waiting and len(self._running) < self.max_num_seqs and budget > 0:
             seq = self._waiting[0]
             want = min(len(seq.prompt_ids) - seq.computed, budget)
-            if self._free_blocks() * self.block_size < want + seq.computed:
+            if self._free_blocks() < self._blocks(seq, want):
                 break
             self._waiting.popleft()
             self._running.append(seq)
             self._prefix_queries += len(seq.prompt_ids)
-            scheduled.append((seq, want))
+            scheduled.append((seq, want, True))
+            seq.computed += want
             budget -= want
         prompt_tokens = 0
         generated: list[_Seq] = []
-        for seq, count in scheduled:
-            prefilling = seq.computed < len(seq.prompt_ids)
-            seq.computed += count
+        for seq, count, prefilling in scheduled:
             if prefilling:
                 prompt_tokens += count
                 if seq.computed < len(seq.prompt_ids):
@@ -214,7 +221,8 @@ class FakeEngine:
         counters = EngineCounters(
             running=len(self._running),
             waiting=len(self._waiting),
-            kv_cache_usage=1.0 - self._free_blocks() / self.num_kv_blocks,
+            # A lone request may overrun a tiny cache (vLLM would have refused it): cap at 100 %.
+            kv_cache_usage=min(1.0, 1.0 - self._free_blocks() / self.num_kv_blocks),
             prompt_tokens=prompt_tokens,
             generation_tokens=len(generated),
             prefix_cache_queries=self._prefix_queries,
