@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh test
 export HF_HUB_OFFLINE=1
-.venv/bin/ruff check stepview tests scripts benchmarks
-.venv/bin/ruff format --check stepview tests scripts benchmarks
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"
