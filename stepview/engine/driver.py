@@ -138,7 +138,30 @@ class _CompletionTrack:
     index: int
     tokens: Growing[int] = field(default_factory=Growing)
     logprobs: Growing[PositionLogprobs] | None = None
+    text: Growing[str] = field(default_factory=Growing)
+    text_len: int = 0
+    last_piece: str = ""
     view: Completion | None = None
+
+    def take_text(self, text: str) -> None:
+        """Keep vLLM's cumulative ``text`` as the piece this step appended.
+
+        vLLM's text only grows (stop strings are held back until decided), so normally the new
+        text is the old one plus a suffix; that is checked on the last piece only, O(piece).
+        Anything else starts the pieces afresh.
+        """
+        have = self.text_len
+        if len(text) == have and (not have or text.endswith(self.last_piece)):
+            return
+        last = self.last_piece
+        if len(text) > have and text[have - len(last) : have] == last:
+            piece = text[have:]
+        else:
+            self.text = Growing()
+            piece = text
+        self.text.append(piece)
+        self.text_len = len(text)
+        self.last_piece = piece
 
 
 @dataclass(slots=True)
@@ -584,9 +607,10 @@ def _fold_output(track: _Track, update: OutputUpdate) -> bool:
                 logprobs.extend(new_logprobs[have:])
         # Positional (here and in _freeze): with keywords the call costs twice as much, and
         # this runs for every sample of every running request, every step.
+        ct.take_text(update_c.text)
         ct.view = Completion(
             update_c.index,
-            update_c.text,
+            ct.text.view(),
             tokens.view(),
             update_c.cumulative_logprob,
             logprobs.view() if logprobs is not None else None,

@@ -63,12 +63,12 @@ def completion_record(c: Completion) -> dict[str, Any]:
 
 def completion_from_record(data: Mapping[str, Any]) -> Completion:
     logprobs = data.get("logprobs")
-    return Completion(
-        index=data["index"],
-        text=data["text"],
+    return Completion.of_text(
+        data["index"],
+        data["text"],
         token_ids=Frozen(list(data["token_ids"])),
         cumulative_logprob=data.get("cumulative_logprob"),
-        logprobs=None if logprobs is None else Frozen(_logprobs_in(logprobs)),  # type: ignore[arg-type]
+        logprobs=None if logprobs is None else Frozen(_logprobs_in(logprobs)),
         finish_reason=data.get("finish_reason"),
         stop_reason=data.get("stop_reason"),
     )

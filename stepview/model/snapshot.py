@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
@@ -76,15 +77,30 @@ PositionLogprobs = tuple[LogprobEntry, ...]
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One of a request's ``n`` samples, as far as it has got."""
+    """One of a request's ``n`` samples, as far as it has got.
+
+    The text is kept as the pieces each step appended (``pieces``), not as one string: a
+    snapshot history of a long completion would otherwise hold a copy of its whole text per
+    step, memory quadratic in its length. :attr:`text` joins them when someone reads it.
+    """
 
     index: int
-    text: str = ""
+    pieces: Frozen[str] = field(default_factory=Frozen)
     token_ids: Frozen[int] = field(default_factory=Frozen)
     cumulative_logprob: float | None = None
     logprobs: Frozen[PositionLogprobs] | None = None
     finish_reason: str | None = None
     stop_reason: str | int | None = None
+
+    @property
+    def text(self) -> str:
+        """The completion's text so far."""
+        return "".join(self.pieces)
+
+    @classmethod
+    def of_text(cls, index: int, text: str = "", **fields: Any) -> Completion:
+        """A completion whose text is given whole (records, tests, hand-made snapshots)."""
+        return cls(index, Frozen([text] if text else []), **fields)
 
 
 @dataclass(frozen=True, slots=True)

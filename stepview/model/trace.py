@@ -200,11 +200,18 @@ def _completion_delta(old: Completion | None, new: Completion) -> dict[str, Any]
             delta["t"] = list(new.token_ids)
         elif tokens:
             delta["t+"] = tokens
-    if new.text != old.text:
-        if new.text.startswith(old.text):
-            delta["x+"] = new.text[len(old.text) :]
+    if new.pieces is not old.pieces:
+        if new.pieces.extends(old.pieces):  # O(appended), the usual case for the driver's views
+            added = "".join(new.pieces[len(old.pieces) :])
+            if added:
+                delta["x+"] = added
         else:
-            delta["x"] = new.text
+            old_text, new_text = old.text, new.text
+            if new_text.startswith(old_text):
+                if new_text != old_text:
+                    delta["x+"] = new_text[len(old_text) :]
+            else:
+                delta["x"] = new_text
     if new.logprobs is not old.logprobs:
         if new.logprobs is None:
             delta["l"] = None
@@ -587,7 +594,7 @@ def _with_text(request: _Request) -> RequestView:
     if not any(s.text_len for s in request.samples):
         return view
     completions = tuple(
-        replace(c, text=s.text.text(s.text_len)) if s.text_len else c
+        replace(c, pieces=Frozen([s.text.text(s.text_len)])) if s.text_len else c
         for c, s in zip(view.completions, request.samples, strict=True)
     )
     return replace(view, completions=completions)

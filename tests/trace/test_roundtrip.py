@@ -153,9 +153,17 @@ def test_changes_the_driver_never_makes_still_round_trip(tmp_path: Path) -> None
     samples removed, reordering, requests leaving without finishing, a reset sparkline window:
     the format falls back to full values and stays exact."""
     lp = (LogprobEntry(5, -0.5, 1, "a"), LogprobEntry(6, -1.5, 2, None))
-    c1 = Completion(0, "hello wor", Frozen([1, 2, 3]), -1.0, Frozen([lp, lp, lp]))
-    c1b = Completion(0, "hello w\N{LATIN SMALL LETTER E WITH ACUTE}", Frozen([1, 9]), None, None)
-    c2 = Completion(1, "other", Frozen([7]), finish_reason="stop", stop_reason=42)
+    c1 = Completion.of_text(
+        0,
+        "hello wor",
+        token_ids=Frozen([1, 2, 3]),
+        cumulative_logprob=-1.0,
+        logprobs=Frozen([lp, lp, lp]),
+    )
+    c1b = Completion.of_text(
+        0, "hello w\N{LATIN SMALL LETTER E WITH ACUTE}", token_ids=Frozen([1, 9])
+    )
+    c2 = Completion.of_text(1, "other", token_ids=Frozen([7]), finish_reason="stop", stop_reason=42)
     a1 = _view("a", state=RequestState.DECODING, completions=(c1, c2), prompt_token_ids=(1, 2))
     a2 = replace(a1, completions=(c1b,), prompt_logprobs=(None, lp), error="odd")
     b1 = _view("b", spec=SamplingSpec(temperature=0.0, stop=("x",)))

@@ -120,9 +120,9 @@ def completion(
                 for i, t in enumerate(ids)
             ]
         )
-    return Completion(
-        index=index,
-        text=text_of(n_tokens, index),
+    return Completion.of_text(
+        index,
+        text_of(n_tokens, index),
         token_ids=Frozen(ids),
         cumulative_logprob=-0.5 * n_tokens if logprobs else None,
         logprobs=lps,
