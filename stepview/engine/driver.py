@@ -85,6 +85,9 @@ class RunStats:
     ``busy_span`` is driver-clock seconds from the start of the first ``step()`` to the end of
     the last one, so throughput over it leaves out engine start-up and idle time (a TUI left
     open after the work is done) and compares equally with a bare ``step()`` loop.
+    ``busy_cpu`` is the CPU time the driver thread used over that span: unlike the wall
+    clock it does not grow when other processes take the CPU, but it also leaves out the time
+    the thread waited for the GIL (which is how a UI thread slows the engine down).
     """
 
     steps: int
@@ -93,13 +96,15 @@ class RunStats:
     stepping_time: float  # sum of step() wall times
     busy_span: float
     since_start: float
+    busy_cpu: float = 0.0
 
     def summary(self) -> str:
         """The ``run summary: ...`` line the driver logs at shutdown (:meth:`parse` reads it)."""
         return (
             f"run summary: {self.steps} steps, {self.requests_done} requests done, "
             f"{self.tokens_generated} tokens generated, {self.stepping_time:.3f} s in step(), "
-            f"{self.since_start:.3f} s since start, {self.busy_span:.6f} s first to last step"
+            f"{self.since_start:.3f} s since start, {self.busy_span:.6f} s first to last step "
+            f"({self.busy_cpu:.6f} s CPU)"
         )
 
     @classmethod
@@ -108,13 +113,22 @@ class RunStats:
         found = _SUMMARY.findall(text)
         if not found:
             return None
-        steps, done, tokens, stepping, since, busy = found[-1]
-        return cls(int(steps), int(done), int(tokens), float(stepping), float(busy), float(since))
+        steps, done, tokens, stepping, since, busy, cpu = found[-1]
+        return cls(
+            int(steps),
+            int(done),
+            int(tokens),
+            float(stepping),
+            float(busy),
+            float(since),
+            float(cpu),
+        )
 
 
 _SUMMARY = re.compile(
     r"run summary: (\d+) steps, (\d+) requests done, (\d+) tokens generated, "
-    r"([\d.]+) s in step\(\), ([\d.]+) s since start, ([\d.]+) s first to last step"
+    r"([\d.]+) s in step\(\), ([\d.]+) s since start, ([\d.]+) s first to last step "
+    r"\(([\d.]+) s CPU\)"
 )
 
 
@@ -226,6 +240,8 @@ class Driver:
         self._stepping_time = 0.0  # sum of step() wall times: the engine's share of the run
         self._first_step_at: float | None = None  # clock() when the first step() began
         self._last_step_end = 0.0  # clock() when the latest step() returned
+        self._first_step_cpu = 0.0  # thread_time() then, and ...
+        self._last_step_cpu = 0.0  # ... when the latest step() returned
         self._counters = EngineCounters()
         self._total_generated = 0
         self._paused = start_paused
@@ -287,6 +303,7 @@ class Driver:
             stepping_time=self._stepping_time,
             busy_span=0.0 if first is None else self._last_step_end - first,
             since_start=self._now(),
+            busy_cpu=self._last_step_cpu - self._first_step_cpu,
         )
 
     @property
@@ -348,8 +365,10 @@ class Driver:
                 start = self._clock()
                 if self._first_step_at is None:
                     self._first_step_at = start
+                    self._first_step_cpu = self._last_step_cpu = time.thread_time()
                 result = engine.step()
                 end = self._last_step_end = self._clock()
+                self._last_step_cpu = time.thread_time()
                 self._step_time = end - start
                 self._stepping_time += self._step_time
                 self._step += 1
@@ -605,9 +624,9 @@ def _fold_output(track: _Track, update: OutputUpdate) -> bool:
             have = len(logprobs)
             if len(new_logprobs) > have:
                 logprobs.extend(new_logprobs[have:])
+        ct.take_text(update_c.text)
         # Positional (here and in _freeze): with keywords the call costs twice as much, and
         # this runs for every sample of every running request, every step.
-        ct.take_text(update_c.text)
         ct.view = Completion(
             update_c.index,
             ct.text.view(),

@@ -462,16 +462,18 @@ class VllmEngine:
             if prompt_logprobs is None:
                 prompt_logprobs = convert_prompt_logprobs(raw_prompt_logprobs)
                 self._prompt_logprobs[request_id] = prompt_logprobs
+        # Positional arguments: keywords make these calls twice as expensive, and they run
+        # for every sample that moved, every step (field order: see engine_api).
         completions = tuple(
             [
                 CompletionUpdate(
-                    index=c.index,
-                    text=c.text,
-                    token_ids=c.token_ids,
-                    cumulative_logprob=c.cumulative_logprob,
-                    logprobs=None if c.logprobs is None else LogprobsView(c.logprobs),
-                    finish_reason=c.finish_reason,
-                    stop_reason=c.stop_reason,
+                    c.index,
+                    c.text,
+                    c.token_ids,
+                    c.cumulative_logprob,
+                    None if c.logprobs is None else LogprobsView(c.logprobs),
+                    c.finish_reason,
+                    c.stop_reason,
                 )
                 for c in out.outputs
             ]
@@ -480,11 +482,7 @@ class VllmEngine:
         if finished and raw_prompt_logprobs is not None:
             self._prompt_logprobs.pop(request_id, None)
         return OutputUpdate(
-            request_id=request_id,
-            prompt_token_ids=out.prompt_token_ids,
-            prompt_logprobs=prompt_logprobs,
-            completions=completions,
-            finished=finished,
+            request_id, out.prompt_token_ids, prompt_logprobs, completions, finished
         )
 
     def _counters(self, probed: bool) -> EngineCounters:

@@ -140,6 +140,7 @@ class RequestTable(ScrollView, can_focus=True):
         self._cursor = 0
         self._cache: dict[int, tuple[RequestView, _LineKey, Strip]] = {}
         self._drawn: dict[int, _LineKey] = {}
+        self._formatted_width = -1  # the width rows were last formatted for
         self._styles: dict[str, Style] = {}
         self.border_title = f"{title} 0"
 
@@ -277,8 +278,13 @@ class RequestTable(ScrollView, can_focus=True):
         self.refresh()
 
     def on_resize(self) -> None:
-        self._cache.clear()
-        self._drawn.clear()
+        # Textual sends Resize after every layout, also when only the row count changed;
+        # re-formatting every row then drew each snapshot twice. Only a new width needs it.
+        width = self.scrollable_content_region.width
+        if width != self._formatted_width:
+            self._formatted_width = width
+            self._cache.clear()
+            self._drawn.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, self.row_count + 1)
         self._scroll_to_cursor()
 

@@ -1,0 +1,68 @@
+"""The benchmarks still run and still print their figures in the documented format.
+
+Only the shape of the output is checked, never a timing: CI machines are shared and a timed
+assertion would fail for reasons that have nothing to do with the change under test. The
+figures themselves are for people (``benchmarks/*.py`` without ``--quick``; README).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+def run_quick(script: str, timeout: float) -> list[str]:
+    """Run ``benchmarks/<script> --quick``; its stdout lines (fails on a non-zero exit)."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+    return done.stdout.splitlines()
+
+
+def assert_has_line(lines: list[str], pattern: str) -> None:
+    assert any(re.fullmatch(pattern, line) for line in lines), (
+        f"no line matches {pattern!r} in:\n" + "\n".join(lines)
+    )
+
+
+@pytest.mark.engine
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="the tui variant runs stepview in tmux")
+def test_engine_overhead_quick() -> None:
+    lines = run_quick("engine_overhead.py", timeout=240)
+    for variant in ("bare", "driver", "driver+record", "tui"):
+        figures = rf"{re.escape(variant)}\s+(?:{NUMBER}\s+){{6}}{NUMBER}%\s+{NUMBER}"
+        assert_has_line(lines, figures)
+    assert_has_line(lines, rf"first frame .*: median {NUMBER} s, min {NUMBER}, max {NUMBER}")
+    assert_has_line(lines, r"work per run: \d+ steps, \d+ output tokens \(identical in every run\)")
+    assert_has_line(
+        lines, rf"cpu ratios \(.*\): driver={NUMBER} driver\+record={NUMBER} tui={NUMBER}"
+    )
+    assert re.fullmatch(rf"ratios: driver/bare={NUMBER} tui/bare={NUMBER}", lines[-1]), lines[-1]
+
+
+def test_ui_scale_quick() -> None:
+    lines = run_quick("ui_scale.py", timeout=180)
+    ms = rf"p50={NUMBER}ms p95={NUMBER}ms max={NUMBER}ms"
+    assert_has_line(lines, rf"snapshot-to-screen: {ms} \(n=\d+\)")
+    assert_has_line(lines, rf"publish-to-screen: {ms} \(incl\. poll wait\)")
+    assert_has_line(
+        lines,
+        rf"frame cost: {NUMBER}ms UI CPU per frame, UI CPU share {NUMBER}%, {NUMBER} KiB per frame",
+    )
+    assert_has_line(lines, rf"redraws: {NUMBER}/s while snapshots arrive at {NUMBER}/s")
+    assert_has_line(lines, r"memory: rss=\d+MB .* tracemalloc: snapshots=\d+MB .*")
+    assert_has_line(lines, r"history: \d+ bytes per request per step \(.*history_size=\d+\)")
