@@ -217,10 +217,21 @@ class RequestTable(ScrollView, can_focus=True):
     def _sync_size(self) -> None:
         total = len(self._rows)
         count = self.row_count
-        self.border_title = (
-            f"{self.title} {count}/{total}" if self._filter.active else f"{self.title} {count}"
-        )
-        self.virtual_size = Size(self.scrollable_content_region.width, count + 1)
+        title = f"{self.title} {count}/{total}" if self._filter.active else f"{self.title} {count}"
+        if title != self.border_title:
+            self.border_title = title
+        size = Size(self.scrollable_content_region.width, count + 1)
+        old = self.virtual_size
+        height = self.scrollable_content_region.height
+        if (old.height > height) != (size.height > height):
+            self.virtual_size = size  # the scrollbar comes or goes: the layout must change
+        elif size != old:
+            # Assigning virtual_size re-lays out the whole screen and sends Resize, so every
+            # snapshot that changed a row count was drawn twice (26 redraws/s at a 15 Hz poll).
+            # Only the scroll range changed: update it without a layout.
+            self.set_reactive(RequestTable.virtual_size, size)
+            self._scroll_update(size)
+            self.refresh()
         self._scroll_to_cursor()
 
     # -- cursor ---------------------------------------------------------------------------
