@@ -23,6 +23,7 @@ from stepview.cli_args import parse_own_args
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # what a shell reports for a program ended by Ctrl+C
 
 log = logging.getLogger("stepview")
 
@@ -52,6 +53,9 @@ def _setup_logging(path: Path) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+    # A log write that fails (disk full) must not print a "Logging error" traceback over the
+    # TUI or into headless output; the run goes on without that line.
+    logging.raiseExceptions = False
     # Libraries' warnings (torch, vLLM) belong in the log, not over the TUI or headless output.
     logging.captureWarnings(True)
     warnings_log = logging.getLogger("py.warnings")
@@ -65,7 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Run as the command (``argv`` taken from ``sys.argv``) once vLLM has been loaded, it ends
     the process itself when the run is over (see :func:`_exit_now`).
     """
-    code = _run(argv)
+    try:
+        code = _run(argv)
+    except KeyboardInterrupt:
+        # Ctrl+C before the TUI or the headless loop took over SIGINT (during the seconds of
+        # ``import vllm``, say): a one-line goodbye, not a traceback through vLLM's imports.
+        code = _fail("interrupted", EXIT_INTERRUPTED)
     if argv is None and "vllm" in sys.modules:
         _exit_now(code)
     return code

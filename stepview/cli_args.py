@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import NoReturn
 
 
 def _speed(text: str) -> float:
@@ -21,6 +22,25 @@ def _speed(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
     return value
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 0 (a negative ``--admit-per-step`` would admit nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+class _OwnParser(argparse.ArgumentParser):
+    """Reports a bad flag value in one line naming the flag, as the engine flags' parser does,
+    instead of argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"stepview: {message}; see 'stepview --help'\n")
 
 
 def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -50,7 +70,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     )
     group.add_argument(
         "--admit-per-step",
-        type=int,
+        type=_count,
         metavar="N",
         default=None,
         help="hand at most N queued prompts to the engine per step (0 = all; default: 1 in "
@@ -101,7 +121,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def stepview_parser() -> argparse.ArgumentParser:
     """A parser of stepview's own flags only; unknown flags are left for vLLM."""
-    parser = argparse.ArgumentParser(prog="stepview", add_help=False, allow_abbrev=False)
+    parser = _OwnParser(prog="stepview", add_help=False, allow_abbrev=False)
     return add_stepview_args(parser)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -80,7 +81,7 @@ def run_headless(own: argparse.Namespace, engine_argv: list[str], log_path: Path
     from stepview.engine.engine_args import UsageError, parse_engine_args
     from stepview.engine.environment import prepare_vllm_environment, redirect_native_stderr
     from stepview.engine.live import live_driver
-    from stepview.engine.sinks import EngineArgsHolder, file_sinks
+    from stepview.engine.sinks import EngineArgsHolder, file_sinks, sink_errors
 
     try:
         requests = read_prompts(own.prompts) if own.prompts else seed_requests()
@@ -93,6 +94,9 @@ def run_headless(own: argparse.Namespace, engine_argv: list[str], log_path: Path
             parsed = parse_engine_args(engine_argv)
         except UsageError as exc:
             return _fail(str(exc))
+        except Exception as exc:  # vLLM that cannot be imported, a demo model that cannot be built
+            logging.getLogger("stepview").exception("preparing the engine failed")
+            return _fail(f"cannot start the engine: {type(exc).__name__}: {exc}", EXIT_FAILED)
         printer = HeadlessPrinter(
             len(requests), json_lines=own.json, out=sys.stdout, err=sys.stderr
         )
@@ -105,7 +109,10 @@ def run_headless(own: argparse.Namespace, engine_argv: list[str], log_path: Path
         driver = live_driver(
             engine_argv, log_path, holder=holder, sinks=sinks, history_size=1, admit_per_step=admit
         )
-        return _drive(driver, requests, printer)
+        code = _drive(driver, requests, printer)
+        for error in sink_errors(sinks):
+            code = _fail(error, EXIT_FAILED)
+        return code
     finally:
         restore_stderr()
 

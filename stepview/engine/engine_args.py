@@ -82,6 +82,15 @@ def _short_usage_message(message: str, known: list[str]) -> str:
     return f"{message}; see 'stepview --help'"
 
 
+def _refusal(exc: Exception, model: str, demo: bool) -> str:
+    """One short paragraph for what ``EngineArgs.from_cli_args`` raised."""
+    text = " ".join(str(exc).split())
+    if len(text) > 400:
+        text = text[:399] + "…"
+    what = "the engine flags" if demo else f"--model {model} or the engine flags"
+    return f"vLLM cannot use {what}: {type(exc).__name__}: {text}"
+
+
 # -- option-name cache ---------------------------------------------------------------------------
 
 
@@ -115,7 +124,11 @@ def check_option_names(argv: list[str]) -> None:
             continue
         name = token.split("=", 1)[0]
         base = name.split(".", 1)[0].rstrip("+")  # --json-arg.key and --list+ forms
-        if base not in names and base.replace("_", "-") not in names:
+        dashed = base.replace("_", "-")
+        if base in names or dashed in names:
+            continue
+        # vLLM's parser, like argparse by default, takes any prefix of an option name.
+        if not any(known_name.startswith(dashed) for known_name in names):
             raise UsageError(_short_usage_message(f"unrecognized arguments: {name}", known))
 
 
@@ -155,7 +168,12 @@ def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
         looks_local = args.model.startswith((".", "/", "~")) or model_path.exists()
         if looks_local and not model_path.is_dir():
             raise UsageError(f"model directory {args.model} does not exist")
-    engine_args = EngineArgs.from_cli_args(args)
+    try:
+        engine_args = EngineArgs.from_cli_args(args)
+    except Exception as exc:
+        # vLLM checks the flags together here and resolves --model (a Hugging Face name is
+        # looked up, or downloaded): a refusal is the command line's fault, not a crash.
+        raise UsageError(_refusal(exc, str(args.model), demo)) from exc
     label = DEMO_MODEL_NAME if demo else str(args.model)
     as_dict = {
         key: value

@@ -9,7 +9,7 @@ engine starts, so an unwritable path is reported at once rather than after a lon
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +47,13 @@ def file_sinks(
         header: Callable[[], Mapping[str, Any]] = holder.header_fields
         sinks.append(TraceRecorder(own.record, header))
     return sinks
+
+
+def sink_errors(sinks: Sequence[SnapshotSink]) -> list[str]:
+    """Why a file stopped being written mid-run (disk full, file removed), to tell the user.
+
+    The engine ran on regardless (a sink never stops it), so this is the only place the
+    user learns that the file holds less than the run produced.
+    """
+    errors = (getattr(sink, "error", None) for sink in sinks)
+    return [error for error in errors if isinstance(error, str)]

@@ -14,7 +14,7 @@ so a typo on line 9,000 does not surface after 8,999 requests have been served.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,18 +90,37 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
     return PromptLine(0, None if request_id is None else str(request_id), prompt, spec)
 
 
+def _read_lines(path: Path) -> list[bytes]:
+    """The file's lines as bytes (decoded one by one, so an encoding error names its line).
+
+    Opened non-blocking: a named pipe that nobody writes to would otherwise hang the start
+    with a blank terminal; read this way it is simply empty. A pipe with a writer (``--prompts
+    <(generate)``) is read in full, blocking as usual once open.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.readlines()
+    finally:
+        os.close(fd)
+
+
 def read_prompts(path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> list[AddRequest]:
     """Read and check a whole prompts file; :class:`PromptsFileError` names the first bad line."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            lines: Iterable[str] = handle.readlines()
+        raw_lines = _read_lines(path)
     except OSError as exc:
         raise PromptsFileError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise PromptsFileError(f"{path}: not a UTF-8 text file") from None
     requests: list[AddRequest] = []
     seen: set[str] = set()
-    for number, text in enumerate(lines, start=1):
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PromptsFileError(
+                f"{path}:{number}: not UTF-8 text (byte {exc.start + 1} of the line)"
+            ) from None
         try:
             parsed = parse_prompt_line(text, max_logprobs)
         except ValueError as exc:

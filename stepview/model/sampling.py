@@ -21,6 +21,11 @@ MAX_N = 16384
 DEFAULT_MAX_LOGPROBS = 20
 # Below this temperature vLLM samples greedily.
 GREEDY_EPS = 1e-5
+# The seeds torch's generator takes. vLLM 0.32 accepts any int in ``add_request`` and fails
+# the whole ``step()`` (every request in the batch) on one outside this range, so stepview
+# refuses it up front.
+SEED_MIN = -(2**63)
+SEED_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,8 @@ def _check(s: SamplingSpec, max_logprobs: int) -> dict[str, str]:
         err["min_p"] = f"min_p must be in [0, 1], got {s.min_p}."
     if s.max_tokens < 1:
         err["max_tokens"] = f"max_tokens must be at least 1, got {s.max_tokens}."
+    if s.seed is not None and not SEED_MIN <= s.seed <= SEED_MAX:
+        err["seed"] = f"seed must be between -2**63 and 2**64-1, got {s.seed}."
     for name in ("logprobs", "prompt_logprobs"):
         value = getattr(s, name)
         if value is None or value == -1:
@@ -191,7 +198,9 @@ def parse_form(
     """Turn the form's text fields into a spec, or explain per field what is wrong.
 
     Empty optional fields mean "not set"; an empty required field falls back to vLLM's
-    default. ``stop`` is one stop string per line (quotes and unicode kept as typed).
+    default. ``stop`` is one stop string per line (quotes and unicode kept as typed); since a
+    line cannot hold a line break, ``\\n``, ``\\t`` and ``\\r`` in it stand for one and
+    ``\\\\`` for a backslash (see :func:`unescape_stop`).
     """
     errors: dict[str, str] = {}
     kwargs: dict[str, Any] = {}
@@ -199,7 +208,7 @@ def parse_form(
     for name in FORM_FIELDS:
         raw = values.get(name, "")
         if name == "stop":
-            kwargs["stop"] = tuple(line for line in raw.split("\n") if line != "")
+            kwargs["stop"] = tuple(unescape_stop(line) for line in raw.split("\n") if line != "")
             continue
         text = raw.strip()
         if text == "":
@@ -240,7 +249,7 @@ def form_values(spec: SamplingSpec) -> dict[str, str]:
     for name in FORM_FIELDS:
         value = getattr(spec, name)
         if name == "stop":
-            out[name] = "\n".join(value)
+            out[name] = "\n".join(escape_stop(stop) for stop in value)
         elif value is None:
             out[name] = ""
         elif isinstance(value, float):
@@ -248,3 +257,34 @@ def form_values(spec: SamplingSpec) -> dict[str, str]:
         else:
             out[name] = str(value)
     return out
+
+
+_STOP_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+_STOP_ESCAPED = {value: "\\" + key for key, value in _STOP_ESCAPES.items()}
+
+
+def unescape_stop(line: str) -> str:
+    """One line of the form's stop field as the stop string it means.
+
+    Stop strings often hold line breaks (``"\\n\\n"`` ends a paragraph) but the field has one
+    string per line, so ``\\n``, ``\\t``, ``\\r`` and ``\\\\`` are read as escapes; any other
+    backslash stays as typed.
+    """
+    if "\\" not in line:
+        return line
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and i + 1 < len(line) and line[i + 1] in _STOP_ESCAPES:
+            out.append(_STOP_ESCAPES[line[i + 1]])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def escape_stop(stop: str) -> str:
+    """The inverse of :func:`unescape_stop`: a stop string as one line of the form's field."""
+    return "".join(_STOP_ESCAPED.get(ch, ch) for ch in stop)

@@ -1,0 +1,43 @@
+"""Fixtures for tests that drive the real ``stepview`` command in tmux.
+
+Every terminal a test opens is killed in the fixture's finalizer, whatever the test did, so
+a failing test leaves no tmux server and no stepview process behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.terminal import Terminal
+
+OpenTerminal = Callable[..., Terminal]
+
+
+@pytest.fixture
+def open_terminal(tmp_path: Path) -> Iterator[OpenTerminal]:
+    """``open_terminal(width=80, height=24, env=None)`` -> a fresh :class:`Terminal`."""
+    opened: list[Terminal] = []
+
+    def open_(width: int = 80, height: int = 24, env: Mapping[str, str] | None = None) -> Terminal:
+        terminal = Terminal(width, height, cwd=tmp_path, env=env)
+        opened.append(terminal)
+        return terminal
+
+    yield open_
+    for terminal in opened:
+        terminal.close()
+
+
+def write_workload(path: Path, count: int, longest: int = 480) -> Path:
+    """``count`` prompts ``r0``... whose lengths ramp up to ``longest`` tokens, so requests
+    keep finishing one after another for a while (seeded: every run is the same)."""
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(count):
+            params = {"max_tokens": 8 + (longest - 8) * i // max(1, count - 1), "seed": i}
+            out.write(json.dumps({"id": f"r{i}", "prompt": f"story {i} about", "params": params}))
+            out.write("\n")
+    return path

@@ -1,0 +1,167 @@
+"""Ctrl+C, SIGTERM, a hang-up and a resize, on the real ``stepview`` with real vLLM, in tmux.
+
+Each test interrupts a run while requests are still finishing one after another, then
+checks what a user would care about: the process is gone within 5 s (no thread or child
+process can outlive it), every request the screen showed as finished is in the results file,
+and the terminal is back as it was (shell prompt, no alternate screen, no mouse reporting).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from stepview.model.snapshot import EngineState
+from stepview.model.trace import load_trace
+from tests.e2e.conftest import OpenTerminal, write_workload
+from tests.e2e.terminal import PROMPT, STEPVIEW, Terminal, alive, process_tree, wait_gone
+
+pytestmark = [pytest.mark.e2e, pytest.mark.engine]
+
+QUIT_WITHIN_S = 5.0
+_FINISHED = re.compile(r"Finished (\d+)")
+_ROW_ID = re.compile(r"^(r\d+)\s")
+
+
+def shown_finished(screen: str) -> tuple[int, set[str]]:
+    """The Finished pane's count and the ids of its rows on screen."""
+    match = _FINISHED.search(screen)
+    assert match is not None, screen
+    pane = screen[match.end() :].splitlines()
+    ids = {m.group(1) for line in pane if (m := _ROW_ID.match(line))}
+    return int(match.group(1)), ids
+
+
+def mid_run(screen: str) -> bool:
+    """Some requests finished, others still running."""
+    match = _FINISHED.search(screen)
+    return match is not None and int(match.group(1)) >= 3 and "RUNNING" in screen
+
+
+def results_of(path: Path) -> dict[str, dict[str, object]]:
+    """Every line of the results file, which must all be whole JSON, by request id."""
+    return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+def start_run(term: Terminal, tmp_path: Path, *extra: str) -> Path:
+    results = tmp_path / "results.jsonl"
+    workload = write_workload(tmp_path / "workload.jsonl", 200)
+    term.run(
+        [
+            STEPVIEW,
+            "--prompts",
+            str(workload),
+            "--results",
+            str(results),
+            "--log-file",
+            str(tmp_path / "log.txt"),
+            *extra,
+        ]
+    )
+    return results
+
+
+def assert_terminal_restored(term: Terminal) -> None:
+    screen = term.screen()
+    assert screen.rstrip().endswith(PROMPT.rstrip()), screen
+    assert "Pending" not in screen and "Running" not in screen, screen
+    assert term.flag("alternate_on") == "0"
+    assert term.flag("mouse_any_flag") == "0"
+    assert term.flag("cursor_flag") == "1"
+
+
+def interrupt_mid_run(open_terminal: OpenTerminal, tmp_path: Path, interrupt: str) -> None:
+    term = open_terminal(80, 24)
+    results = start_run(term, tmp_path)
+    stepview = term.command_process()
+    before = term.wait_for(mid_run, timeout=120)
+    tree = process_tree(stepview)
+    count, ids = shown_finished(before)
+    if interrupt == "ctrl+c":
+        term.keys("C-c")
+    else:
+        stepview.send_signal(signal.SIGTERM)
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)  # fails if it takes longer
+    assert alive(tree) == []
+    assert term.wait_for_exit(timeout=3) == 0
+    assert_terminal_restored(term)
+    assert f"stepview: finished requests saved in {results}" in term.screen().replace("\n", "")
+    saved = results_of(results)
+    assert ids and ids <= set(saved)
+    assert len(saved) >= count
+    assert len(saved) < 200  # it really was interrupted mid-run
+
+
+def test_ctrl_c_mid_run_quits_within_5s_keeping_every_result(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    interrupt_mid_run(open_terminal, tmp_path, "ctrl+c")
+
+
+def test_sigterm_mid_run_quits_within_5s_keeping_every_result(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    interrupt_mid_run(open_terminal, tmp_path, "sigterm")
+
+
+def test_hang_up_keeps_the_trace_and_results_intact(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    """A dropped ssh connection: tmux kills the session, stepview gets SIGHUP."""
+    term = open_terminal(80, 24)
+    trace_path = tmp_path / "run.trace.jsonl"
+    results = start_run(term, tmp_path, "--record", str(trace_path))
+    stepview = term.command_process()
+    before = term.wait_for(mid_run, timeout=120)
+    tree = process_tree(stepview)
+    count, ids = shown_finished(before)
+    term.hang_up()
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
+    assert alive(tree) == []
+
+    trace = load_trace(trace_path)
+    assert trace.warning is None  # stopped cleanly: not even the step in flight is cut
+    last = trace.snapshots[-1]
+    assert last.engine_state is EngineState.STOPPED
+    finished_in_trace = [view.request_id for view in last.finished]
+    saved = results_of(results)
+    assert list(saved) == finished_in_trace
+    assert ids <= set(saved) and len(saved) >= count
+    assert "run summary" in (tmp_path / "log.txt").read_text()
+
+
+def test_resize_mid_run_keeps_drawing_and_answering_keys(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    term = open_terminal(200, 60)
+    start_run(term, tmp_path)
+    stepview = term.command_process()
+    wide = term.wait_for(mid_run, timeout=120)
+    assert len(wide.splitlines()[0].rstrip()) > 150  # the status bar spans the width
+
+    term.resize(80, 24)
+    narrow = term.wait_for(lambda s: len(s.splitlines()) == 24 and "q Quit" in s.splitlines()[-1])
+    assert all(len(line) <= 80 for line in narrow.splitlines())
+    assert "Pending" in narrow and "Running" in narrow and "Finished" in narrow
+    step = step_of(narrow)
+    term.wait_for(lambda s: step_of(s) > step, timeout=10)  # still drawing new steps
+    term.keys("?")
+    term.wait_for_text("Keys", timeout=5)  # and still answering keys
+    term.keys("Escape")
+    term.wait_for(lambda s: "Keys" not in s, timeout=5)
+
+    term.resize(200, 60)
+    term.wait_for(lambda s: len(s.splitlines()[0].rstrip()) > 150, timeout=10)
+    term.keys("q")
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
+    assert term.wait_for_exit(timeout=3) == 0
+    assert_terminal_restored(term)
+
+
+def step_of(screen: str) -> int:
+    match = re.search(r"step (\d+)", screen.splitlines()[0])
+    return int(match.group(1)) if match else -1

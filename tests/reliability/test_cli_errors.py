@@ -1,0 +1,291 @@
+"""Command-line mistakes end in one short line naming the problem, never a traceback or usage.
+
+The real command runs in a subprocess (or in tmux where the TUI has started before the
+mistake can be seen). Mistakes stepview can see without vLLM (its own flags, prompts files,
+traces, engine flags checked against the cached list of vLLM's options) cost no engine
+start; the ones only vLLM's parser can judge are marked ``engine``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+import pytest
+
+from stepview.engine.engine_args import UsageError, check_option_names, vllm_version
+from tests.e2e.conftest import OpenTerminal
+from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
+
+USAGE = 2
+
+
+def run(
+    args: Sequence[str], tmp_path: Path, *, cache: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The installed ``stepview`` with ``args``; ``cache`` replaces the user cache directory."""
+    extra = {"XDG_CACHE_HOME": str(cache)} if cache is not None else {}
+    return subprocess.run(
+        [STEPVIEW, "--log-file", str(tmp_path / "log.txt"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=command_env(extra),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], *parts: str) -> str:
+    """Exit code 2, nothing on stdout, one ``stepview: ...`` line on stderr holding ``parts``."""
+    assert done.returncode == USAGE, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    (line,) = lines
+    assert line.startswith("stepview: "), line
+    for part in parts:
+        assert part in line, line
+    assert "Traceback" not in done.stderr and "usage:" not in done.stderr
+    return line
+
+
+@pytest.fixture
+def option_cache(tmp_path: Path) -> Path:
+    """A user cache directory holding vLLM's option names, as any run of stepview leaves it."""
+    cache = tmp_path / "cache"
+    (cache / "stepview").mkdir(parents=True)
+    names = ["--model", "--max-num-seqs", "--dtype", "--enforce-eager", "--max-model-len"]
+    (cache / "stepview" / f"vllm-options-{vllm_version()}.json").write_text(json.dumps(names))
+    return cache
+
+
+# -- unknown flags ------------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_unknown_flag_headless_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = run(["--headless", "--max-num-seqz", "4"], tmp_path)
+    assert_one_line_error(
+        done, "unknown option --max-num-seqz", "did you mean --max-num-seqs?", "stepview --help"
+    )
+
+
+def test_unknown_flag_tui_is_caught_from_the_cached_names_before_anything_starts(
+    tmp_path: Path, option_cache: Path
+) -> None:
+    done = run(["--max_num_seqz=4"], tmp_path, cache=option_cache, timeout=30)
+    assert_one_line_error(done, "unknown option --max_num_seqz", "see 'stepview --help'")
+
+
+def test_cached_names_accept_what_vllms_parser_accepts(
+    option_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Underscores, ``=value``, and unique prefixes (vLLM's parser allows abbreviations)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(option_cache))
+    check_option_names(["--max_num_seqs=4", "--dtype", "float32", "--enforce", "--max-mod", "9"])
+    with pytest.raises(UsageError, match="unknown option --max-num-seqz"):
+        check_option_names(["--max-num-seqz", "4"])
+
+
+@pytest.mark.e2e
+@pytest.mark.engine
+def test_unknown_flag_tui_without_cache_app_leaves_by_itself_with_the_short_message(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    """No cached names (first run, new vLLM): only vLLM's parser, after the app started,
+    can tell. The app leaves by itself and the same one line ends up on the terminal."""
+    empty_cache = tmp_path / "empty-cache"
+    empty_cache.mkdir()
+    term = open_terminal(80, 24, env={"XDG_CACHE_HOME": str(empty_cache)})
+    term.run([STEPVIEW, "--log-file", str(tmp_path / "log.txt"), "--no-such-flag", "1"])
+    stepview = term.command_process()
+    assert term.wait_for_exit(timeout=120) == USAGE
+    wait_gone(stepview, timeout=5)
+    lines = [line for line in term.screen().splitlines() if line.strip()]
+    command = next(i for i, line in enumerate(lines) if "--no-such-flag" in line)
+    message, exit_line, prompt = lines[command + 1 :]
+    assert message == "stepview: unknown option --no-such-flag; see 'stepview --help'"
+    assert exit_line == "EXIT=2" and prompt == PROMPT.rstrip()
+    assert term.flag("alternate_on") == "0"
+
+
+# -- bad values ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "parts"),
+    [
+        (["--history", "many"], ["argument --history: invalid int value: 'many'"]),
+        (["--admit-per-step", "-1"], ["argument --admit-per-step: must be 0 or more, got -1"]),
+        (["--headless", "--admit-per-step", "x"], ["argument --admit-per-step"]),
+        (["--replay-speed", "0", "--replay", "t"], ["argument --replay-speed"]),
+    ],
+)
+def test_bad_value_of_a_stepview_flag_is_one_line(
+    args: list[str], parts: list[str], tmp_path: Path
+) -> None:
+    assert_one_line_error(run(args, tmp_path, timeout=30), *parts)
+
+
+@pytest.mark.engine
+def test_bad_value_of_an_engine_flag_headless_is_one_line(tmp_path: Path) -> None:
+    done = run(["--headless", "--max-num-seqs", "many"], tmp_path)
+    assert_one_line_error(done, "argument --max-num-seqs: invalid int value: 'many'")
+
+
+# -- models that are not there ------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_missing_model_directory_headless(tmp_path: Path) -> None:
+    done = run(["--headless", "--model", str(tmp_path / "no-such-model")], tmp_path)
+    assert_one_line_error(done, f"model directory {tmp_path / 'no-such-model'} does not exist")
+
+
+@pytest.mark.engine
+def test_unknown_hugging_face_model_offline_headless(tmp_path: Path) -> None:
+    """vLLM resolves a model name while it builds its arguments; a refusal is one line."""
+    done = run(["--headless", "--model", "no-such-org/no-such-model"], tmp_path)
+    assert_one_line_error(done, "vLLM cannot use --model no-such-org/no-such-model")
+
+
+@pytest.mark.e2e
+@pytest.mark.engine
+def test_missing_model_directory_tui_leaves_with_the_message(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    term = open_terminal(80, 24)
+    missing = tmp_path / "typo"
+    term.run([STEPVIEW, "--log-file", str(tmp_path / "log.txt"), "--model", str(missing)])
+    assert term.wait_for_exit(timeout=120) == USAGE
+    screen = term.screen()
+    assert f"stepview: model directory {missing} does not exist" in screen.replace("\n", "")
+    assert "Traceback" not in screen and "finished requests saved" not in screen
+
+
+# -- prompts files ------------------------------------------------------------------------------
+
+
+def prompts_problems(tmp_path: Path) -> list[tuple[Path, str]]:
+    """Prompts files that cannot be used, each with what the one line must say."""
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    fifo = tmp_path / "a-fifo"
+    os.mkfifo(fifo)  # nobody writes to it: reading it must not hang
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'{"prompt": "fine"}\n{"prompt": "caf\xe9"}\n')
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"prompt": "a"}\n\n{"prompt": "b", "params": {"max_tokens": 3}\n')
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text('{"prompt": "a", "params": {"temp": 0.5}}\n')
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text('{"prompt": "a", "params": {"seed": 18446744073709551616}}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("# nothing but a comment\n\n")
+    return [
+        (directory, f"cannot read prompts file {directory}: Is a directory"),
+        (fifo, f"{fifo}: no prompts in the file"),
+        (latin1, f"{latin1}:2: not UTF-8 text"),
+        (broken, f"{broken}:3: not valid JSON"),
+        (typo, f"{typo}:1: unknown sampling parameter(s): temp"),
+        (seed, f"{seed}:1: seed must be between -2**63 and 2**64-1"),
+        (empty, f"{empty}: no prompts in the file"),
+        (tmp_path / "missing.jsonl", "cannot read prompts file"),
+    ]
+
+
+@pytest.mark.parametrize("mode", [["--headless"], []], ids=["headless", "tui"])
+def test_unusable_prompts_file_is_one_line_naming_file_and_line(
+    mode: list[str], tmp_path: Path, option_cache: Path
+) -> None:
+    for path, message in prompts_problems(tmp_path):
+        done = run([*mode, "--prompts", str(path)], tmp_path, cache=option_cache, timeout=30)
+        assert_one_line_error(done, message)
+
+
+# -- traces -------------------------------------------------------------------------------------
+
+
+def test_replay_of_something_that_is_not_a_trace(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({"id": "0", "prompt": "p", "state": "finished"}) + "\n")
+    text = tmp_path / "notes.txt"
+    text.write_text("just some notes\n")
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    newer = tmp_path / "newer.trace.jsonl"
+    newer.write_text(json.dumps({"kind": "stepview-trace", "version": 99}) + "\n")
+    directory = tmp_path / "traces"
+    directory.mkdir()
+    cases = [
+        (results, "is not a stepview trace (line 1 has no kind"),
+        (text, "is not a stepview trace (line 1 is not JSON)"),
+        (binary, "is not a stepview trace"),
+        (empty, "is not a stepview trace (it is empty)"),
+        (newer, "is trace version 99, written by a newer stepview"),
+        (directory, f"cannot open trace {directory}"),
+        (tmp_path / "missing.trace.jsonl", "cannot open trace"),
+    ]
+    for path, message in cases:
+        assert_one_line_error(run(["--replay", str(path)], tmp_path, timeout=30), message)
+    done = run(["--replay", str(results), "--max-num-seqs", "4"], tmp_path, timeout=30)
+    assert_one_line_error(done, "--replay takes no engine flags (got --max-num-seqs 4)")
+
+
+def test_no_vllm_is_imported_for_mistakes_stepview_can_see_itself(
+    tmp_path: Path, option_cache: Path
+) -> None:
+    """These answers come at once: the 3-6 s ``import vllm`` is not paid for them."""
+    argv = ["--log-file", str(tmp_path / "log.txt"), "--prompts", str(tmp_path / "missing")]
+    code = f"import sys, stepview.cli\nstepview.cli.main({argv!r})\nprint('vllm' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=command_env({"XDG_CACHE_HOME": str(option_cache)}),
+        cwd=tmp_path,
+    )
+    assert "cannot read prompts file" in done.stderr
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def loading_torch(pid: int) -> bool:
+    """True once the process has mapped torch's library: ``import vllm`` has begun."""
+    try:
+        return any("libtorch" in m.path for m in psutil.Process(pid).memory_maps())
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.engine
+def test_ctrl_c_while_vllm_is_still_loading_is_one_line(tmp_path: Path) -> None:
+    """SIGINT before stepview's own handlers are in place: no traceback through vLLM."""
+    log = tmp_path / "log.txt"
+    process = subprocess.Popen(
+        [STEPVIEW, "--headless", "--log-file", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=command_env(),
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    while not loading_torch(process.pid):  # vLLM's import is under way
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert "Traceback" not in err
+    assert err.startswith("stepview: interrupted") and len(err.splitlines()) == 1, err
+    assert process.returncode in (130, 1)  # 1: it got as far as running the prompts
