@@ -27,8 +27,8 @@ import dataclasses
 import importlib
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from stepview.engine.scheduler_probe import SchedulerProbe
 from stepview.model.engine_api import (
@@ -37,6 +37,7 @@ from stepview.model.engine_api import (
     OutputUpdate,
     StepResult,
 )
+from stepview.model.grow import PrefixView
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineCounters, EngineInfo, LogprobEntry, PositionLogprobs
 
@@ -219,7 +220,7 @@ def _convert_flat_position(flat: Any, index: int) -> PositionLogprobs:
     return tuple(out)
 
 
-class LogprobsView(Sequence[PositionLogprobs]):
+class LogprobsView(PrefixView[PositionLogprobs]):
     """The first ``len`` positions of vLLM's live sample logprobs, converted on access.
 
     vLLM's list only ever grows, so positions below the length frozen at creation never
@@ -227,32 +228,12 @@ class LogprobsView(Sequence[PositionLogprobs]):
     converts again: copy only the positions you do not have yet (``view[len(kept):]``).
     """
 
-    __slots__ = ("_flat", "_length", "_live")
+    __slots__ = ("_flat", "_live")
 
     def __init__(self, live: Any) -> None:
+        super().__init__(len(live))
         self._live = live
-        self._length = len(live)
         self._flat = hasattr(live, "start_indices")
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> PositionLogprobs: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[PositionLogprobs]: ...
-    def __getitem__(self, index: int | slice) -> PositionLogprobs | Sequence[PositionLogprobs]:
-        if isinstance(index, slice):
-            return tuple([self._at(i) for i in range(*index.indices(self._length))])
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError(index)
-        return self._at(index)
-
-    def __iter__(self) -> Iterator[PositionLogprobs]:
-        for i in range(self._length):
-            yield self._at(i)
 
     def _at(self, index: int) -> PositionLogprobs:
         if self._flat:

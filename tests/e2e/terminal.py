@@ -83,6 +83,7 @@ class Terminal:
             f"env PS1={shlex.quote(PROMPT)} bash --norc --noprofile",
             env=command_env(env),
         )
+        self._socket_path = Path(self.tmux("display-message", "-p", "#{socket_path}").strip())
         self.wait_for(lambda screen: screen.rstrip().endswith(PROMPT.rstrip()), timeout=10)
 
     # -- tmux ------------------------------------------------------------------------------
@@ -102,6 +103,7 @@ class Terminal:
     def close(self) -> None:
         """Kill the tmux server and everything in it (idempotent; for finalizers)."""
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        self._socket_path.unlink(missing_ok=True)  # tmux leaves it behind
 
     # -- input -----------------------------------------------------------------------------
 

@@ -144,7 +144,16 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
     assert len(wide.splitlines()[0].rstrip()) > 150  # the status bar spans the width
 
     term.resize(80, 24)
-    narrow = term.wait_for(lambda s: len(s.splitlines()) == 24 and "q Quit" in s.splitlines()[-1])
+    # tmux keeps the bottom 24 lines of the old 60-line screen until the app redraws, old
+    # footer included: wait for the redrawn layout, not just for a footer at the bottom.
+    narrow = term.wait_for(
+        lambda s: (
+            len(s.splitlines()) == 24
+            and "q Quit" in s.splitlines()[-1]
+            and "stepview" in s.splitlines()[0]
+            and "Pending" in s
+        )
+    )
     assert all(len(line) <= 80 for line in narrow.splitlines())
     assert "Pending" in narrow and "Running" in narrow and "Finished" in narrow
     step = step_of(narrow)

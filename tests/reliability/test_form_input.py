@@ -21,7 +21,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static, TextArea
 
 from stepview.model.commands import AddRequest
-from stepview.model.sampling import FORM_FIELDS, SamplingSpec
+from stepview.model.sampling import FORM_FIELDS, SamplingSpec, form_values, parse_form
 from stepview.model.snapshot import EngineState, RequestState
 from stepview.ui.app import StepviewApp
 from stepview.ui.detail import DetailScreen
@@ -359,3 +359,11 @@ async def test_ctrl_c_quits_even_from_the_form() -> None:
     assert engine.added == []
     assert not driver.alive
     assert leftovers(before) == []
+
+
+def test_stop_strings_survive_a_round_trip_through_the_form_fields() -> None:
+    """Presets and the detail view show a spec as form text; reading it back gives the same."""
+    stops = ("\n\n", "a\\nb", "tab\there", "\\", "\"q\" 'é🚀'", " ")
+    spec = SamplingSpec(stop=stops)
+    assert form_values(spec)["stop"].count("\n") == len(stops) - 1  # one line per string
+    assert parse_form(form_values(spec)) == (spec, {})
