@@ -373,20 +373,9 @@ class VllmEngine:
         """Queue a request; anything vLLM refuses becomes :class:`EngineRejected`."""
         engine = self._require_engine()
         try:
+            # SamplingSpec's fields are SamplingParams' own names: pass them all through.
             params = self._sampling_params(
-                n=spec.n,
-                temperature=spec.temperature,
-                top_p=spec.top_p,
-                top_k=spec.top_k,
-                min_p=spec.min_p,
-                max_tokens=spec.max_tokens,
-                seed=spec.seed,
-                presence_penalty=spec.presence_penalty,
-                frequency_penalty=spec.frequency_penalty,
-                repetition_penalty=spec.repetition_penalty,
-                stop=list(spec.stop) or None,
-                logprobs=spec.logprobs,
-                prompt_logprobs=spec.prompt_logprobs,
+                **spec.to_dict(),
                 output_kind=self._cumulative,
             )
             engine.add_request(request_id, prompt, params)
