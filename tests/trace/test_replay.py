@@ -15,7 +15,7 @@ from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.playback import Seek, SeekEnd, SeekStart, SetSpeed, StepBack, StepForward
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, StepSnapshot
-from stepview.model.trace import Trace, TraceSnapshots, load_trace
+from stepview.model.trace import Trace, TraceReader, TraceSnapshots, load_trace
 from tests.helpers import wait_for
 from tests.trace.compare import assert_same_run
 from tests.trace.runs import add, paced_snapshots, record, run_to_end, write_trace
@@ -184,9 +184,20 @@ def test_replay_source_controls(tmp_path: Path) -> None:
     assert not source.alive
 
 
-def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(tmp_path: Path) -> None:
+def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "big.jsonl"
     write_trace(path, paced_snapshots(60_000, seconds_apart=0.001))
+    # A slow disk: loading takes 600 chunks x 2 ms or more, whatever the speed of the parser.
+    monkeypatch.setattr("stepview.engine.replay.LOAD_CHUNK", 100)
+    read = TraceReader.read
+
+    def slow_read(self: TraceReader, max_lines: int | None = None) -> bool:
+        time.sleep(0.002)
+        return read(self, max_lines)
+
+    monkeypatch.setattr(TraceReader, "read", slow_read)
     source = ReplaySource(path, speed=1.0)
     source.start()
     try:
