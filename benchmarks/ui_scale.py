@@ -102,7 +102,7 @@ class _Running:
         timings = Timings(self.arrival, self.arrival + 0.01, self.arrival + 0.02)
         if state is RequestState.FINISHED:
             timings = Timings(self.arrival, self.arrival + 0.01, self.arrival + 0.02, now)
-            completions = tuple(replace(c, finish_reason="length") for c in completions)
+            completions = tuple(c._replace(finish_reason="length") for c in completions)
         return RequestView(
             self.request_id,
             self.prompt,

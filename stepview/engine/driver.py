@@ -476,7 +476,7 @@ class Driver:
                 message = _describe(exc)
             else:
                 track.in_engine = True
-                track.view = replace(view, state=RequestState.WAITING)
+                track.view = view._replace(state=RequestState.WAITING)
                 continue
             del self._tracks[request_id]
             self._finish(view, RequestState.REJECTED, message)
@@ -527,10 +527,9 @@ class Driver:
             if timings.scheduled is None:
                 # Scheduled and finished within this one step (e.g. max_tokens=1): it has
                 # already left the scheduler, so no entry ever showed it running.
-                timings = replace(timings, scheduled=now)
-            state_view = replace(
-                view,
-                timings=replace(timings, finished=now),
+                timings = timings._replace(scheduled=now)
+            state_view = view._replace(
+                timings=timings._replace(finished=now),
                 computed_prompt_tokens=max(view.computed_prompt_tokens, view.prompt_tokens),
             )
             self._finish(state_view, RequestState.FINISHED, None)
@@ -552,8 +551,8 @@ class Driver:
     def _finish(self, view: RequestView, state: RequestState, error: str | None) -> None:
         timings = view.timings
         if timings.finished is None:
-            timings = replace(timings, finished=self._now())
-        final = replace(view, state=state, error=error, timings=timings)
+            timings = timings._replace(finished=self._now())
+        final = view._replace(state=state, error=error, timings=timings)
         self._finished.append(final)
         self._finished_since_publish.append(final)
 

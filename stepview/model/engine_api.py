@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineCounters, EngineInfo, PositionLogprobs, RequestState
@@ -26,11 +26,14 @@ class EngineRejected(Exception):
     """The engine refused a request; the message is the engine's own."""
 
 
-@dataclass(frozen=True, slots=True)
-class CompletionUpdate:
-    """One sample of a request after this step (cumulative, like vLLM's CompletionOutput)."""
+class CompletionUpdate(NamedTuple):
+    """One sample of a request after this step (cumulative, like vLLM's CompletionOutput).
 
-    index: int
+    This and the other per-request records below are named tuples: cheap to build, and
+    built for every request that moved on every step.
+    """
+
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, on purpose
     text: str
     token_ids: Sequence[int]
     cumulative_logprob: float | None
@@ -39,8 +42,7 @@ class CompletionUpdate:
     stop_reason: str | int | None
 
 
-@dataclass(frozen=True, slots=True)
-class OutputUpdate:
+class OutputUpdate(NamedTuple):
     """One vLLM ``RequestOutput`` (for n > 1, one per child sample that moved)."""
 
     request_id: str
@@ -50,8 +52,7 @@ class OutputUpdate:
     finished: bool
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerEntry:
+class SchedulerEntry(NamedTuple):
     """The scheduler's view of one request (children of an n > 1 request merged)."""
 
     state: RequestState  # WAITING, PREEMPTED, PREFILLING or DECODING

@@ -5,6 +5,11 @@ the recorder and the benchmarks only ever read snapshots. Unchanged requests kee
 same :class:`RequestView` object from one snapshot to the next, so "what changed" is an
 identity test and building a snapshot costs only what the step changed.
 
+The records built for every request on every step (:class:`RequestView`, :class:`Completion`,
+:class:`Timings`, :class:`LogprobEntry`) are named tuples: as immutable as frozen dataclasses,
+and five times cheaper to build (0.3 against 1.3 microseconds for a request's view), which
+matters when a step changes a hundred of them. Change them with ``view._replace(...)``.
+
 Times are seconds on the driver's clock (0 = driver start), so a recorded run replays with
 the same figures on another machine.
 """
@@ -13,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
@@ -61,8 +66,7 @@ class EngineState(StrEnum):
     STOPPED = "stopped"
 
 
-@dataclass(frozen=True, slots=True)
-class LogprobEntry:
+class LogprobEntry(NamedTuple):
     """One candidate token at one position, as vLLM's ``Logprob`` (sampled token first)."""
 
     token_id: int
@@ -75,8 +79,11 @@ class LogprobEntry:
 PositionLogprobs = tuple[LogprobEntry, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Completion:
+# An empty frozen list (immutable, so one instance serves every default).
+_NOTHING: Frozen[Any] = Frozen()
+
+
+class Completion(NamedTuple):
     """One of a request's ``n`` samples, as far as it has got.
 
     The text is kept as the pieces each step appended (``pieces``), not as one string: a
@@ -84,9 +91,9 @@ class Completion:
     step, memory quadratic in its length. :attr:`text` joins them when someone reads it.
     """
 
-    index: int
-    pieces: Frozen[str] = field(default_factory=Frozen)
-    token_ids: Frozen[int] = field(default_factory=Frozen)
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, on purpose
+    pieces: Frozen[str] = _NOTHING
+    token_ids: Frozen[int] = _NOTHING
     cumulative_logprob: float | None = None
     logprobs: Frozen[PositionLogprobs] | None = None
     finish_reason: str | None = None
@@ -103,8 +110,7 @@ class Completion:
         return cls(index, Frozen([text] if text else []), **fields)
 
 
-@dataclass(frozen=True, slots=True)
-class Timings:
+class Timings(NamedTuple):
     """Driver-clock seconds; ``None`` until it happened."""
 
     arrival: float
@@ -113,8 +119,7 @@ class Timings:
     finished: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RequestView:
+class RequestView(NamedTuple):
     """Everything known about one request after a step."""
 
     request_id: str

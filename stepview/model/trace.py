@@ -594,10 +594,10 @@ def _with_text(request: _Request) -> RequestView:
     if not any(s.text_len for s in request.samples):
         return view
     completions = tuple(
-        replace(c, pieces=Frozen([s.text.text(s.text_len)])) if s.text_len else c
+        c._replace(pieces=Frozen([s.text.text(s.text_len)])) if s.text_len else c
         for c, s in zip(view.completions, request.samples, strict=True)
     )
-    return replace(view, completions=completions)
+    return view._replace(completions=completions)
 
 
 def _stat_in(data: Sequence[Any]) -> StepStat:

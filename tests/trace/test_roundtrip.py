@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -145,7 +144,7 @@ def test_engine_that_never_starts_still_leaves_a_trace(tmp_path: Path) -> None:
 
 def _view(rid: str, **changes: object) -> RequestView:
     base = RequestView(rid, f"prompt {rid}", SamplingSpec(), RequestState.WAITING, Timings(0.5))
-    return replace(base, **changes)  # type: ignore[arg-type]
+    return base._replace(**changes)  # type: ignore[arg-type]
 
 
 def test_changes_the_driver_never_makes_still_round_trip(tmp_path: Path) -> None:
@@ -165,13 +164,13 @@ def test_changes_the_driver_never_makes_still_round_trip(tmp_path: Path) -> None
     )
     c2 = Completion.of_text(1, "other", token_ids=Frozen([7]), finish_reason="stop", stop_reason=42)
     a1 = _view("a", state=RequestState.DECODING, completions=(c1, c2), prompt_token_ids=(1, 2))
-    a2 = replace(a1, completions=(c1b,), prompt_logprobs=(None, lp), error="odd")
+    a2 = a1._replace(completions=(c1b,), prompt_logprobs=(None, lp), error="odd")
     b1 = _view("b", spec=SamplingSpec(temperature=0.0, stop=("x",)))
-    b2 = replace(b1, prompt="a new prompt", spec=SamplingSpec(n=3, temperature=0.7))
+    b2 = b1._replace(prompt="a new prompt", spec=SamplingSpec(n=3, temperature=0.7))
     c = _view("c")
     stats = tuple(StepStat(i, i * 0.1, 0.01, 1, 0, 0.5, 1) for i in range(6))
     info2 = EngineInfo(model="swapped", max_num_seqs=3)
-    finished_list = [replace(c, state=RequestState.FINISHED)]
+    finished_list = [c._replace(state=RequestState.FINISHED)]
 
     def snap(step: int, active: tuple[RequestView, ...], **kw: object) -> StepSnapshot:
         return StepSnapshot(step, step * 1.0, EngineState.RUNNING, active=active, **kw)  # type: ignore[arg-type]

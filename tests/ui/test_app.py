@@ -368,8 +368,8 @@ async def test_filter_follows_requests_that_change_state() -> None:
         await pilot.press("slash", *"is:waiting", "enter")
         assert ids(app, "pending") == ["u7"]
         moved = {
-            "u9": replace(snap.active[0], state=RequestState.WAITING),
-            "u7": replace(snap.active[1], state=RequestState.PREFILLING),
+            "u9": snap.active[0]._replace(state=RequestState.WAITING),
+            "u7": snap.active[1]._replace(state=RequestState.PREFILLING),
         }
         active = tuple(moved.get(v.request_id, v) for v in snap.active)
         source.snapshot = replace(snap, step=241, active=active)

@@ -19,7 +19,7 @@ COUNT = 10_000
 
 def finish_one(snapshot: StepSnapshot, items: list[RequestView], n: int) -> StepSnapshot:
     """The next snapshot: one more finished request, appended like the driver does."""
-    items.append(replace(items[n], request_id=f"new{n}"))
+    items.append(items[n]._replace(request_id=f"new{n}"))
     return replace(
         snapshot,
         step=snapshot.step + 1,
