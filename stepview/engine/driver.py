@@ -658,9 +658,14 @@ def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
             prompt_tokens = len(prompt_token_ids)
         if track.got_tokens and timings.first_token is None:
             timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
-        completions = tuple(
-            [ct.view for _, ct in sorted(track.completions.items()) if ct.view is not None]
-        )
+        samples = track.completions
+        if len(samples) == 1:  # n=1, the common case: no sort
+            only = next(iter(samples.values())).view
+            completions = () if only is None else (only,)
+        else:
+            completions = tuple(
+                [ct.view for _, ct in sorted(samples.items()) if ct.view is not None]
+            )
     entry = track.new_entry
     if entry is not None:
         state = entry.state

@@ -58,8 +58,10 @@ class Frozen(PrefixView[T]):
     __slots__ = ("_items",)
 
     def __init__(self, items: list[T] | None = None, length: int | None = None) -> None:
+        # Both slots set here, not through PrefixView.__init__: the driver makes a few of
+        # these per running request per step, and the extra call is a third of the cost.
         self._items: list[T] = items if items is not None else []
-        super().__init__(len(self._items) if length is None else length)
+        self._length = len(self._items) if length is None else length
 
     def _at(self, index: int) -> T:
         return self._items[index]

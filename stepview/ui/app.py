@@ -173,6 +173,8 @@ class StepviewApp(App[None]):
     # Every key is in the footer and on the help screen; the palette would only take space.
     ENABLE_COMMAND_PALETTE = False
     POLL_HZ: ClassVar[float] = 15.0
+    """How often ``source.latest()`` is pulled; above ~15 Hz the terminal, not the engine,
+    becomes the bottleneck over ssh."""
     CPU_BUDGET: ClassVar[float] = 0.05
     """Default ``cpu_budget`` of a live run: the share of one core the UI may spend drawing
     new snapshots while the engine runs.
@@ -183,8 +185,6 @@ class StepviewApp(App[None]):
     of slowing the engine it shows; keys and scrolling are not affected."""
     MAX_SKIP_S: ClassVar[float] = 0.5
     """Whatever the budget, a new snapshot is shown at least this often (2 Hz)."""
-    """How often ``source.latest()`` is pulled; above ~15 Hz the terminal, not the engine,
-    becomes the bottleneck over ssh."""
     STOP_TIMEOUT_S: ClassVar[float] = 4.0
     """How long quitting waits for the source (the engine ends its step and shuts down, ~1 s
     for vLLM on CPU). One budget for the whole way out: the driver's ``stop`` counts every
