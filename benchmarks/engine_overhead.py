@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from stepview.engine.driver import RunStats
 from stepview.model.commands import AddRequest
@@ -86,6 +87,10 @@ class Measurement:
     stepping_s: float  # time inside step() (the engine's share of the busy span)
     cpu_s: float  # CPU time of the stepping thread over the busy span
     first_frame_s: float | None = None  # tui only: launch to the loading view on screen
+    # driver variants: CPU time inside vLLM's own ``LLMEngine.step()`` over the busy span, so
+    # ``cpu_s - vllm_cpu_s`` is stepview's own work per step, measured in the same process
+    # (immune to the run-to-run drift that blurs the side-by-side ratios on a shared box).
+    vllm_cpu_s: float | None = None
 
     @property
     def steps_per_s(self) -> float:
@@ -181,6 +186,7 @@ def _child_driver(requests: list[AddRequest], workdir: Path, record: bool) -> Me
 
     log_path = workdir / "driver.log"
     prepare_vllm_environment(log_path)
+    vllm_cpu = _time_vllm_step()
     holder = EngineArgsHolder()
     sinks: list[SnapshotSink] = (
         [
@@ -206,8 +212,35 @@ def _child_driver(requests: list[AddRequest], workdir: Path, record: bool) -> Me
     tokens = sum(view.output_tokens for view in driver.latest().finished)
     name = "driver+record" if record else "driver"
     return Measurement(
-        name, stats.steps, stats.busy_span, tokens, stats.stepping_time, stats.busy_cpu
+        name,
+        stats.steps,
+        stats.busy_span,
+        tokens,
+        stats.stepping_time,
+        stats.busy_cpu,
+        vllm_cpu_s=vllm_cpu[0],
     )
+
+
+def _time_vllm_step() -> list[float]:
+    """Wrap ``vllm.LLMEngine.step`` to add up its thread CPU time; returns the running total.
+
+    The wrapper's own cost (two clock reads, ~1 us per step) lands on stepview's side.
+    """
+    from vllm import LLMEngine
+
+    total = [0.0]
+    step = LLMEngine.step
+
+    def timed_step(self: Any) -> Any:
+        start = time.thread_time()
+        try:
+            return step(self)
+        finally:
+            total[0] += time.thread_time() - start
+
+    LLMEngine.step = timed_step  # type: ignore[method-assign]
+    return total
 
 
 def child_main(variant: str, workload_path: Path, workdir: Path) -> None:
@@ -407,6 +440,19 @@ def report(runs: dict[str, list[Measurement]], out: Callable[[str], None]) -> No
         + " ".join(f"{v}={cpu_s['bare'] / cpu_s[v]:.2f}" for v in VARIANTS[1:] if v in cpu_s)
     )
     out(f"recording: driver+record/bare={medians.get('driver+record', 0.0) / bare:.2f}")
+    # Same process, same steps: what stepview adds to each step, free of machine drift.
+    own = [
+        (m.cpu_s - m.vllm_cpu_s, m.vllm_cpu_s, m.steps)
+        for m in runs.get("driver", [])
+        if m.vllm_cpu_s
+    ]
+    if own:
+        extra = statistics.median(mine / steps for mine, _, steps in own)
+        share = statistics.median(mine / vllm for mine, vllm, _ in own)
+        out(
+            f"driver's own CPU per step (same process): {extra * 1e6:.0f} us = {share:.1%} "
+            f"of vLLM's step() -> driver/bare {1 / (1 + share):.3f} if that were all"
+        )
     out(f"ratios: driver/bare={medians['driver'] / bare:.2f} tui/bare={medians['tui'] / bare:.2f}")
 
 

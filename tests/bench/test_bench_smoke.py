@@ -51,6 +51,11 @@ def test_engine_overhead_quick() -> None:
     assert_has_line(
         lines, rf"cpu ratios \(.*\): driver={NUMBER} driver\+record={NUMBER} tui={NUMBER}"
     )
+    assert_has_line(
+        lines,
+        rf"driver's own CPU per step \(same process\): {NUMBER} us = {NUMBER}% of vLLM's step\(\)"
+        rf" -> driver/bare {NUMBER} if that were all",
+    )
     assert re.fullmatch(rf"ratios: driver/bare={NUMBER} tui/bare={NUMBER}", lines[-1]), lines[-1]
 
 
