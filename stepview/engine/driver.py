@@ -335,6 +335,7 @@ class Driver:
         except Exception as exc:
             log.error("engine step failed\n%s", traceback.format_exc())
             self._failed = f"engine failed: {_describe(exc)}"
+            self._end_in_flight(self._failed)
             self._publish(EngineState.ERROR)
             self._wait_for_shutdown()
         finally:
@@ -442,6 +443,17 @@ class Driver:
             return
         self._tracks[command.request_id] = _Track(view)
         self._pending.append(command.request_id)
+
+    def _end_in_flight(self, why: str) -> None:
+        """The engine is gone: every request it held, or was to get, ends as aborted.
+
+        They can never finish now; ending them puts them in the Finished pane and the
+        results file with the reason, instead of leaving them running forever on screen.
+        """
+        for track in self._tracks.values():
+            self._finish(track.view, RequestState.ABORTED, why)
+        self._tracks.clear()
+        self._pending.clear()
 
     def _abort(self, request_id: str) -> None:
         track = self._tracks.get(request_id)

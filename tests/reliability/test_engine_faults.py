@@ -8,6 +8,7 @@ way, in tmux. Every test ends by checking that no thread or child process is lef
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -78,12 +79,17 @@ async def test_step_exception_shows_the_error_keeps_results_and_quits(tmp_path: 
         hint = str(app.screen.query_one("#error-hint", Static).render())
         assert "escape to look at the last state" in hint
         await pilot.press("escape")  # back to the panes: what finished is still there
-        assert finished_ids(app) == ["quick"]
+        # ... and the request that was running ends as aborted, with the reason.
+        assert finished_ids(app) == ["quick", "slow"]
         assert "ERROR" in str(app.query_one("#status").render())
         await pilot.press("q")
     assert not driver.alive
     assert saved(results)["quick"]["state"] == "finished"
-    assert list(saved(results)) == ["quick"]
+    slow = saved(results)["slow"]
+    assert slow["state"] == "aborted"
+    assert slow["error"] == "engine failed: InjectedFault: CUDA error: device-side assert triggered"
+    assert 0 < len(slow["completions"][0]["token_ids"]) < 100  # what it had produced is kept
+    assert list(saved(results)) == ["quick", "slow"]
     assert leftovers(before) == []
 
 
@@ -294,8 +300,9 @@ def test_real_command_step_exception_error_screen_results_kept_exit_1(
     assert "press q to quit, escape to look at the last state" in screen.replace("\n", " ")
     tree = process_tree(stepview)
     term.keys("Escape")
-    panes = term.wait_for_text("Finished 1", timeout=5)
+    panes = term.wait_for_text("Finished 2", timeout=5)  # the running one ended as aborted
     assert "quick" in panes and "ERROR" in panes
+    assert re.search(r"long .* aborted", panes), panes
     term.keys("q")
     wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert term.wait_for_exit(timeout=3) == 1
@@ -303,7 +310,9 @@ def test_real_command_step_exception_error_screen_results_kept_exit_1(
     assert "stepview: engine failed: InjectedFault: injected by the test at step 8" in after
     assert after.rstrip().endswith(PROMPT.rstrip())
     assert alive(tree) == []
-    assert list(saved(results)) == ["quick"]
+    assert list(saved(results)) == ["quick", "long"]
+    assert saved(results)["long"]["state"] == "aborted"
+    assert saved(results)["long"]["error"].startswith("engine failed: InjectedFault")
 
 
 @pytest.mark.e2e
