@@ -208,10 +208,15 @@ def test_step_fault_keeps_finished_results() -> None:
         add(d, "slow", max_tokens=100)
         final = wait_for(d, lambda s: s.engine_state is EngineState.ERROR)
         assert "device-side assert" in final.phase
-        assert [v.request_id for v in final.finished] == ["quick"]
+        assert [v.request_id for v in final.finished] == ["quick", "slow"]
+        assert final.finished[0].state is RequestState.FINISHED
+        slow = final.finished[1]  # in flight when the engine failed: it can never finish
+        assert slow.state is RequestState.ABORTED and slow.error == final.phase
+        assert 0 < slow.output_tokens < 100
+        assert final.active == ()
         add(d, "after")
-        after = wait_for(d, lambda s: len(s.finished) == 2)
-        assert after.finished[1].state is RequestState.REJECTED
+        after = wait_for(d, lambda s: len(s.finished) == 3)
+        assert after.finished[2].state is RequestState.REJECTED
     finally:
         d.stop()
     assert not d.alive
