@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -10,17 +9,7 @@ from pathlib import Path
 
 import pytest
 
-
-def stepview_env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        PYTHONUNBUFFERED="1",
-    )
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-    return env
+from tests.e2e.terminal import command_env
 
 
 @pytest.fixture
@@ -33,7 +22,7 @@ def run_stepview(tmp_path: Path):  # type: ignore[no-untyped-def]
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=stepview_env(tmp_path),
+            env=command_env(),
             cwd=tmp_path,
         )
 

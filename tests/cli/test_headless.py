@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import stepview_env
+from tests.e2e.terminal import command_env
 
 DASHES = "-" * 50
 
@@ -103,7 +103,7 @@ def test_sigterm_mid_run_exits_cleanly_with_whole_lines(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=stepview_env(tmp_path),
+        env=command_env(),
     )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # blocks until the first request finished

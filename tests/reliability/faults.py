@@ -9,11 +9,8 @@ that blocks (as a hung GPU kernel would) until the test lets it go. It also keep
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import psutil
-from textual.pilot import Pilot
 
 from stepview.engine.driver import Driver, SnapshotSink
 from stepview.engine.fake_engine import FakeEngine
@@ -79,15 +76,6 @@ def driver_for(
 ) -> Driver:
     """A driver whose engine is ``engine`` (built already: start-up is instant)."""
     return Driver(lambda phase: engine, sinks=sinks, history_size=history_size)
-
-
-async def until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Let the app run until ``condition`` holds (the driver thread moves on its own)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 def new_app(driver: Driver) -> StepviewApp:

@@ -43,9 +43,9 @@ from tests.reliability.faults import (
     leftovers,
     new_app,
     threads_now,
-    until,
 )
 from tests.reliability.launcher import LAUNCHER
+from tests.ui.scenario import until
 
 QUIT_WITHIN_S = 5.0
 

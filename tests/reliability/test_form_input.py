@@ -34,8 +34,8 @@ from tests.reliability.faults import (
     leftovers,
     new_app,
     threads_now,
-    until,
 )
+from tests.ui.scenario import until
 
 NUMERIC = tuple(name for name in FORM_FIELDS if name != "stop")
 FLOATS = {

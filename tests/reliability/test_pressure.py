@@ -27,8 +27,8 @@ from tests.reliability.faults import (
     leftovers,
     new_app,
     threads_now,
-    until,
 )
+from tests.ui.scenario import until
 
 HISTORY = 256
 MiB = 1024 * 1024
