@@ -14,6 +14,10 @@ from typing import Protocol
 from stepview.model.commands import Command
 from stepview.model.snapshot import StepSnapshot
 
+# How long quitting waits for a source to stop (the engine between two steps, files flushed)
+# before leaving it behind: one deadline for the app's quit and the launcher's clean-up.
+STOP_TIMEOUT_S = 4.0
+
 
 class SnapshotSource(Protocol):
     """A producer of :class:`StepSnapshot` values running on its own thread."""
