@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.driver import Driver
-from stepview.engine.recorder import ResultsWriter, TraceRecorder
+from stepview.engine.results_file import ResultsWriter
 from stepview.engine.vllm_engine import VllmEngine
 from stepview.model.commands import Abort, AddRequest
 from stepview.model.engine_api import StepResult
 from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineInfo, RequestState
-from stepview.model.trace import load_trace
+from stepview.trace.reader import load_trace
+from stepview.trace.recorder import TraceRecorder
 from tests.helpers import all_done, wait_for
 from tests.trace.compare import assert_same_run
 

@@ -17,7 +17,7 @@ import pytest
 from textual.widgets import Static
 
 from stepview.engine.driver import Driver
-from stepview.engine.recorder import ResultsWriter
+from stepview.engine.results_file import ResultsWriter
 from stepview.model.commands import AddRequest, Resume
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepview.engine.recorder import ResultsWriter
+from stepview.engine.results_file import ResultsWriter
 from stepview.model.commands import Abort, AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, StepSnapshot

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine, ManualClock
-from stepview.engine.recorder import TraceRecorder
 from stepview.model.commands import AddRequest, Resume, SingleStep
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState
+from stepview.trace.recorder import TraceRecorder
 from tests.helpers import all_done, wait_for
 
 TRACE = Path(__file__).resolve().parent.parent / "data" / "replay.trace.jsonl"

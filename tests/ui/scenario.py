@@ -14,7 +14,6 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
-from stepview.engine.replay import ReplaySource
 from stepview.model.commands import Command
 from stepview.model.grow import Frozen
 from stepview.model.prompts import SEED_PROMPTS
@@ -31,7 +30,8 @@ from stepview.model.snapshot import (
     StepStat,
     Timings,
 )
-from stepview.model.trace import load_trace
+from stepview.trace.reader import load_trace
+from stepview.trace.replay import ReplaySource
 from stepview.ui.app import StepviewApp
 from tests.ui.replay_trace import TRACE
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepview.engine.replay import ReplaySource
-from stepview.model.trace import TraceSnapshots, load_trace
+from stepview.trace.reader import load_trace
+from stepview.trace.replay import ReplaySource
+from stepview.trace.store import TraceSnapshots
 from stepview.ui.app import StepviewApp
 from stepview.ui.form import PromptForm
 from stepview.ui.scrub import next_speed
