@@ -7,8 +7,8 @@ One command measures, side by side and on the same workload, the throughput of
 * ``driver``: the same engine behind :class:`~stepview.engine.vllm_engine.VllmEngine` and
   :class:`~stepview.engine.driver.Driver`, building and publishing a snapshot after every step,
   with no UI;
-* ``driver+record``: the same with a :class:`~stepview.engine.recorder.TraceRecorder` and a
-  :class:`~stepview.engine.recorder.ResultsWriter` as sinks (what ``--record`` adds);
+* ``driver+record``: the same with a :class:`~stepview.trace.recorder.TraceRecorder` and a
+  :class:`~stepview.engine.results_file.ResultsWriter` as sinks (what ``--record`` adds);
 * ``tui``: the real ``stepview --prompts W --results R --log-file L`` in a 120x40 tmux pane;
   the benchmark waits for the results file to hold every request, presses ``q``, and reads the
   driver's ``run summary`` line from the log.
@@ -177,12 +177,13 @@ def _child_bare(requests: list[AddRequest], workdir: Path) -> Measurement:
 
 def _child_driver(requests: list[AddRequest], workdir: Path, record: bool) -> Measurement:
     """The TUI's driver set-up (``live_driver``, default history) with no UI reading it."""
-    from stepview.engine.driver import SnapshotSink
     from stepview.engine.environment import prepare_vllm_environment
     from stepview.engine.live import live_driver
-    from stepview.engine.recorder import ResultsWriter, TraceRecorder
+    from stepview.engine.results_file import ResultsWriter
     from stepview.engine.sinks import EngineArgsHolder
+    from stepview.model.sink import SnapshotSink
     from stepview.model.snapshot import EngineState
+    from stepview.trace.recorder import TraceRecorder
 
     log_path = workdir / "driver.log"
     prepare_vllm_environment(log_path)

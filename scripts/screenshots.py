@@ -2,43 +2,44 @@
 
     .venv/bin/python scripts/screenshots.py [--out screenshots] [--size 100x30]
 
-The scenario and the key presses are the ones the SVG snapshot tests use
-(``tests/ui/scenario.py``), so a picture here is the same on every run and machine, needs no
-engine, and changes only when the UI does. Open the SVGs in a browser to check them.
+The scenes and the key presses are the ones the SVG snapshot tests use (``stepview.demo``),
+and the replay is the trace the tests replay (``tests/data/replay.trace.jsonl``, read as a
+file), so a picture here is the same on every run and machine, needs no engine, and changes
+only when the UI does. Open the SVGs in a browser to check them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from textual.pilot import Pilot
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.ui.scenario when run as a script
+from stepview.demo import scenes
+from stepview.demo.snapshots import mid_run
+from stepview.ui.app import StepviewApp
 
-from stepview.ui.app import StepviewApp  # noqa: E402
-from tests.ui import scenario  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT / "tests" / "data" / "replay.trace.jsonl"
 
 Scene = Callable[[Pilot[None]], Awaitable[None]] | None
 
 
 def _mid_run() -> StepviewApp:
-    return scenario.make_app(scenario.mid_run())[0]
+    return scenes.make_app(mid_run())[0]
 
 
 def _replay() -> StepviewApp:
-    return scenario.replay_app()[0]
+    return scenes.replay_app(TRACE)[0]
 
 
 SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
     "main-mid-run": (_mid_run, None),
-    "form-validation-error": (_mid_run, scenario.show_form_error),
-    "request-detail": (_mid_run, scenario.show_detail),
-    "replay-paused": (_replay, scenario.at_step(17)),
+    "form-validation-error": (_mid_run, scenes.show_form_error),
+    "request-detail": (_mid_run, scenes.show_detail),
+    "replay-paused": (_replay, scenes.at_step(17)),
 }
 
 

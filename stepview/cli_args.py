@@ -2,26 +2,49 @@
 
 Parsing vLLM's flags needs ``import vllm`` (3-6 s). The TUI must show its first frame well
 before that, so stepview's own flags are parsed here with plain argparse, and everything else
-is handed to vLLM's parser on the engine thread (or up front in headless mode).
+is handed to vLLM's parser on the engine thread (or up front in headless mode). The two
+parsers never mix: vLLM's holds only vLLM's flags, so stepview's never reach the engine or a
+trace header; ``stepview --help`` prints this parser's help, then vLLM's.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
+
+from stepview.trace.playback import check_speed
+
+DESCRIPTION = (
+    "Watch vLLM's LLMEngine step by step: pending, running and finished requests, live. "
+    "With no --model it runs a tiny demo model with random weights built locally."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnOptions:
+    """stepview's own flags, parsed (see :func:`add_stepview_args` for what each one means)."""
+
+    headless: bool
+    json: bool
+    prompts: Path | None
+    admit_per_step: int | None
+    record: Path | None
+    results: Path | None
+    replay: Path | None
+    replay_speed: float
+    paused: bool
+    history: int
+    log_file: Path | None
 
 
 def _speed(text: str) -> float:
     """A replay speed: a finite number above 0 (argparse turns the error into exit code 2)."""
     try:
-        value = float(text)
+        return check_speed(float(text))
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
 
 
 def _count(text: str) -> int:
@@ -125,6 +148,22 @@ def stepview_parser() -> argparse.ArgumentParser:
     return add_stepview_args(parser)
 
 
-def parse_own_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """stepview's flags, and the rest of ``argv`` for vLLM."""
-    return stepview_parser().parse_known_args(argv)
+def help_parser() -> argparse.ArgumentParser:
+    """stepview's own flags with ``-h`` and a description: the first half of ``--help``."""
+    parser = argparse.ArgumentParser(
+        prog="stepview",
+        usage="%(prog)s [stepview options] [vLLM engine options]",
+        description=DESCRIPTION,
+    )
+    return add_stepview_args(parser)
+
+
+def own_option_names() -> list[str]:
+    """Every flag of stepview's own, for "did you mean" hints on a mistyped one."""
+    return [opt for action in stepview_parser()._actions for opt in action.option_strings]
+
+
+def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
+    """stepview's flags, and the rest of ``argv`` for vLLM (exits with code 2 on a bad value)."""
+    namespace, rest = stepview_parser().parse_known_args(argv)
+    return OwnOptions(**vars(namespace)), rest

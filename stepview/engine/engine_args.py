@@ -5,6 +5,9 @@ parallel, the Ray executor, quantization, ...), and they pass through to
 ``EngineArgs.from_cli_args`` unchanged. With no ``--model`` the demo model is used, with
 CPU-friendly defaults (sized KV cache, eager mode, ...) that any explicit flag overrides.
 
+The parser here holds vLLM's flags only: stepview's own flags are parsed apart, before
+(``stepview.cli_args``), and never reach vLLM or the trace header's ``engine_args``.
+
 vLLM's parser prints hundreds of lines of usage on a bad flag; stepview turns that into one
 line naming the flag (:class:`UsageError`). The set of vLLM's option names is cached per vLLM
 version, so the TUI can reject an unknown flag before the 3-6 s ``import vllm``.
@@ -16,24 +19,39 @@ import argparse
 import difflib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from stepview.cli_args import add_stepview_args
-
 if TYPE_CHECKING:
     from vllm.engine.arg_utils import EngineArgs
-
-DESCRIPTION = (
-    "Watch vLLM's LLMEngine step by step: pending, running and finished requests, live. "
-    "With no --model it runs a tiny demo model with random weights built locally."
-)
 
 
 class UsageError(Exception):
     """A command-line mistake; the message is short and says what to do."""
+
+    def message(self, also_known: Iterable[str] = ()) -> str:
+        """The message; ``also_known`` names flags vLLM's parser does not hold (stepview's own),
+        which only an unknown option's "did you mean" uses."""
+        return str(self)
+
+
+class UnknownOption(UsageError):
+    """A flag vLLM does not know; the message suggests the closest name it does know."""
+
+    def __init__(self, option: str, known: Iterable[str]) -> None:
+        self.option = option
+        self.known = tuple(known)
+        super().__init__(self.message())
+
+    def message(self, also_known: Iterable[str] = ()) -> str:
+        hint = difflib.get_close_matches(
+            self.option.replace("_", "-"), [*self.known, *also_known], n=1
+        )
+        maybe = f" (did you mean {hint[0]}?)" if hint else ""
+        return f"unknown option {self.option}{maybe}; see 'stepview --help'"
 
 
 @dataclass(frozen=True)
@@ -53,17 +71,19 @@ def vllm_version() -> str:
     return "unknown"
 
 
-def full_parser() -> argparse.ArgumentParser:
-    """stepview's flags and every vLLM engine flag, in one parser (imports vLLM)."""
+def engine_parser() -> argparse.ArgumentParser:
+    """vLLM's own parser of every engine flag, as vLLM's example builds it (imports vLLM).
+
+    A mistake raises :class:`UsageError` instead of printing vLLM's usage and exiting.
+    """
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     class _Parser(FlexibleArgumentParser):
         def error(self, message: str) -> NoReturn:
-            raise UsageError(_short_usage_message(message, _option_names(self)))
+            raise _usage_error(message, _option_names(self))
 
-    parser = _Parser(prog="stepview", description=DESCRIPTION)  # type: ignore[no-untyped-call]
-    add_stepview_args(parser)
+    parser = _Parser(prog="stepview")  # type: ignore[no-untyped-call]
     EngineArgs.add_cli_args(parser)
     return parser
 
@@ -72,14 +92,12 @@ def _option_names(parser: argparse.ArgumentParser) -> list[str]:
     return [opt for action in parser._actions for opt in action.option_strings]
 
 
-def _short_usage_message(message: str, known: list[str]) -> str:
+def _usage_error(message: str, known: Iterable[str]) -> UsageError:
+    """argparse's ``message`` as a one-line :class:`UsageError`."""
     match = re.match(r"unrecognized arguments: (\S+)", message)
     if match:
-        flag = match.group(1).split("=", 1)[0]
-        hint = difflib.get_close_matches(flag.replace("_", "-"), known, n=1)
-        maybe = f" (did you mean {hint[0]}?)" if hint else ""
-        return f"unknown option {flag}{maybe}; see 'stepview --help'"
-    return f"{message}; see 'stepview --help'"
+        return UnknownOption(match.group(1).split("=", 1)[0], known)
+    return UsageError(f"{message}; see 'stepview --help'")
 
 
 def _refusal(exc: Exception, model: str, demo: bool) -> str:
@@ -113,7 +131,7 @@ def remember_option_names(parser: argparse.ArgumentParser) -> None:
 
 
 def check_option_names(argv: list[str]) -> None:
-    """Raise :class:`UsageError` for a flag vLLM does not know, if the names are cached."""
+    """Raise :class:`UnknownOption` for a flag vLLM does not know, if the names are cached."""
     try:
         known = json.loads(_cache_file().read_text())
     except (OSError, ValueError):
@@ -129,7 +147,7 @@ def check_option_names(argv: list[str]) -> None:
             continue
         # vLLM's parser, like argparse by default, takes any prefix of an option name.
         if not any(known_name.startswith(dashed) for known_name in names):
-            raise UsageError(_short_usage_message(f"unrecognized arguments: {name}", known))
+            raise UnknownOption(name, known)
 
 
 # -- building EngineArgs -------------------------------------------------------------------------
@@ -146,12 +164,16 @@ def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 
 def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
-    """Parse the whole command line as vLLM's example does; demo model when no ``--model``."""
+    """Parse vLLM's flags as vLLM's example does; the demo model when there is no ``--model``.
+
+    ``argv`` holds engine flags only (what stepview's own parser left), so ``as_dict``, which
+    goes into the trace header, holds only engine arguments.
+    """
     from vllm.engine.arg_utils import EngineArgs
 
     from stepview.engine.demo_model import DEMO_ENGINE_DEFAULTS, DEMO_MODEL_NAME, ensure_demo_model
 
-    parser = full_parser()
+    parser = engine_parser()
     remember_option_names(parser)
     args = parser.parse_args(argv)
     given = _given(parser, argv)

@@ -31,7 +31,8 @@ from typing import TextIO
 # transformers' image utilities. Text generation needs none of them.
 _BLOCKED_ON_CPU = ("torchvision", "torchaudio", "torchcodec")
 
-_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""How every line of the log file looks (stepview's launcher uses it too)."""
 
 
 def cpu_build_installed() -> bool:
@@ -93,7 +94,7 @@ def route_vllm_logging(log_path: Path) -> None:
         ):
             if handler is None:
                 handler = logging.FileHandler(target, encoding="utf-8")
-                handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+                handler.setFormatter(logging.Formatter(LOG_FORMAT))
             logger.addHandler(handler)
         if logger.level == logging.NOTSET or logger.level > logging.INFO:
             # INFO carries the start-up messages the engine maps to phases.

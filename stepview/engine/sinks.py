@@ -4,18 +4,19 @@ Both are driver sinks, written on the engine thread and flushed after each step,
 ends the run (quit, Ctrl+C, SIGTERM, a lost ssh connection, a crash) keeps every finished
 result and every recorded step but the one in flight. They are opened here, before the
 engine starts, so an unwritable path is reported at once rather than after a long start-up.
+Paths come in as plain values: which flag asked for them is the launcher's business.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stepview.engine.driver import SnapshotSink
 from stepview.engine.engine_args import ParsedEngineArgs, vllm_version
-from stepview.engine.recorder import ResultsWriter, TraceRecorder
+from stepview.engine.results_file import ResultsWriter
+from stepview.model.sink import SnapshotSink
+from stepview.trace.recorder import TraceRecorder
 
 
 class EngineArgsHolder:
@@ -35,17 +36,25 @@ class EngineArgsHolder:
 
 
 def file_sinks(
-    own: argparse.Namespace, holder: EngineArgsHolder, *, results_default: Path | None
+    holder: EngineArgsHolder,
+    *,
+    results: Path | None,
+    append_results: bool,
+    record: Path | None,
 ) -> list[SnapshotSink]:
-    """Open the results file and the trace asked for on the command line (raises OSError)."""
+    """Open the results file and the trace, those that are asked for (raises ``OSError``).
+
+    ``append_results`` adds to an existing results file (one the user named) instead of
+    starting a new one. The trace header takes the engine's flags from ``holder`` when the
+    engine has started.
+    """
     sinks: list[SnapshotSink] = []
-    results = own.results or results_default
     if results is not None:
-        Path(results).parent.mkdir(parents=True, exist_ok=True)
-        sinks.append(ResultsWriter(results, append=own.results is not None))
-    if own.record is not None:
+        results.parent.mkdir(parents=True, exist_ok=True)
+        sinks.append(ResultsWriter(results, append=append_results))
+    if record is not None:
         header: Callable[[], Mapping[str, Any]] = holder.header_fields
-        sinks.append(TraceRecorder(own.record, header))
+        sinks.append(TraceRecorder(record, header))
     return sinks
 
 
@@ -55,5 +64,4 @@ def sink_errors(sinks: Sequence[SnapshotSink]) -> list[str]:
     The engine ran on regardless (a sink never stops it), so this is the only place the
     user learns that the file holds less than the run produced.
     """
-    errors = (getattr(sink, "error", None) for sink in sinks)
-    return [error for error in errors if isinstance(error, str)]
+    return [sink.error for sink in sinks if sink.error is not None]

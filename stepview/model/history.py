@@ -1,10 +1,4 @@
-"""Looking back: what changed between two snapshots, and a cursor for scrubbing through history.
-
-Snapshots share every :class:`RequestView` that did not change (see ``snapshot.py``), so
-"what changed at this step" is an identity test over the active requests plus the tail of the
-append-only ``finished`` list: it costs what the step changed, never what the run accumulated.
-The trace recorder uses :func:`diff_snapshots` to write deltas; the UI can use it to highlight
-the rows a step touched.
+"""Looking back: a cursor for scrubbing through a live run's history.
 
 :class:`HistoryCursor` is what the UI scrubs with. A source keeps a bounded history (the live
 driver drops the oldest snapshots as new ones arrive; a replay holds the whole trace), so the
@@ -16,54 +10,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from stepview.model.snapshot import RequestView, StepSnapshot
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotDiff:
-    """How ``current`` differs from ``previous``, by object identity of the request views."""
-
-    added: tuple[RequestView, ...]  # active now, not active before (arrival order)
-    changed: tuple[tuple[RequestView, RequestView], ...]  # (before, now): same id, new object
-    removed: tuple[RequestView, ...]  # active before, not now (their last active view)
-    finished: tuple[RequestView, ...]  # appended to ``finished`` since ``previous``
-
-    @property
-    def changed_ids(self) -> frozenset[str]:
-        """Every request id the step touched (added, changed, removed or finished)."""
-        ids = {v.request_id for v in self.added}
-        ids.update(now.request_id for _, now in self.changed)
-        ids.update(v.request_id for v in self.removed)
-        ids.update(v.request_id for v in self.finished)
-        return frozenset(ids)
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.changed or self.removed or self.finished)
-
-
-def diff_snapshots(previous: StepSnapshot | None, current: StepSnapshot) -> SnapshotDiff:
-    """The requests ``current`` added, changed, removed and finished relative to ``previous``.
-
-    ``previous`` of ``None`` means "nothing before": every active request is added and every
-    finished one is new. ``finished`` is append-only in a source's snapshots, so the new ones
-    are its tail past the previous length.
-    """
-    if previous is None:
-        return SnapshotDiff(current.active, (), (), tuple(current.finished))
-    before = {v.request_id: v for v in previous.active}
-    added: list[RequestView] = []
-    changed: list[tuple[RequestView, RequestView]] = []
-    for view in current.active:
-        old = before.pop(view.request_id, None)
-        if old is None:
-            added.append(view)
-        elif old is not view:
-            changed.append((old, view))
-    new_finished = current.finished[len(previous.finished) :]
-    return SnapshotDiff(tuple(added), tuple(changed), tuple(before.values()), tuple(new_finished))
+from stepview.model.snapshot import StepSnapshot
 
 
 class HistorySource(Protocol):
@@ -83,7 +32,7 @@ class HistoryCursor:
     while the driver keeps appending and dropping.
 
     Made for live sources, whose ``latest()`` is the end of their history. A replay moves
-    with its own playback commands (``stepview.model.playback``) instead.
+    with its own playback commands (``stepview.trace.playback``) instead.
     """
 
     def __init__(self, source: HistorySource) -> None:

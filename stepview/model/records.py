@@ -1,19 +1,18 @@
 """Finished requests as JSON records, and as text in the form of vLLM's ``RequestOutput``.
 
-One record shape serves ``--headless --json``, the results file that keeps every finished
-request of a TUI run, and traces: a plain dict that round-trips to a :class:`RequestView`.
+One record shape serves ``--headless --json`` and the results file that keeps every finished
+request of a run: a plain dict with readable names (logprobs as ``{"token_id": ...}`` objects),
+for people and tools. Nothing in stepview reads it back; traces have their own compact form
+(:mod:`stepview.trace.format`), which a replay does read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from stepview.model.grow import Frozen
-from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import (
     Completion,
-    LogprobEntry,
     PositionLogprobs,
     RequestState,
     RequestView,
@@ -35,20 +34,6 @@ def _logprobs_out(
     ]
 
 
-def _logprobs_in(
-    data: Sequence[Sequence[Mapping[str, Any]] | None],
-) -> list[PositionLogprobs | None]:
-    return [
-        None
-        if entries is None
-        else tuple(
-            LogprobEntry(e["token_id"], e["logprob"], e.get("rank"), e.get("decoded"))
-            for e in entries
-        )
-        for entries in data
-    ]
-
-
 def completion_record(c: Completion) -> dict[str, Any]:
     return {
         "index": c.index,
@@ -59,19 +44,6 @@ def completion_record(c: Completion) -> dict[str, Any]:
         "cumulative_logprob": c.cumulative_logprob,
         "logprobs": None if c.logprobs is None else _logprobs_out(c.logprobs),
     }
-
-
-def completion_from_record(data: Mapping[str, Any]) -> Completion:
-    logprobs = data.get("logprobs")
-    return Completion.of_text(
-        data["index"],
-        data["text"],
-        token_ids=Frozen(list(data["token_ids"])),
-        cumulative_logprob=data.get("cumulative_logprob"),
-        logprobs=None if logprobs is None else Frozen(_logprobs_in(logprobs)),
-        finish_reason=data.get("finish_reason"),
-        stop_reason=data.get("stop_reason"),
-    )
 
 
 def _derived_timings(t: Timings) -> dict[str, float | None]:
@@ -110,26 +82,6 @@ def request_record(view: RequestView) -> dict[str, Any]:
             **_derived_timings(t),
         },
     }
-
-
-def request_from_record(data: Mapping[str, Any]) -> RequestView:
-    """The inverse of :func:`request_record` (raises ``KeyError``/``ValueError`` if malformed)."""
-    t = data["timings"]
-    prompt_logprobs = data.get("prompt_logprobs")
-    return RequestView(
-        request_id=data["id"],
-        prompt=data["prompt"],
-        spec=SamplingSpec.from_dict(data["params"]),
-        state=RequestState(data["state"]),
-        timings=Timings(t["arrival"], t.get("scheduled"), t.get("first_token"), t.get("finished")),
-        prompt_tokens=data.get("prompt_tokens", 0),
-        computed_prompt_tokens=data.get("computed_prompt_tokens", 0),
-        num_preemptions=data.get("num_preemptions", 0),
-        prompt_token_ids=tuple(data.get("prompt_token_ids", ())),
-        prompt_logprobs=None if prompt_logprobs is None else tuple(_logprobs_in(prompt_logprobs)),
-        completions=tuple(completion_from_record(c) for c in data.get("completions", ())),
-        error=data.get("error"),
-    )
 
 
 # -- vLLM's RequestOutput form -----------------------------------------------------------------

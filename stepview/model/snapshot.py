@@ -153,12 +153,6 @@ class EngineCounters:
     prefix_cache_hits: int = 0  # cumulative
     preemptions: int = 0  # in this step
 
-    @property
-    def prefix_cache_hit_rate(self) -> float | None:
-        if not self.prefix_cache_queries:
-            return None
-        return self.prefix_cache_hits / self.prefix_cache_queries
-
 
 @dataclass(frozen=True, slots=True)
 class StepStat:

@@ -34,7 +34,11 @@ from textual.widgets import Footer, Input
 
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.history import HistoryCursor
-from stepview.model.playback import (
+from stepview.model.prompts import SEED_PROMPTS
+from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
+from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
+from stepview.model.source import SnapshotSource
+from stepview.trace.playback import (
     PlaybackCommand,
     Seek,
     SeekEnd,
@@ -43,10 +47,6 @@ from stepview.model.playback import (
     StepBack,
     StepForward,
 )
-from stepview.model.prompts import SEED_PROMPTS
-from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
-from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
-from stepview.model.source import SnapshotSource
 from stepview.ui.detail import DetailScreen
 from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
@@ -634,7 +634,7 @@ class StepviewApp(App[None]):
         self.exit()
 
     async def action_interrupt(self) -> None:
-        """ctrl+c, and SIGINT/SIGTERM/SIGHUP (see ``run_tui``): quit as ``q`` does, anywhere."""
+        """ctrl+c, and SIGINT/SIGTERM/SIGHUP (see ``launch/runner.py``): quit as ``q`` does."""
         await self.action_quit()
 
     def on_unmount(self) -> None:

@@ -3,12 +3,12 @@
 The panes always draw one snapshot (``StepviewApp.shown``); a *mark* says how to read it.
 Live runs have none. Scrubbing back through a live run's bounded history gives a
 :class:`HistoryMark`, and a replay a :class:`ReplayMark` built from the source's
-:class:`~stepview.model.playback.PlaybackStatus`. Marks are small frozen values compared by
+:class:`~stepview.trace.playback.PlaybackStatus`. Marks are small frozen values compared by
 equality, so the status bar and the detail view redraw only when what they say changed.
 
 A replay is controlled through :class:`ReplayControls`, the part of
-:class:`~stepview.engine.replay.ReplaySource` the UI needs, declared here so the UI never
-imports the engine side.
+:class:`~stepview.trace.replay.ReplaySource` the UI needs, declared here so the UI depends on
+what it uses, not on the replay thread's code.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from stepview.model.commands import Command
-from stepview.model.playback import PlaybackCommand, PlaybackStatus
+from stepview.trace.playback import PlaybackCommand, PlaybackStatus
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds ``+`` and ``-`` move through: slow enough to read a step, fast enough to

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stepview.model.snapshot import EngineState
-from stepview.model.trace import load_trace
+from stepview.trace.reader import load_trace
 from tests.e2e.conftest import OpenTerminal, write_workload
 from tests.e2e.terminal import PROMPT, STEPVIEW, Terminal, alive, process_tree, wait_gone
 

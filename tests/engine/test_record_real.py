@@ -7,15 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from stepview.cli_args import stepview_parser
 from stepview.engine.driver import Driver
-from stepview.engine.recorder import ResultsWriter, TraceRecorder
+from stepview.engine.engine_args import parse_engine_args
+from stepview.engine.results_file import ResultsWriter
+from stepview.engine.sinks import EngineArgsHolder
 from stepview.engine.vllm_engine import VllmEngine
 from stepview.model.commands import Abort, AddRequest
 from stepview.model.engine_api import StepResult
 from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineInfo, RequestState
-from stepview.model.trace import load_trace
+from stepview.trace.reader import load_trace
+from stepview.trace.recorder import TraceRecorder
 from tests.helpers import all_done, wait_for
 from tests.trace.compare import assert_same_run
 
@@ -109,3 +113,27 @@ def test_replay_of_a_real_run_equals_the_live_run(engines: EnginePool, tmp_path:
     assert [json.loads(line) for line in results] == [
         request_record(v) for v in driver.latest().finished
     ]
+
+
+def test_recorded_header_holds_the_engine_flags_and_none_of_stepviews(
+    engines: EnginePool, tmp_path: Path
+) -> None:
+    """stepview's own flags are parsed apart from vLLM's, so none of them (not even at its
+    default value) reaches the trace header's ``engine_args``; the engine flags given do."""
+    parsed = parse_engine_args(["--max-num-seqs", "8", "--max-model-len", "256"])
+    engine = _Borrowed(engines.get())
+    trace_path = tmp_path / "header.trace.jsonl"
+    recorder = TraceRecorder(trace_path, EngineArgsHolder(parsed).header_fields)
+    driver = Driver(lambda phase: engine, sinks=[recorder])
+    driver.start()
+    try:
+        driver.send(AddRequest("one", "hello", SamplingSpec(max_tokens=2)))
+        wait_for(driver, lambda s: len(s.finished) == 1 and all_done(s), timeout=60)
+    finally:
+        driver.stop(timeout=30)
+    header = load_trace(trace_path).header
+    engine_args = header["engine_args"]
+    assert (engine_args["max_num_seqs"], engine_args["max_model_len"]) == (8, 256)
+    assert header["demo_model"] is True and "model" in engine_args
+    own = {action.dest for action in stepview_parser()._actions}
+    assert own.isdisjoint(engine_args), sorted(own & engine_args.keys())

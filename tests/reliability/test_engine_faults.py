@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
+from stepview.demo.scenes import until
 from stepview.engine.driver import Driver
-from stepview.engine.recorder import ResultsWriter
+from stepview.engine.results_file import ResultsWriter
 from stepview.model.commands import AddRequest, Resume
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
@@ -45,7 +46,6 @@ from tests.reliability.faults import (
     threads_now,
 )
 from tests.reliability.launcher import LAUNCHER
-from tests.ui.scenario import until
 
 QUIT_WITHIN_S = 5.0
 

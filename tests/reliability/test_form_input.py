@@ -20,6 +20,7 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widgets import Input, Static, TextArea
 
+from stepview.demo.scenes import until
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import FORM_FIELDS, SamplingSpec, form_values, parse_form
 from stepview.model.snapshot import EngineState, RequestState
@@ -35,7 +36,6 @@ from tests.reliability.faults import (
     new_app,
     threads_now,
 )
-from tests.ui.scenario import until
 
 NUMERIC = tuple(name for name in FORM_FIELDS if name != "stop")
 FLOATS = {

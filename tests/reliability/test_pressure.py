@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepview.engine.recorder import ResultsWriter
+from stepview.demo.scenes import until
+from stepview.engine.results_file import ResultsWriter
 from stepview.model.commands import Abort, AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, StepSnapshot
@@ -28,7 +29,6 @@ from tests.reliability.faults import (
     new_app,
     threads_now,
 )
-from tests.ui.scenario import until
 
 HISTORY = 256
 MiB = 1024 * 1024

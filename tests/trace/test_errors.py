@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.driver import Driver
-from stepview.engine.replay import ReplaySource
-from stepview.model.trace import TraceError, load_trace
+from stepview.trace.format import TraceError
+from stepview.trace.reader import load_trace
+from stepview.trace.replay import ReplaySource
 from tests.trace.compare import assert_same_run
 from tests.trace.runs import add, record, run_to_end
 

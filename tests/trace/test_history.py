@@ -11,8 +11,9 @@ import pytest
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
-from stepview.model.history import HistoryCursor, diff_snapshots
+from stepview.model.history import HistoryCursor
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
+from stepview.trace.encoder import diff_snapshots
 from tests.helpers import wait_for
 from tests.trace.runs import add, run_to_end
 

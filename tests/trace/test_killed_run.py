@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stepview.model.trace import load_trace
+from stepview.trace.reader import load_trace
 
 # Runs the driver until killed. A last sink prints each finished id only after the results
 # writer and the recorder (earlier sinks) have written and flushed it.
@@ -17,7 +17,8 @@ CHILD = """
 import sys
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.recorder import ResultsWriter, TraceRecorder
+from stepview.engine.results_file import ResultsWriter
+from stepview.trace.recorder import TraceRecorder
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 

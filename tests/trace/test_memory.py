@@ -15,7 +15,7 @@ from pathlib import Path
 
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
-from stepview.model.trace import load_trace
+from stepview.trace.reader import load_trace
 from tests.trace.runs import add, record, run_to_end
 
 
@@ -64,7 +64,7 @@ def _replay_bytes_per_request_step(path: Path) -> float:
     with _traced() as traced:
         trace = load_trace(path)
         used = traced()
-    return used / sum(len(row.active) for row in trace._store.rows)
+    return used / sum(len(row.active) for row in trace.store.rows)
 
 
 def test_live_history_of_64_requests(tmp_path: Path) -> None:

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.driver import Driver
-from stepview.engine.replay import Playback, ReplaySource
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
-from stepview.model.playback import Seek, SeekEnd, SeekStart, SetSpeed, StepBack, StepForward
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, StepSnapshot
-from stepview.model.trace import Trace, TraceReader, TraceSnapshots, load_trace
+from stepview.trace.playback import Seek, SeekEnd, SeekStart, SetSpeed, StepBack, StepForward
+from stepview.trace.reader import TraceReader, load_trace
+from stepview.trace.replay import Playback, ReplaySource
+from stepview.trace.store import Trace, TraceSnapshots
 from tests.helpers import wait_for
 from tests.trace.compare import assert_same_run
 from tests.trace.runs import add, paced_snapshots, record, run_to_end, write_trace
@@ -190,7 +191,7 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
     path = tmp_path / "big.jsonl"
     write_trace(path, paced_snapshots(60_000, seconds_apart=0.001))
     # A slow disk: loading takes 600 chunks x 2 ms or more, whatever the speed of the parser.
-    monkeypatch.setattr("stepview.engine.replay.LOAD_CHUNK", 100)
+    monkeypatch.setattr("stepview.trace.replay.LOAD_CHUNK", 100)
     read = TraceReader.read
 
     def slow_read(self: TraceReader, max_lines: int | None = None) -> bool:
@@ -215,10 +216,14 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
 
 
 def test_replay_imports_neither_vllm_nor_torch() -> None:
+    """Every module of the trace package, the replay launcher and the history cursor."""
     code = (
-        "import sys, stepview.engine.replay, stepview.model.trace, stepview.model.history\n"
+        "import importlib, pkgutil, sys, stepview.trace, stepview.model.history\n"
+        "import stepview.launch.replay\n"
+        "for info in pkgutil.walk_packages(stepview.trace.__path__, 'stepview.trace.'):\n"
+        "    importlib.import_module(info.name)\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "{'vllm', 'torch', 'transformers', 'textual'})\n"
+        "{'vllm', 'torch', 'transformers', 'textual'} or m.startswith('stepview.ui'))\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

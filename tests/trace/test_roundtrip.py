@@ -9,7 +9,7 @@ import pytest
 
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.recorder import ResultsWriter, TraceRecorder
+from stepview.engine.results_file import ResultsWriter
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
 from stepview.model.grow import Frozen
 from stepview.model.records import request_record
@@ -26,7 +26,9 @@ from stepview.model.snapshot import (
     StepStat,
     Timings,
 )
-from stepview.model.trace import TRACE_KIND, TRACE_VERSION, load_trace
+from stepview.trace.format import TRACE_KIND, TRACE_VERSION
+from stepview.trace.reader import load_trace
+from stepview.trace.recorder import TraceRecorder
 from tests.helpers import all_done, wait_for
 from tests.trace.compare import assert_same_run
 from tests.trace.runs import add, record, run_to_end, write_trace

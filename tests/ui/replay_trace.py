@@ -17,11 +17,12 @@ from pathlib import Path
 
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine, ManualClock
-from stepview.engine.recorder import TraceRecorder
 from stepview.model.commands import AddRequest, Resume, SingleStep
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineState
+from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.trace.reader import load_trace
+from stepview.trace.recorder import TraceRecorder
 from tests.helpers import all_done, wait_for
 
 TRACE = Path(__file__).resolve().parent.parent / "data" / "replay.trace.jsonl"
@@ -60,6 +61,11 @@ def record_trace(path: Path = TRACE) -> Path:
     finally:
         driver.stop()
     return path
+
+
+def recorded_run() -> list[StepSnapshot]:
+    """Every snapshot of the committed trace (``tests/data/replay.trace.jsonl``)."""
+    return list(load_trace(TRACE).snapshots)
 
 
 def _add(driver: Driver, wave: list[tuple[str, str, SamplingSpec]]) -> None:

@@ -1,6 +1,6 @@
 """Pilot tests: keys in, commands and visible state out.
 
-Two kinds of source: the static one from :mod:`tests.ui.scenario` when a test is about what a
+Two kinds of source: the static one from :mod:`stepview.demo` when a test is about what a
 key sends or what a fixed snapshot shows, and the real :class:`Driver` over the deterministic
 :class:`FakeEngine` when a test is about a request moving through the panes.
 """
@@ -14,6 +14,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TextArea
 
+from stepview.demo.scenes import make_app, until
+from stepview.demo.snapshots import mid_run, request, startup_error
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
@@ -27,7 +29,6 @@ from stepview.ui.form import EMPTY_PROMPT, PromptForm
 from stepview.ui.help import HelpScreen
 from stepview.ui.loading import ErrorScreen
 from stepview.ui.request_table import RequestTable
-from tests.ui.scenario import make_app, mid_run, request, startup_error, until
 
 SIZE = (80, 24)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from stepview.demo.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, StepStat
 from stepview.ui.filtering import RequestFilter
@@ -23,7 +24,6 @@ from stepview.ui.format import (
     throughput,
     token_repr,
 )
-from tests.ui.scenario import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ from dataclasses import replace
 
 from textual.widgets import Input
 
+from stepview.demo.scenes import history_app, until
+from stepview.demo.sources import HistorySource
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
 from stepview.model.commands import AddRequest, Pause, Resume
@@ -20,7 +22,7 @@ from stepview.ui.app import StepviewApp
 from stepview.ui.detail import DetailScreen
 from stepview.ui.loading import ErrorScreen
 from stepview.ui.request_table import RequestTable
-from tests.ui.scenario import HistorySource, history_app, until
+from tests.ui.replay_trace import recorded_run
 
 SIZE = (80, 24)
 
@@ -90,7 +92,7 @@ async def test_back_shows_a_past_step_while_the_engine_runs_and_L_returns_to_liv
 
 
 async def test_keys_move_by_one_ten_to_the_oldest_and_forward_past_the_newest() -> None:
-    app, source = history_app()
+    app, source = history_app(recorded_run())
     history = source.snapshots
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("left_curly_bracket")
@@ -121,7 +123,7 @@ async def test_back_counts_from_the_step_on_screen_not_the_newest() -> None:
 
 
 async def test_go_to_a_step_number() -> None:
-    app, source = history_app()
+    app, source = history_app(recorded_run())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("colon", "1", "7", "enter")
         assert app.shown is not None and app.shown.step == 17
@@ -135,7 +137,7 @@ async def test_go_to_a_step_number() -> None:
 
 
 async def test_new_snapshots_move_the_banner_not_the_view() -> None:
-    app, source = history_app()
+    app, source = history_app(recorded_run())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("colon", "1", "7", "enter")
         pinned = app.shown
@@ -146,7 +148,7 @@ async def test_new_snapshots_move_the_banner_not_the_view() -> None:
 
 
 async def test_detail_follows_the_history_and_says_so() -> None:
-    app, _ = history_app()
+    app, _ = history_app(recorded_run())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("colon", "1", "7", "enter", "enter")  # detail of Running's first row
         screen = app.screen
@@ -162,7 +164,7 @@ async def test_detail_follows_the_history_and_says_so() -> None:
 
 
 async def test_an_engine_failure_ends_the_look_back() -> None:
-    app, source = history_app()
+    app, source = history_app(recorded_run())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("left_square_bracket")
         last = source.latest()
@@ -174,7 +176,7 @@ async def test_an_engine_failure_ends_the_look_back() -> None:
 
 
 async def test_history_keys_wait_for_the_first_step_and_forward_waits_for_a_look_back() -> None:
-    app, _ = history_app()
+    app, _ = history_app(recorded_run())
     async with app.run_test(size=SIZE):
         assert app.check_action("newer", (1,)) is None  # live: nothing newer
         assert app.check_action("newest", ()) is None
@@ -183,7 +185,7 @@ async def test_history_keys_wait_for_the_first_step_and_forward_waits_for_a_look
 
 
 async def test_history_keys_are_text_in_the_filter_bar() -> None:
-    app, _ = history_app()
+    app, _ = history_app(recorded_run())
     async with app.run_test(size=SIZE) as pilot:
         shown = app.shown
         await pilot.press("slash", "left_square_bracket", "L", "colon", "space", "plus")

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepview.engine.replay import ReplaySource
-from stepview.model.trace import TraceSnapshots, load_trace
+from stepview.demo.scenes import at_step, replay_app, until
+from stepview.trace.reader import load_trace
+from stepview.trace.replay import ReplaySource
+from stepview.trace.store import TraceSnapshots
 from stepview.ui.app import StepviewApp
 from stepview.ui.form import PromptForm
 from stepview.ui.scrub import next_speed
 from tests.ui.replay_trace import TRACE
-from tests.ui.scenario import at_step, replay_app, until
 from tests.ui.test_history import assert_panes_show, status_text
 
 SIZE = (80, 24)
@@ -32,7 +33,7 @@ def at(app: StepviewApp, source: ReplaySource, index: int) -> bool:
 
 
 async def test_seek_step_back_and_forward() -> None:
-    app, source = replay_app()
+    app, source = replay_app(TRACE)
     trace = recorded()
     async with app.run_test(size=SIZE) as pilot:
         await at_step(17)(pilot)
@@ -63,7 +64,7 @@ async def test_seek_step_back_and_forward() -> None:
 
 
 async def test_speed_keys_walk_the_ladder_and_show_in_the_status_bar() -> None:
-    app, source = replay_app()
+    app, source = replay_app(TRACE)
     async with app.run_test(size=SIZE) as pilot:
         await at_step(17)(pilot)
         assert "‖ 1x" in status_text(app)
@@ -78,7 +79,7 @@ async def test_speed_keys_walk_the_ladder_and_show_in_the_status_bar() -> None:
 
 
 async def test_play_runs_to_the_end_and_pause_holds() -> None:
-    app, source = replay_app()
+    app, source = replay_app(TRACE)
     last = len(recorded()) - 1
     async with app.run_test(size=SIZE) as pilot:
         await at_step(17)(pilot)
@@ -101,7 +102,7 @@ async def test_play_runs_to_the_end_and_pause_holds() -> None:
 
 
 async def test_adding_and_aborting_are_refused_with_a_notice() -> None:
-    app, source = replay_app()
+    app, source = replay_app(TRACE)
     notices: list[str] = []
     app.notify = lambda message, **_: notices.append(message)  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
@@ -131,7 +132,7 @@ async def test_a_damaged_trace_says_what_was_lost(tmp_path: Path) -> None:
 
 
 async def test_the_status_follows_the_keys_during_the_recorded_start_up() -> None:
-    app, source = replay_app()
+    app, source = replay_app(TRACE)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.check_action("speed", (True,)) is True)
         assert source.latest().engine_state.value == "starting"  # snapshot 0: start-up

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 from textual.pilot import Pilot
 
+from stepview.demo import scenes, snapshots
 from stepview.model.snapshot import StepSnapshot
-from tests.ui import scenario
+from tests.ui.replay_trace import TRACE, recorded_run
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
@@ -27,60 +28,60 @@ def check(
     size: tuple[int, int],
     run_before: Callable[[Pilot[None]], Awaitable[None]] | None = None,
 ) -> None:
-    app, _ = scenario.make_app(snapshot)
+    app, _ = scenes.make_app(snapshot)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_loading(snap_compare: Compare, size: tuple[int, int]) -> None:
-    check(snap_compare, scenario.loading(), size)
+    check(snap_compare, snapshots.loading(), size)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_three_panes_mid_run(snap_compare: Compare, size: tuple[int, int]) -> None:
-    check(snap_compare, scenario.mid_run(), size)
+    check(snap_compare, snapshots.mid_run(), size)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_detail_of_a_greedy_request_with_logprobs(
     snap_compare: Compare, size: tuple[int, int]
 ) -> None:
-    check(snap_compare, scenario.mid_run(), size, scenario.show_detail)
+    check(snap_compare, snapshots.mid_run(), size, scenes.show_detail)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_form_with_a_validation_error(snap_compare: Compare, size: tuple[int, int]) -> None:
-    check(snap_compare, scenario.mid_run(), size, scenario.show_form_error)
+    check(snap_compare, snapshots.mid_run(), size, scenes.show_form_error)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_help(snap_compare: Compare, size: tuple[int, int]) -> None:
-    check(snap_compare, scenario.mid_run(), size, scenario.show_help)
+    check(snap_compare, snapshots.mid_run(), size, scenes.show_help)
 
 
 def test_startup_error(snap_compare: Compare) -> None:
-    check(snap_compare, scenario.startup_error(), (80, 24))
+    check(snap_compare, snapshots.startup_error(), (80, 24))
 
 
 # -- looking back: a live run's history, and a replay of the committed trace -----------------
 
 
 def test_history_banner(snap_compare: Compare) -> None:
-    app, _ = scenario.history_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_step(17))
+    app, _ = scenes.history_app(recorded_run())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenes.at_step(17))
 
 
 def test_history_detail(snap_compare: Compare) -> None:
-    app, _ = scenario.history_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_step(17, "enter"))
+    app, _ = scenes.history_app(recorded_run())
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenes.at_step(17, "enter"))
 
 
 @pytest.mark.parametrize("step", [6, 17])
 def test_replay_paused_at_step(snap_compare: Compare, step: int) -> None:
-    app, _ = scenario.replay_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_step(step))
+    app, _ = scenes.replay_app(TRACE)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenes.at_step(step))
 
 
 def test_replay_at_the_end(snap_compare: Compare) -> None:
-    app, _ = scenario.replay_app()
-    assert snap_compare(app, terminal_size=(80, 24), run_before=scenario.at_end)
+    app, _ = scenes.replay_app(TRACE)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=scenes.at_end)

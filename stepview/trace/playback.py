@@ -1,15 +1,25 @@
-"""Commands and status of a replayed trace, beside the live commands of ``commands.py``.
+"""Commands and status of a replayed trace, beside the live commands of ``model/commands.py``.
 
 A replay also understands :class:`~stepview.model.commands.Pause`,
 :class:`~stepview.model.commands.Resume` and :class:`~stepview.model.commands.SingleStep`
 (one snapshot forward), so the keys that control the live engine control playback too; these
 add what only a recording can do: go back, jump, change speed. Plain frozen values, like the
-live commands, so the UI builds them without importing the engine side.
+live commands, so the UI builds them without importing the replay thread's code
+(:mod:`stepview.trace.replay`). :func:`check_speed` is the one rule for a replay speed, for
+the command line's ``--replay-speed`` as for the ``+``/``-`` keys.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+
+def check_speed(speed: float) -> float:
+    """``speed`` as a float if it is a finite number above 0; else ``ValueError``."""
+    if not (math.isfinite(speed) and speed > 0):
+        raise ValueError(f"replay speed must be a positive number, got {speed!r}")
+    return float(speed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +55,7 @@ class StepBack:
 
 @dataclass(frozen=True, slots=True)
 class SetSpeed:
-    """Play at ``speed`` times the recorded pace (2.0 = twice as fast); must be > 0."""
+    """Play at ``speed`` times the recorded pace (2.0 = twice as fast); see :func:`check_speed`."""
 
     speed: float
 

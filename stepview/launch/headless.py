@@ -13,7 +13,6 @@ Rejected requests are reported on stderr; the exit code is 0 when every request 
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import signal
@@ -24,9 +23,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from stepview.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, _fail
+from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver import Driver
+from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail
 from stepview.model.commands import AddRequest, Shutdown
+from stepview.model.errors import describe
 from stepview.model.prompts import PromptsFileError, read_prompts, seed_requests
 from stepview.model.records import format_request_output, request_record
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
@@ -37,6 +38,10 @@ DASHES = "-" * 50
 class HeadlessPrinter:
     """A driver sink that prints finished requests and tells when all are done."""
 
+    error: str | None = None
+    """Always None: a print that fails raises on the driver thread, which ends the run and
+    says so itself; nothing is left to report afterwards."""
+
     def __init__(self, expected: int, *, json_lines: bool, out: TextIO, err: TextIO) -> None:
         self.expected = expected
         self.json_lines = json_lines
@@ -44,7 +49,6 @@ class HeadlessPrinter:
         self.err = err
         self.seen = 0
         self.rejected = 0
-        self.failed: str | None = None
         self.done = threading.Event()
         if not json_lines:
             self._write(DASHES)
@@ -66,17 +70,14 @@ class HeadlessPrinter:
                 self._write(json.dumps(request_record(view), ensure_ascii=False))
             else:
                 self._write(f"{format_request_output(view)}\n{DASHES}")
-        if snapshot.engine_state is EngineState.ERROR:
-            self.failed = snapshot.phase
-            self.done.set()
-        if self.seen >= self.expected:
+        if snapshot.engine_state is EngineState.ERROR or self.seen >= self.expected:
             self.done.set()
 
     def close(self) -> None:
         self.done.set()
 
 
-def run_headless(own: argparse.Namespace, engine_argv: list[str], log_path: Path) -> int:
+def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     """Run the prompts through the engine without a TUI; see the module docstring."""
     from stepview.engine.engine_args import UsageError, parse_engine_args
     from stepview.engine.environment import prepare_vllm_environment, redirect_native_stderr
@@ -84,40 +85,44 @@ def run_headless(own: argparse.Namespace, engine_argv: list[str], log_path: Path
     from stepview.engine.sinks import EngineArgsHolder, file_sinks, sink_errors
 
     try:
-        requests = read_prompts(own.prompts) if own.prompts else seed_requests()
+        requests = read_prompts(options.prompts) if options.prompts else seed_requests()
     except PromptsFileError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     prepare_vllm_environment(log_path)
     restore_stderr = redirect_native_stderr(log_path)
     try:
         try:
             parsed = parse_engine_args(engine_argv)
         except UsageError as exc:
-            return _fail(str(exc))
+            return fail(exc.message(also_known=own_option_names()))
         except Exception as exc:  # vLLM that cannot be imported, a demo model that cannot be built
             logging.getLogger("stepview").exception("preparing the engine failed")
-            return _fail(f"cannot start the engine: {type(exc).__name__}: {exc}", EXIT_FAILED)
+            return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         printer = HeadlessPrinter(
-            len(requests), json_lines=own.json, out=sys.stdout, err=sys.stderr
+            len(requests), json_lines=options.json, out=sys.stdout, err=sys.stderr
         )
+        holder = EngineArgsHolder(parsed)
         try:
-            holder = EngineArgsHolder(parsed)
-            sinks = [printer, *file_sinks(own, holder, results_default=None)]
+            files = file_sinks(
+                holder, results=options.results, append_results=True, record=options.record
+            )
         except OSError as exc:
-            return _fail(f"cannot open output file: {exc}")
-        admit = 1 if own.admit_per_step is None else own.admit_per_step
+            return fail(f"cannot open output file: {exc}")
+        sinks = [printer, *files]
+        admit = 1 if options.admit_per_step is None else options.admit_per_step
         driver = live_driver(
             engine_argv, log_path, holder=holder, sinks=sinks, history_size=1, admit_per_step=admit
         )
         code = _drive(driver, requests, printer)
         for error in sink_errors(sinks):
-            code = _fail(error, EXIT_FAILED)
+            code = fail(error, EXIT_FAILED)
         return code
     finally:
         restore_stderr()
 
 
 def _drive(driver: Driver, requests: Sequence[AddRequest], printer: HeadlessPrinter) -> int:
+    """Run until every request is printed, the engine fails, or a signal asks to stop."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -138,10 +143,7 @@ def _drive(driver: Driver, requests: Sequence[AddRequest], printer: HeadlessPrin
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if driver.error:
-        return _fail(driver.error, EXIT_FAILED)
+        return fail(driver.error, EXIT_FAILED)
     if stop.is_set():
-        return _fail("interrupted; requests that finished were printed", EXIT_FAILED)
+        return fail("interrupted; requests that finished were printed", EXIT_FAILED)
     return EXIT_FAILED if printer.rejected else EXIT_OK
-
-
-__all__ = ["EXIT_USAGE", "HeadlessPrinter", "run_headless"]

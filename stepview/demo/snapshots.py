@@ -1,21 +1,15 @@
-"""Hand-made snapshots and a static source: fixed pictures for pilot and SVG snapshot tests.
+"""Hand-made snapshots: a run caught mid-way with something in every state, and a few others.
 
-Every number here is a constant, so the screens they produce are the same on every run and
-machine. ``scripts/screenshots.py`` uses the same scenarios for the README's pictures.
+Every number here is a constant, so the screens drawn from them are the same on every run and
+machine. The SVG snapshot tests and ``scripts/screenshots.py`` (the README's pictures) draw the
+same ones; the prompts include text that tries to break a row (escape sequences, emoji with
+joiners, right-to-left overrides).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from textual.app import App
-from textual.pilot import Pilot
-from textual.widgets import Input, TextArea
-
-from stepview.engine.replay import ReplaySource
-from stepview.model.commands import Command
 from stepview.model.grow import Frozen
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
@@ -31,9 +25,6 @@ from stepview.model.snapshot import (
     StepStat,
     Timings,
 )
-from stepview.model.trace import load_trace
-from stepview.ui.app import StepviewApp
-from tests.ui.replay_trace import TRACE
 
 INFO = EngineInfo(
     model="stepview-tiny-qwen3",
@@ -54,51 +45,6 @@ RTL_PROMPT = (
 )
 
 WORDS = (" the", " engine", " steps", " tokens", " in", " a", " batch", ".")
-
-
-class StaticSource:
-    """A :class:`SnapshotSource` whose ``latest()`` is whatever the test set; records commands."""
-
-    def __init__(self, snapshot: StepSnapshot, *, accepts_requests: bool = True) -> None:
-        self.snapshot = snapshot
-        self.accepts_requests = accepts_requests
-        self.sent: list[Command] = []
-        self.started = False
-        self.stopped = False
-
-    def start(self) -> None:
-        self.started = True
-
-    def latest(self) -> StepSnapshot:
-        return self.snapshot
-
-    def history(self) -> Sequence[StepSnapshot]:
-        return (self.snapshot,)
-
-    def send(self, command: Command) -> None:
-        self.sent.append(command)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self.stopped = True
-
-    @property
-    def alive(self) -> bool:
-        return self.started and not self.stopped
-
-
-class HistorySource(StaticSource):
-    """A live source that has published ``snapshots``: the last is ``latest()``, all are kept."""
-
-    def __init__(self, snapshots: Sequence[StepSnapshot]) -> None:
-        super().__init__(snapshots[-1])
-        self.snapshots = list(snapshots)
-
-    def publish(self, snapshot: StepSnapshot) -> None:
-        self.snapshots.append(snapshot)
-        self.snapshot = snapshot
-
-    def history(self) -> Sequence[StepSnapshot]:
-        return tuple(self.snapshots)
 
 
 def text_of(n: int, start: int = 0) -> str:
@@ -378,101 +324,3 @@ def many_finished(count: int, base: StepSnapshot | None = None) -> StepSnapshot:
         for i in range(count)
     ]
     return replace(base, finished=Frozen(done))
-
-
-# -- the key presses that lead to each pictured view ------------------------------------------
-
-
-def steady_cursors(app: App[None]) -> None:
-    """Blinking cursors would make a picture depend on timing."""
-    for widget in app.screen.query("Input, TextArea"):
-        if isinstance(widget, Input | TextArea):
-            widget.cursor_blink = False
-
-
-async def show_detail(pilot: Pilot[None]) -> None:
-    """The Running pane has focus; its second row is u1 (greedy, logprobs)."""
-    await pilot.press("down", "enter")
-    await pilot.pause()
-
-
-async def show_form_error(pilot: Pilot[None]) -> None:
-    """The add-prompt form after submitting with top_p = 1.5."""
-    await pilot.press("a", *"Hi")
-    top_p = pilot.app.screen.query_one("#field-top_p", Input)
-    top_p.focus()
-    top_p.value = "1.5"
-    await pilot.press("ctrl+s")
-    steady_cursors(pilot.app)
-    await pilot.pause()
-
-
-async def show_help(pilot: Pilot[None]) -> None:
-    await pilot.press("question_mark")
-    await pilot.pause()
-
-
-def make_app(snapshot: StepSnapshot, **source_kwargs: bool) -> tuple[StepviewApp, StaticSource]:
-    """An app over a static source, set up for repeatable screenshots."""
-    source = StaticSource(snapshot, **source_kwargs)
-    app = StepviewApp(source, clock=None)
-    app.animation_level = "none"
-    return app, source
-
-
-def recorded_run() -> list[StepSnapshot]:
-    """Every snapshot of the committed trace (``tests/data/replay.trace.jsonl``)."""
-    return list(load_trace(TRACE).snapshots)
-
-
-def history_app() -> tuple[StepviewApp, HistorySource]:
-    """A live-looking app whose source has kept every snapshot of the recorded run."""
-    source = HistorySource(recorded_run())
-    app = StepviewApp(source, clock=None)
-    app.animation_level = "none"
-    return app, source
-
-
-def replay_app(trace: str = str(TRACE)) -> tuple[StepviewApp, ReplaySource]:
-    """The app over a paused replay of ``trace``: nothing moves until a key says so."""
-    source = ReplaySource(trace, start_paused=True)
-    app = StepviewApp(source, replay=True, clock=None)
-    app.animation_level = "none"
-    return app, source
-
-
-async def until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Let the app run until ``condition`` holds (a source thread moves on its own)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
-
-
-Scene = Callable[[Pilot[None]], Awaitable[None]]
-
-
-def at_step(step: int, *then: str) -> Scene:
-    """Key presses for a picture at ``step`` (``:``, the number, enter), then keys ``then``."""
-
-    async def go(pilot: Pilot[None]) -> None:
-        app = pilot.app
-        assert isinstance(app, StepviewApp)
-        await until(pilot, lambda: app.check_action("goto", ()) is True)  # a step to go to
-        await pilot.press("colon", *str(step), "enter")
-        await until(pilot, lambda: app.shown is not None and app.shown.step == step)
-        await pilot.press(*then)
-        await pilot.pause()
-
-    return go
-
-
-async def at_end(pilot: Pilot[None]) -> None:
-    """``>``: the last snapshot of a replay (the engine stopped, every request finished)."""
-    app = pilot.app
-    assert isinstance(app, StepviewApp)
-    await until(pilot, lambda: app.check_action("newest", ()) is True)
-    await pilot.press("greater_than_sign")
-    await until(pilot, lambda: app.shown is not None and app.shown.engine_state.value == "stopped")
-    await pilot.pause()

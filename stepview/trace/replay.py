@@ -18,7 +18,6 @@ drive it without sleeping.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import queue
 import threading
@@ -27,7 +26,9 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from stepview.model.commands import Command, Pause, Resume, Shutdown, SingleStep
-from stepview.model.playback import (
+from stepview.model.errors import describe
+from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.trace.playback import (
     PlaybackCommand,
     PlaybackStatus,
     Seek,
@@ -36,9 +37,10 @@ from stepview.model.playback import (
     SetSpeed,
     StepBack,
     StepForward,
+    check_speed,
 )
-from stepview.model.snapshot import EngineState, StepSnapshot
-from stepview.model.trace import Trace, TraceReader, TraceSnapshots
+from stepview.trace.reader import TraceReader
+from stepview.trace.store import Trace, TraceSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +48,6 @@ log = logging.getLogger(__name__)
 LOAD_CHUNK = 500
 # Longest wait for a command when nothing is due (keeps the thread responsive to a stop).
 IDLE_WAIT_S = 0.25
-
-
-def _check_speed(speed: float) -> float:
-    if not (math.isfinite(speed) and speed > 0):
-        raise ValueError(f"replay speed must be a positive number, got {speed!r}")
-    return float(speed)
 
 
 class Playback:
@@ -65,7 +61,7 @@ class Playback:
     def __init__(self, *, speed: float = 1.0, playing: bool = True) -> None:
         self.position = 0
         self.playing = playing
-        self.speed = _check_speed(speed)
+        self.speed = check_speed(speed)
         self._anchor_wall = 0.0
         self._anchor_clock = 0.0
         self._anchored = False
@@ -120,7 +116,7 @@ class Playback:
                 log.debug("replay ignores %r", command)
 
     def set_speed(self, speed: float, snapshots: TraceSnapshots, now: float) -> None:
-        self.speed = _check_speed(speed)
+        self.speed = check_speed(speed)
         self._anchor(snapshots, now)
 
     def advance(self, snapshots: TraceSnapshots, now: float, loaded: bool) -> None:
@@ -147,8 +143,8 @@ class ReplaySource:
     """Plays a trace back on its own thread; implements ``SnapshotSource``.
 
     ``trace`` is a path (read on the replay thread after the header is checked here, so a
-    file that is not a trace raises :class:`~stepview.model.trace.TraceError` at once) or a
-    :class:`~stepview.model.trace.Trace` already loaded. Snapshots are shown exactly as
+    file that is not a trace raises :class:`~stepview.trace.format.TraceError` at once) or a
+    :class:`~stepview.trace.store.Trace` already loaded. Snapshots are shown exactly as
     recorded; where playback is (position, speed, playing) is :attr:`status`.
     """
 
@@ -229,7 +225,7 @@ class ReplaySource:
 
     def set_speed(self, speed: float) -> None:
         """Play at ``speed`` times the recorded pace; raises ``ValueError`` unless > 0."""
-        self.send(SetSpeed(_check_speed(speed)))
+        self.send(SetSpeed(check_speed(speed)))
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -254,7 +250,7 @@ class ReplaySource:
             self._loop()
         except Exception as exc:  # show it like an engine failure, never kill the app
             log.error("replay failed\n%s", traceback.format_exc())
-            self._error = f"replay failed: {type(exc).__name__}: {exc}"
+            self._error = f"replay failed: {describe(exc)}"
             self._latest = StepSnapshot(
                 step=self._latest.step,
                 clock=self._latest.clock,

@@ -1,0 +1,114 @@
+"""The app set up for a repeatable picture, and the key presses that lead to each pictured view.
+
+An app here reads a source that stands still (:mod:`stepview.demo.sources`) or a paused replay,
+has animations off and no clock, so what it draws depends only on the snapshots and the keys.
+The SVG snapshot tests and ``scripts/screenshots.py`` drive the same scenes, so a README
+picture changes only when the UI does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from textual.app import App
+from textual.pilot import Pilot
+from textual.widgets import Input, TextArea
+
+from stepview.demo.sources import HistorySource, StaticSource
+from stepview.model.snapshot import StepSnapshot
+from stepview.trace.replay import ReplaySource
+from stepview.ui.app import StepviewApp
+
+Scene = Callable[[Pilot[None]], Awaitable[None]]
+
+
+def make_app(snapshot: StepSnapshot, **source_kwargs: bool) -> tuple[StepviewApp, StaticSource]:
+    """An app over a static source, set up for repeatable screenshots."""
+    source = StaticSource(snapshot, **source_kwargs)
+    app = StepviewApp(source, clock=None)
+    app.animation_level = "none"
+    return app, source
+
+
+def history_app(snapshots: Sequence[StepSnapshot]) -> tuple[StepviewApp, HistorySource]:
+    """A live-looking app whose source has kept every one of ``snapshots``."""
+    source = HistorySource(snapshots)
+    app = StepviewApp(source, clock=None)
+    app.animation_level = "none"
+    return app, source
+
+
+def replay_app(trace: str | os.PathLike[str]) -> tuple[StepviewApp, ReplaySource]:
+    """The app over a paused replay of ``trace``: nothing moves until a key says so."""
+    source = ReplaySource(trace, start_paused=True)
+    app = StepviewApp(source, replay=True, clock=None)
+    app.animation_level = "none"
+    return app, source
+
+
+# -- the key presses that lead to each pictured view ------------------------------------------
+
+
+def steady_cursors(app: App[None]) -> None:
+    """Blinking cursors would make a picture depend on timing."""
+    for widget in app.screen.query("Input, TextArea"):
+        if isinstance(widget, Input | TextArea):
+            widget.cursor_blink = False
+
+
+async def show_detail(pilot: Pilot[None]) -> None:
+    """The Running pane has focus; its second row is u1 (greedy, logprobs)."""
+    await pilot.press("down", "enter")
+    await pilot.pause()
+
+
+async def show_form_error(pilot: Pilot[None]) -> None:
+    """The add-prompt form after submitting with top_p = 1.5."""
+    await pilot.press("a", *"Hi")
+    top_p = pilot.app.screen.query_one("#field-top_p", Input)
+    top_p.focus()
+    top_p.value = "1.5"
+    await pilot.press("ctrl+s")
+    steady_cursors(pilot.app)
+    await pilot.pause()
+
+
+async def show_help(pilot: Pilot[None]) -> None:
+    await pilot.press("question_mark")
+    await pilot.pause()
+
+
+async def until(pilot: Pilot[None], condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let the app run until ``condition`` holds (a source thread moves on its own)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+def at_step(step: int, *then: str) -> Scene:
+    """Key presses for a picture at ``step`` (``:``, the number, enter), then keys ``then``."""
+
+    async def go(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, StepviewApp)
+        await until(pilot, lambda: app.check_action("goto", ()) is True)  # a step to go to
+        await pilot.press("colon", *str(step), "enter")
+        await until(pilot, lambda: app.shown is not None and app.shown.step == step)
+        await pilot.press(*then)
+        await pilot.pause()
+
+    return go
+
+
+async def at_end(pilot: Pilot[None]) -> None:
+    """``>``: the last snapshot of a replay (the engine stopped, every request finished)."""
+    app = pilot.app
+    assert isinstance(app, StepviewApp)
+    await until(pilot, lambda: app.check_action("newest", ()) is True)
+    await pilot.press("greater_than_sign")
+    await until(pilot, lambda: app.shown is not None and app.shown.engine_state.value == "stopped")
+    await pilot.pause()

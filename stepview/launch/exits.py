@@ -1,0 +1,49 @@
+"""How a run ends: its exit code, the one-line messages on stderr, and leaving the process.
+
+Every message stepview prints for the user is one line starting with ``stepview:`` on
+stderr, never a traceback or a usage block. The terminal may be gone by then (a hang-up), so
+printing never raises.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+from typing import NoReturn
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # what a shell reports for a program ended by Ctrl+C
+
+
+def notice(message: str) -> None:
+    """Tell the user ``message`` on stderr, as ``stepview: message``."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"stepview: {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> int:
+    """Tell the user what went wrong; returns ``code`` for the caller to return."""
+    notice(message)
+    return code
+
+
+def exit_now(code: int, *, run_exit_handlers: bool = True) -> NoReturn:
+    """End the process without Python's interpreter teardown.
+
+    With torch and vLLM loaded, the teardown takes ~2 s after everything stepview does is
+    over (engine shut down, results and trace closed): quitting would take 3 s instead of
+    1, and a slow engine shutdown plus the teardown could pass the 5 s a quit may take.
+    Registered exit handlers still run (logging's flush, multiprocessing's clean-up of child
+    processes); only the module teardown is skipped. With an engine that never stopped,
+    ``run_exit_handlers=False`` skips them too: they could wait on that engine for ever.
+    """
+    if run_exit_handlers:
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)

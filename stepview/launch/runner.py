@@ -1,0 +1,67 @@
+"""Running the Textual app on a snapshot source, the same way for a live engine and a replay.
+
+Ctrl+C (a key inside the TUI), SIGINT, SIGTERM and SIGHUP end the app the way ``q`` does: the
+source stops (the engine between two steps, files flushed) and the terminal is restored. All
+of it is bounded by one deadline, :data:`~stepview.model.source.STOP_TIMEOUT_S`: the app's
+quit asks the source to stop, and the stop here shares that deadline (the driver counts it from
+the first ask), so a stuck engine is left behind instead of holding the terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+
+from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
+
+# How often the app checks whether it should leave by itself (a start-up usage error).
+_WATCH_INTERVAL_S = 0.05
+
+
+def run_app(
+    source: SnapshotSource,
+    *,
+    replay: bool = False,
+    exit_when: Callable[[], bool] | None = None,
+) -> int:
+    """Run the app on ``source``, then stop the source; returns the app's return code.
+
+    The app runs until the user quits, a signal asks it to stop, or ``exit_when()`` (polled)
+    turns true. A replay draws every snapshot; a live run caps the UI's CPU so drawing does not
+    slow the engine it shows. The source is stopped (within the one deadline) however the app
+    ended, a crash included; whether it actually stopped is ``source.alive``.
+    """
+    try:
+        return _run(source, replay=replay, exit_when=exit_when)
+    finally:
+        source.stop(STOP_TIMEOUT_S)
+
+
+def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] | None) -> int:
+    from stepview.ui.app import StepviewApp
+
+    app = StepviewApp(source, replay=replay, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
+
+    def on_signal() -> None:
+        # The same way out as ctrl+c: from any screen, one bounded wait for the engine.
+        app.call_next(app.action_interrupt)
+
+    async def leave_when(condition: Callable[[], bool]) -> None:
+        while not condition():
+            await asyncio.sleep(_WATCH_INTERVAL_S)
+        app.exit()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        watcher = None if exit_when is None else asyncio.create_task(leave_when(exit_when))
+        try:
+            await app.run_async()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    asyncio.run(main())
+    return app.return_code or 0

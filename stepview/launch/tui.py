@@ -1,0 +1,108 @@
+"""The default ``stepview`` command: the TUI on a live engine.
+
+The app is up before vLLM is even imported (the engine thread does that), so a bad engine
+flag that only vLLM's parser can name is caught early from a cached list of vLLM's option
+names when there is one. Otherwise the engine thread's parse fails after the app started:
+the app then leaves by itself and the one-line usage message is printed on the restored
+terminal, with exit code 2, exactly as if the flag had been caught up front.
+
+However the app ends (``q``, Ctrl+C, a signal: see :mod:`stepview.launch.runner`), every
+finished request is already in the results file, and the file is named on the way out. An
+engine that has not stopped by the deadline is left behind: the process exits at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepview.cli_args import OwnOptions, own_option_names
+from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
+from stepview.launch.paths import default_results_path
+from stepview.launch.runner import run_app
+from stepview.model.prompts import PromptsFileError, read_prompts
+
+
+def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
+    """Run the TUI on vLLM built from ``engine_argv``; returns the exit code."""
+    from stepview.engine.engine_args import UsageError, check_option_names
+    from stepview.engine.environment import redirect_native_stderr
+    from stepview.engine.live import live_driver
+    from stepview.engine.sinks import EngineArgsHolder, file_sinks, sink_errors
+
+    try:
+        check_option_names(engine_argv)
+        requests = read_prompts(options.prompts) if options.prompts else []
+    except UsageError as exc:
+        return fail(exc.message(also_known=own_option_names()))
+    except PromptsFileError as exc:
+        return fail(str(exc))
+    default_results = options.results is None
+    results_path = options.results or default_results_path()
+    holder = EngineArgsHolder()
+    try:
+        sinks = file_sinks(
+            holder,
+            results=results_path,
+            append_results=not default_results,
+            record=options.record,
+        )
+    except OSError as exc:
+        return fail(f"cannot open output file: {exc}")
+    admit = 0 if options.admit_per_step is None else options.admit_per_step
+    driver = live_driver(
+        engine_argv,
+        log_path,
+        holder=holder,
+        sinks=sinks,
+        history_size=options.history,
+        admit_per_step=admit,
+    )
+    for request in requests:
+        driver.send(request)  # queued; they join once the engine is up
+
+    def usage_error() -> UsageError | None:
+        exc = driver.startup_exception
+        return exc if isinstance(exc, UsageError) else None
+
+    restore_stderr = redirect_native_stderr(log_path)
+    try:
+        app_code = run_app(driver, exit_when=lambda: usage_error() is not None)
+    finally:
+        restore_stderr()
+    usage = usage_error()
+    if usage is not None:
+        _drop_if_empty(results_path, default_results)
+        return fail(usage.message(also_known=own_option_names()))
+    _report_results(results_path, default=default_results)
+    file_errors = sink_errors(sinks)
+    if driver.alive:
+        # The engine is stuck in start-up or in a step that will not return; every result is
+        # already flushed, so leave without waiting for it.
+        for error in file_errors:
+            notice(error)
+        notice("the engine did not stop in time; exiting anyway")
+        exit_now(EXIT_FAILED, run_exit_handlers=False)
+    if driver.error:
+        notice(f"{driver.error} (details in {log_path})")
+    for error in file_errors:
+        notice(error)
+    return EXIT_FAILED if driver.error or app_code or file_errors else EXIT_OK
+
+
+def _report_results(path: Path, *, default: bool) -> None:
+    """Say where the results are, if there are any (an empty default file is removed)."""
+    if _drop_if_empty(path, default):
+        return
+    notice(f"finished requests saved in {path}")
+
+
+def _drop_if_empty(path: Path, default: bool) -> bool:
+    """True when ``path`` holds no results; a default one that is empty is deleted."""
+    try:
+        if path.stat().st_size:
+            return False
+        if default:
+            path.unlink()
+    except OSError:
+        pass
+    return True

@@ -1,0 +1,20 @@
+"""Recording a run and playing it back: everything about trace files, in one place.
+
+``format``
+    the file format: header, version, errors, and the codecs of a line's small values.
+``encoder``
+    snapshots to lines: what changed since the previous snapshot, as request deltas.
+``store``
+    a trace in memory, shared between versions like the driver's snapshots, and the
+    snapshots built from it on demand.
+``reader``
+    lines back to snapshots: opens and checks a file, decodes it all or a chunk at a time.
+``playback`` / ``replay``
+    the commands a replay takes, and the thread that plays a trace as a snapshot source.
+``linefile`` / ``recorder``
+    the ``--record`` sink that writes a trace while the engine runs.
+
+Nothing here imports vLLM, torch or Textual (a test checks it): a trace recorded on a GPU
+box replays on a laptop without them, and the UI reads a replay through the same protocol as
+a live engine.
+"""

@@ -1,0 +1,203 @@
+"""The trace file: a run recorded step by step, to replay later (here or on another machine).
+
+A trace is JSON Lines, written while the engine runs and flushed after every step, so a crash
+loses at most the step in flight. Line 1 is a header::
+
+    {"kind": "stepview-trace", "version": 1, "stepview": "0.1.0", "vllm": "0.32.0",
+     "model": "...", "engine_args": {...}, "info": {EngineInfo fields}, "created": "..."}
+
+Every later line is an object with a ``"k"`` (kind):
+
+``"event"``
+    A user event derived from the snapshots: ``"add"`` (a request appeared: id, prompt,
+    params, arrival clock), ``"abort"`` or ``"reject"`` (id, error). Written before the step
+    line of the snapshot that showed it. A replay ignores them; tools list them.
+``"step"``
+    One published snapshot, recording only what changed since the previous step line:
+    ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``, ``phase_since``,
+    ``info``, ``total_generated`` when they changed; ``counters`` as the changed fields only;
+    ``recent`` as the new sparkline entries ``[step, clock, step_time, running, waiting,
+    kv_cache_usage, generation_tokens]`` (``recent_cap`` when the window length changes,
+    ``recent_reset`` when it had to be rewritten); and requests as *deltas*: ``new`` (appeared
+    in ``active``), ``upd`` (its view object changed), ``fin`` (reached a final state) and
+    ``gone`` (ids that left ``active`` without finishing; ``order`` if the order changed
+    otherwise than by removing and appending).
+
+A request delta is ``{"id": ...}`` plus the fields that differ from the previous view of that
+request (for ``new`` and for a ``fin`` flagged ``"n": 1``, from :data:`BLANK_REQUEST`): ``p``
+prompt, ``sp`` the sampling params that differ, ``s`` state, ``tm`` ``[arrival, scheduled,
+first_token, finished]``, ``pt``/``cp``/``np`` prompt/computed/preemption counts, ``pi``
+prompt token ids, ``pl`` prompt logprobs, ``e`` error, and ``c``: one entry per completion,
+``null`` where the completion is the same object as before, else its delta: ``i`` index,
+``t+``/``x+``/``l+`` tokens, text and logprob positions appended (``t``/``x``/``l`` replace
+them when they do not extend), ``cl`` cumulative logprob, ``f`` finish reason, ``sr`` stop
+reason. A logprob position is ``null`` or a list of ``[token_id, logprob, rank, decoded]``. So
+a decoding step costs a few dozen bytes per request however long the run, and applying a delta
+rebuilds exactly the view that was shown.
+
+This module holds what both directions share: the header, the errors, and the codecs of the
+small values (a line, a logprob position, a sparkline entry). Writing deltas is
+:mod:`stepview.trace.encoder`, reading them back :mod:`stepview.trace.reader`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import (
+    EngineInfo,
+    LogprobEntry,
+    PositionLogprobs,
+    RequestState,
+    RequestView,
+    StepStat,
+    Timings,
+)
+
+TRACE_KIND = "stepview-trace"
+TRACE_VERSION = 1
+
+_INFO_FIELDS = frozenset(f.name for f in fields(EngineInfo))
+
+BLANK_REQUEST = RequestView("", "", SamplingSpec(), RequestState.PENDING, Timings(0.0))
+"""The state every request delta without a base starts from (and is encoded against)."""
+
+
+class TraceError(Exception):
+    """The file is not a trace this stepview can read; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """A user action seen in the trace: ``add``, ``abort`` or ``reject``."""
+
+    kind: str
+    step: int
+    clock: float  # arrival for ``add``, the final time for ``abort``/``reject``
+    request_id: str
+    prompt: str | None = None  # ``add`` only
+    spec: SamplingSpec | None = None  # ``add`` only
+    error: str | None = None  # ``abort``/``reject`` only
+
+
+def dump_line(obj: Mapping[str, Any]) -> str:
+    """One compact JSON line (with its newline), as every trace and results line is written."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+
+
+# -- the header ----------------------------------------------------------------------------------
+
+
+def stepview_version() -> str:
+    """The installed stepview's version, for the header: a trace outlives the code it came from."""
+    try:
+        return metadata.version("stepview")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def trace_header(fields: Mapping[str, Any], info: EngineInfo) -> dict[str, Any]:
+    """Line 1 of a trace: format and version, what ran (``fields`` from the caller) and when.
+
+    ``fields`` may carry ``vllm``, ``model``, ``engine_args`` and anything else worth keeping;
+    ``vllm`` and ``model`` default to what the engine reported. It cannot override the kind,
+    the version or the engine info.
+    """
+    header: dict[str, Any] = {
+        "kind": TRACE_KIND,
+        "version": TRACE_VERSION,
+        "stepview": stepview_version(),
+        "vllm": info.vllm_version,
+        "model": info.model,
+        "engine_args": {},
+    }
+    header.update(fields)
+    header.update(
+        kind=TRACE_KIND,
+        version=TRACE_VERSION,
+        info=asdict(info),
+        created=fields.get("created") or datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    return header
+
+
+def check_header(obj: object, name: str) -> dict[str, Any]:
+    """``obj`` as a trace header, or a :class:`TraceError` saying what ``name`` is instead."""
+    if not isinstance(obj, dict):
+        raise TraceError(f"{name} is not a stepview trace (line 1 is not a JSON object)")
+    kind = obj.get("kind")
+    if kind != TRACE_KIND:
+        found = "no" if kind is None else repr(kind)
+        raise TraceError(
+            f"{name} is not a stepview trace (line 1 has {found} kind, expected {TRACE_KIND!r})"
+        )
+    version = obj.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise TraceError(f"{name}: unknown trace version {version!r}")
+    if version > TRACE_VERSION:
+        raise TraceError(
+            f"{name} is trace version {version}, written by a newer stepview "
+            f"({obj.get('stepview', '?')}); this stepview reads version {TRACE_VERSION}"
+        )
+    if not isinstance(obj.get("info", {}), dict):
+        raise TraceError(f"{name}: the header's engine info is not a JSON object")
+    return obj
+
+
+def info_from_dict(data: Mapping[str, Any]) -> EngineInfo:
+    """An :class:`EngineInfo` from its dict; fields a later version added are ignored."""
+    return EngineInfo(**{k: v for k, v in data.items() if k in _INFO_FIELDS})
+
+
+# -- small values --------------------------------------------------------------------------------
+
+
+def positions_out(positions: Sequence[PositionLogprobs | None]) -> list[list[list[Any]] | None]:
+    """Logprob positions as the trace writes them: ``[token_id, logprob, rank, decoded]``."""
+    return [
+        None if entries is None else [[e.token_id, e.logprob, e.rank, e.decoded] for e in entries]
+        for entries in positions
+    ]
+
+
+def entries_in(entries: Sequence[Sequence[Any]]) -> PositionLogprobs:
+    """One position of :func:`positions_out`, read back."""
+    return tuple(LogprobEntry(int(t), float(lp), r, d) for t, lp, r, d in entries)
+
+
+def positions_in(data: Sequence[Sequence[Sequence[Any]] | None]) -> list[PositionLogprobs | None]:
+    """The inverse of :func:`positions_out` (prompt logprobs: the first position is ``None``)."""
+    return [None if entries is None else entries_in(entries) for entries in data]
+
+
+def stat_out(s: StepStat) -> list[Any]:
+    """A sparkline entry as a list, in the order the module docstring gives."""
+    return [
+        s.step,
+        s.clock,
+        s.step_time,
+        s.running,
+        s.waiting,
+        s.kv_cache_usage,
+        s.generation_tokens,
+    ]
+
+
+def stat_in(data: Sequence[Any]) -> StepStat:
+    """The inverse of :func:`stat_out`."""
+    step, clock, step_time, running, waiting, kv_cache_usage, generation_tokens = data
+    return StepStat(
+        int(step),
+        float(clock),
+        float(step_time),
+        int(running),
+        int(waiting),
+        float(kv_cache_usage),
+        int(generation_tokens),
+    )

@@ -1,0 +1,70 @@
+"""A JSON Lines file written while the engine runs: the trace, and the results file.
+
+Both are driver sinks (:class:`~stepview.model.sink.SnapshotSink`), written on the driver
+thread between two engine steps, so they do only what must happen now: write the lines, flush.
+They flush after every call, not ``fsync``: a crashed or killed stepview then loses at most
+the step in flight (the data is in the kernel's page cache), and a step is not slowed by a
+disk round trip. A machine crash can lose more; that is the trade.
+
+A sink must never take the engine down: a failed write (disk full, file removed) is logged,
+kept in :attr:`LineFile.error`, and stops that file only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from stepview.trace.format import dump_line
+
+log = logging.getLogger(__name__)
+
+
+class LineFile:
+    """A text file written a line at a time and flushed; the first write error disables it."""
+
+    def __init__(self, path: str | os.PathLike[str], mode: str) -> None:
+        self.path = os.fspath(path)
+        self._file: IO[str] | None = open(self.path, mode, encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by close_file()
+        self.error: str | None = None
+        """Why writing stopped mid-run, to tell the user; None while all is well."""
+
+    @property
+    def writable(self) -> bool:
+        """False once writing failed (see :attr:`error`) or the file was closed."""
+        return self._file is not None
+
+    def write_lines(self, lines: Sequence[Mapping[str, Any]]) -> bool:
+        """Write and flush ``lines``; False if the file is (or just became) unusable."""
+        file = self._file
+        if file is None:
+            return False
+        try:
+            file.write("".join(dump_line(line) for line in lines))
+            file.flush()
+        except (OSError, ValueError, TypeError) as exc:
+            self.fail(f"writing {self.path} failed: {exc}")
+            return False
+        return True
+
+    def fail(self, message: str) -> None:
+        """Stop writing for good: keep the reason, log it, let the engine run on."""
+        self.error = message
+        log.error("%s; no more is written to it", message)
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
+
+    def close_file(self) -> None:
+        """Close the file (once); a failed close is kept in :attr:`error`."""
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError as exc:
+                self.error = f"closing {self.path} failed: {exc}"
+                log.error("%s", self.error)

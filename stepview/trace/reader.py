@@ -1,0 +1,350 @@
+"""Reading a trace: open and check the file, decode its lines, fill a :class:`Trace`.
+
+Decoding applies each line's deltas to the previous stored version of each request (the
+inverse of :func:`~stepview.trace.encoder.request_delta`), appending to the trace's
+:class:`~stepview.trace.store.Store`. A file that is not a trace, or a newer version, raises
+:class:`~stepview.trace.format.TraceError` when opened; a truncated or corrupt line stops
+reading there and sets :attr:`Trace.warning`, keeping everything before it. A large trace can
+be read a chunk of lines at a time (the replay thread does, between playback ticks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import IO, Any, TypeVar
+
+from stepview.model.grow import Growing
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import (
+    Completion,
+    EngineCounters,
+    EngineState,
+    RequestState,
+    RequestView,
+    Timings,
+)
+from stepview.trace.format import (
+    BLANK_REQUEST,
+    TraceError,
+    TraceEvent,
+    check_header,
+    entries_in,
+    info_from_dict,
+    positions_in,
+    stat_in,
+)
+from stepview.trace.store import (
+    STARTUP_GAP_S,
+    Row,
+    Sample,
+    StoredRequest,
+    TextLog,
+    Trace,
+    with_text,
+)
+
+# A header is a few hundred bytes; a first line longer than this is not one (a binary file).
+_HEADER_LIMIT = 1 << 20
+
+T = TypeVar("T")
+
+
+def _grown(owned: Growing[T] | None, items: Sequence[T]) -> Growing[T]:
+    growing = owned if owned is not None else Growing[T]()
+    growing.extend(items)
+    return growing
+
+
+def _apply_completion(
+    old: Completion | None, sample: Sample | None, delta: Mapping[str, Any]
+) -> tuple[Completion, Sample]:
+    base = old if old is not None else Completion(delta["i"])
+    tokens = sample.tokens if sample is not None else None
+    if "t" in delta:
+        tokens = _grown(None, [int(t) for t in delta["t"]])
+    elif "t+" in delta or tokens is None:
+        tokens = _grown(tokens, [int(t) for t in delta.get("t+", ())])
+    logprobs = sample.logprobs if sample is not None else None
+    if "l" in delta:
+        data = delta["l"]
+        logprobs = None if data is None else _grown(None, [entries_in(p) for p in data])
+    elif "l+" in delta:
+        logprobs = _grown(logprobs, [entries_in(p) for p in delta["l+"]])
+    if "x" in delta:
+        text = TextLog(str(delta["x"]))
+    elif sample is None:
+        text = TextLog(str(delta.get("x+", "")))
+    else:
+        text = sample.text
+        if "x+" in delta:
+            if sample.text_len != text.length:
+                raise ValueError("text appended to an old version")
+            text.append(str(delta["x+"]))
+    completion = Completion(
+        index=int(delta.get("i", base.index)),
+        token_ids=tokens.view(),
+        cumulative_logprob=delta.get("cl", base.cumulative_logprob),
+        logprobs=logprobs.view() if logprobs is not None else None,
+        finish_reason=delta.get("f", base.finish_reason),
+        stop_reason=delta.get("sr", base.stop_reason),
+    )
+    return completion, Sample(tokens, logprobs, text, text.length)
+
+
+def _apply_request_delta(old: StoredRequest | None, delta: Mapping[str, Any]) -> StoredRequest:
+    """One stored version to the next: undoes :func:`~stepview.trace.encoder.request_delta`."""
+    base = old.view if old is not None else BLANK_REQUEST
+    samples = old.samples if old is not None else ()
+    completions = base.completions
+    if "c" in delta:
+        new_completions: list[Completion] = []
+        new_samples: list[Sample] = []
+        for i, entry in enumerate(delta["c"]):
+            old_c = completions[i] if i < len(completions) else None
+            old_s = samples[i] if i < len(samples) else None
+            if entry is None:
+                if old_c is None or old_s is None:
+                    raise ValueError(f"completion {i} of {delta['id']!r} has no previous state")
+                new_completions.append(old_c)
+                new_samples.append(old_s)
+            else:
+                completion, sample = _apply_completion(old_c, old_s, entry)
+                new_completions.append(completion)
+                new_samples.append(sample)
+        completions, samples = tuple(new_completions), tuple(new_samples)
+    timings = base.timings
+    if "tm" in delta:
+        arrival, scheduled, first_token, finished = delta["tm"]
+        timings = Timings(float(arrival), scheduled, first_token, finished)
+    prompt_logprobs = base.prompt_logprobs
+    if "pl" in delta:
+        data = delta["pl"]
+        prompt_logprobs = None if data is None else tuple(positions_in(data))
+    view = RequestView(
+        request_id=str(delta["id"]),
+        prompt=str(delta.get("p", base.prompt)),
+        spec=(
+            SamplingSpec.from_dict({**base.spec.to_dict(), **delta["sp"]})
+            if "sp" in delta
+            else base.spec
+        ),
+        state=RequestState(delta["s"]) if "s" in delta else base.state,
+        timings=timings,
+        prompt_tokens=int(delta.get("pt", base.prompt_tokens)),
+        computed_prompt_tokens=int(delta.get("cp", base.computed_prompt_tokens)),
+        num_preemptions=int(delta.get("np", base.num_preemptions)),
+        prompt_token_ids=(
+            tuple(int(t) for t in delta["pi"]) if "pi" in delta else base.prompt_token_ids
+        ),
+        prompt_logprobs=prompt_logprobs,
+        completions=completions,
+        error=delta.get("e", base.error),
+    )
+    return StoredRequest(view, samples)
+
+
+class _Decoder:
+    """Applies step and event lines, in order, to the reader's state."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+        self._store = trace.store
+        self._info = trace.info
+        self._active: dict[str, StoredRequest] = {}
+        self._active_versions: tuple[StoredRequest, ...] = ()
+        self._counters = EngineCounters()
+        self._phase = ""
+        self._phase_since = 0.0
+        self._total_generated = 0
+        self._recent_end = 0
+        self._recent_len = 0
+        self._recent_cap: int | None = None
+
+    def apply(self, line: Mapping[str, Any]) -> None:
+        kind = line["k"]
+        if kind == "step":
+            self._step(line)
+        elif kind == "event":
+            self._event(line)
+        # Other kinds are additions a later v1 writer may make; a reader skips them.
+
+    def _event(self, line: Mapping[str, Any]) -> None:
+        params = line.get("params")
+        self._trace.events.append(
+            TraceEvent(
+                kind=str(line["event"]),
+                step=int(line["step"]),
+                clock=float(line["clock"]),
+                request_id=str(line["id"]),
+                prompt=line.get("prompt"),
+                spec=SamplingSpec.from_dict(params) if params is not None else None,
+                error=line.get("error"),
+            )
+        )
+
+    def _step(self, line: Mapping[str, Any]) -> None:
+        if "info" in line:
+            self._info = info_from_dict(line["info"])
+        self._phase = str(line.get("phase", self._phase))
+        self._phase_since = float(line.get("phase_since", self._phase_since))
+        self._total_generated = int(line.get("total_generated", self._total_generated))
+        if "counters" in line:
+            self._counters = replace(self._counters, **line["counters"])
+        self._recent(line)
+        self._requests(line)
+        store = self._store
+        clock = float(line["clock"])
+        previous = store.rows[-1] if store.rows else None
+        if previous is None:
+            play_clock = min(clock, STARTUP_GAP_S)
+        else:
+            gap = clock - previous.clock
+            if previous.engine_state is EngineState.STARTING:
+                gap = min(gap, STARTUP_GAP_S)
+            play_clock = previous.play_clock + gap
+        store.rows.append(
+            Row(
+                step=int(line["step"]),
+                clock=clock,
+                play_clock=play_clock,
+                engine_state=EngineState(line["state"]),
+                info=self._info,
+                phase=self._phase,
+                phase_since=self._phase_since,
+                step_time=float(line["step_time"]),
+                counters=self._counters,
+                active=self._active_versions,
+                finished_len=len(store.finished),
+                recent_end=self._recent_end,
+                recent_len=self._recent_len,
+                total_generated=self._total_generated,
+            )
+        )
+
+    def _recent(self, line: Mapping[str, Any]) -> None:
+        stats = self._store.stats
+        appended = [stat_in(s) for s in line.get("recent", ())]
+        if "recent_cap" in line:
+            self._recent_cap = int(line["recent_cap"])
+        stats.extend(appended)
+        self._recent_end = len(stats)
+        if line.get("recent_reset"):
+            self._recent_len = len(appended)
+            return
+        grown = self._recent_len + len(appended)
+        self._recent_len = grown if self._recent_cap is None else min(self._recent_cap, grown)
+
+    def _requests(self, line: Mapping[str, Any]) -> None:
+        active = self._active
+        touched = False
+        for request_id in line.get("gone", ()):
+            del active[request_id]
+            touched = True
+        for delta in line.get("fin", ()):
+            base = None if delta.get("n") else active.pop(delta["id"])
+            self._store.finished.append(with_text(_apply_request_delta(base, delta)))
+            touched = touched or base is not None
+        for delta in line.get("upd", ()):
+            active[delta["id"]] = _apply_request_delta(active[delta["id"]], delta)
+            touched = True
+        for delta in line.get("new", ()):
+            if delta["id"] in active:
+                raise ValueError(f"request {delta['id']!r} is already active")
+            active[delta["id"]] = _apply_request_delta(None, delta)
+            touched = True
+        if "order" in line:
+            order = line["order"]
+            if sorted(order) != sorted(active):
+                raise ValueError("order does not list the active requests")
+            self._active = active = {request_id: active[request_id] for request_id in order}
+            touched = True
+        if touched:
+            self._active_versions = tuple(active.values())
+
+
+class TraceReader:
+    """Reads a trace file into a :class:`Trace`: all at once, or a chunk of lines at a time.
+
+    Opening reads and checks the header, so a file that is not a trace (or is a newer
+    version) fails at once with :class:`TraceError`; :meth:`read` then never raises for bad
+    content: it stops at the first truncated or corrupt line and sets ``trace.warning``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        name = os.fspath(path)
+        try:
+            self._file: IO[bytes] = open(name, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise TraceError(f"cannot open trace {name}: {exc.strerror or exc}") from None
+        try:
+            header = check_header(self._read_header(name), name)
+        except BaseException:
+            self._file.close()
+            raise
+        self.trace = Trace(header=header, path=name)
+        self._decoder = _Decoder(self.trace)
+        self._line_no = 1
+
+    def _read_header(self, name: str) -> object:
+        raw = self._file.readline(_HEADER_LIMIT)
+        if not raw:
+            raise TraceError(f"{name} is not a stepview trace (it is empty)")
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+            raise TraceError(f"{name} is not a stepview trace (line 1 is not JSON)") from None
+
+    def read(self, max_lines: int | None = None) -> bool:
+        """Decode up to ``max_lines`` more lines (all if ``None``); True once reading is over."""
+        trace = self.trace
+        if trace.complete:
+            return True
+        count = 0
+        decoder = self._decoder
+        readline = self._file.readline
+        while max_lines is None or count < max_lines:
+            raw = readline()
+            if not raw:
+                trace.complete = True
+                self.close()
+                return True
+            count += 1
+            self._line_no += 1
+            if not raw.strip():
+                continue
+            try:
+                decoder.apply(json.loads(raw))
+            except Exception as exc:  # whatever a damaged line makes fail, it is that line's fault
+                self._stop_at(raw, exc)
+                return True
+        return False
+
+    def _stop_at(self, raw: bytes, exc: Exception) -> None:
+        trace = self.trace
+        snapshots = trace.snapshots
+        what = f"corrupt ({type(exc).__name__}: {exc})" if raw.endswith(b"\n") else "truncated"
+        loaded = f"loaded {len(snapshots)} snapshots"
+        if snapshots:
+            loaded += f" (to step {snapshots.step_at(len(snapshots) - 1)})"
+        trace.warning = f"line {self._line_no} is {what}; {loaded}"
+        trace.complete = True
+        self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read a whole trace (see :class:`TraceReader` for what raises and what only warns)."""
+    with TraceReader(path) as reader:
+        reader.read()
+        return reader.trace
