@@ -8,4 +8,5 @@ export HF_HUB_OFFLINE=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest "$@"
