@@ -1,0 +1,170 @@
+"""How stepview's own engine gets the scheduler plug-in's records, in either engine-core mode.
+
+:class:`~stepview.engine.vllm_engine.VllmEngine` always builds vLLM's engine with
+``scheduler_cls`` set to the plug-in; what differs is where the engine core runs:
+
+* **in-process** (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): :class:`LocalLink` registers a
+  listener while the engine is built; the scheduler, built in this process, calls it with
+  every record (no encoding, no copy).
+* **multiprocess** (vLLM's default): :class:`SubscribedLink` picks a private ``ipc://``
+  address, puts it in ``STEPVIEW_PUBLISH`` before vLLM spawns the engine core process (which
+  inherits the environment) and subscribes to it. The core runs ahead of
+  ``LLMEngine.step()``: the link keeps only the newest record, which the caller matches to its
+  requests by id.
+
+Either way :meth:`take` returns the newest record not taken yet (``None`` when there is none),
+and :attr:`available` says whether records can come at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from stepview.engine.facts_channel import BASE_ENV, PUBLISH_ENV, FactsSubscriber
+from stepview.model.core_facts import StepFacts
+
+if TYPE_CHECKING:
+    from stepview.engine.scheduler_plugin import LocalBinding
+
+log = logging.getLogger(__name__)
+
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+# After vLLM reports the engine ready, its core has long bound the publisher: the handshake
+# takes milliseconds. Generous for a loaded 2-core machine.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def multiprocess_from_environment() -> bool:
+    """vLLM's own reading of ``VLLM_ENABLE_V1_MULTIPROCESSING`` (default on)."""
+    return os.environ.get(MULTIPROCESSING_ENV, "1").strip().lower() not in ("0", "false")
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str | None]) -> Iterator[None]:
+    """Set (``None``: unset) environment variables for the block, then restore them.
+
+    vLLM caches its environment variables once an engine core has started in this process
+    (``vllm.envs.enable_envs_cache``); the cache is dropped so the new values are read.
+    """
+    saved = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    with contextlib.suppress(ImportError, AttributeError):
+        import vllm.envs
+
+        vllm.envs.disable_envs_cache()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class CoreLink(Protocol):
+    """The source of records for one engine."""
+
+    @property
+    def available(self) -> bool: ...
+
+    def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
+        """Wrap the engine's construction: the environment the plug-in reads, the listener."""
+
+    def started(self) -> None:
+        """The engine is built: wait until records can flow (multiprocess: the handshake)."""
+
+    def take(self) -> StepFacts | None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalLink:
+    """Records from a scheduler in this process, through the plug-in's in-process listener."""
+
+    def __init__(self) -> None:
+        self._newest: StepFacts | None = None
+        self._binding: LocalBinding | None = None
+
+    @property
+    def available(self) -> bool:
+        binding = self._binding
+        return binding is not None and binding.bound and binding.failure is None
+
+    @contextlib.contextmanager
+    def building(self, base: str | None) -> Iterator[None]:
+        from stepview.engine.scheduler_plugin import local_listener  # imports vLLM
+
+        env = {MULTIPROCESSING_ENV: "0", PUBLISH_ENV: None, BASE_ENV: base}
+        with _environment(env), local_listener(self._receive) as binding:
+            self._binding = binding
+            yield
+
+    def started(self) -> None:
+        if not self.available:
+            log.warning("stepview: the scheduler plug-in did not start in this process")
+
+    def _receive(self, facts: StepFacts) -> None:
+        self._newest = facts
+
+    def take(self) -> StepFacts | None:
+        facts, self._newest = self._newest, None
+        return facts
+
+    def close(self) -> None:
+        self._newest = None
+
+
+class SubscribedLink:
+    """Records from an engine core process, over a private ipc address."""
+
+    def __init__(self, address: str | None = None) -> None:
+        if address is None:
+            name = f"stepview-{os.getpid()}-{secrets.token_hex(4)}.sock"
+            address = f"ipc://{Path(tempfile.gettempdir()) / name}"
+        self.address = address
+        # Connected first: zmq connects once the core binds, long before the first request.
+        self._subscriber = FactsSubscriber(address)
+
+    @property
+    def available(self) -> bool:
+        return self._subscriber.connects > 0
+
+    @property
+    def subscriber(self) -> FactsSubscriber:
+        return self._subscriber
+
+    def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
+        env = {MULTIPROCESSING_ENV: "1", PUBLISH_ENV: self.address, BASE_ENV: base}
+        return _environment(env)
+
+    def started(self) -> None:
+        if not self._subscriber.wait_connected(CONNECT_TIMEOUT_S):
+            log.warning(
+                "stepview: no connection from the engine core's plug-in on %s within %.0f s",
+                self.address,
+                CONNECT_TIMEOUT_S,
+            )
+
+    def take(self) -> StepFacts | None:
+        records = self._subscriber.poll()
+        return records[-1] if records else None
+
+    def close(self) -> None:
+        self._subscriber.close()
+
+
+def open_link(multiprocess: bool) -> LocalLink | SubscribedLink:
+    """The link for an engine whose core runs in this process or in its own."""
+    return SubscribedLink() if multiprocess else LocalLink()
