@@ -8,12 +8,17 @@
   every record (no encoding, no copy).
 * **multiprocess** (vLLM's default): :class:`SubscribedLink` picks a private ``ipc://``
   address, puts it in ``STEPVIEW_PUBLISH`` before vLLM spawns the engine core process (which
-  inherits the environment) and subscribes to it. The core runs ahead of
-  ``LLMEngine.step()``: the link keeps only the newest record, which the caller matches to its
-  requests by id.
+  inherits the environment) and subscribes to it.
 
-Either way :meth:`take` returns the newest record not taken yet (``None`` when there is none),
-and :attr:`available` says whether records can come at all.
+Records are matched to steps, not just read newest first: with the core in its own process
+(and with async scheduling in any mode) the core schedules ahead of the outputs
+``LLMEngine.step()`` returns. Each step's outputs carry the core's iteration count (vLLM's
+iteration details, which stepview turns on), and so does each record
+(:attr:`~stepview.model.core_facts.StepFacts.iteration`): :meth:`take` returns the record of
+that iteration, so stepview shows the scheduler as it was for the outputs it shows, the same
+step by step in both modes. Without an iteration (a step that scheduled nothing) it returns
+the newest record; a record the channel dropped is replaced by the next one received.
+:attr:`available` says whether records can come at all.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import logging
 import os
 import secrets
 import tempfile
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -39,6 +45,11 @@ MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # After vLLM reports the engine ready, its core has long bound the publisher: the handshake
 # takes milliseconds. Generous for a loaded 2-core machine.
 CONNECT_TIMEOUT_S = 10.0
+# A record is sent a whole model step before the outputs of its step: when the outputs are
+# there first anyway, wait this long for it before falling back to the newest record.
+LATE_RECORD_WAIT_S = 0.02
+# Records kept for steps whose outputs the client has not read yet (it lags the core).
+MAX_PENDING = 4096
 
 
 def multiprocess_from_environment() -> bool:
@@ -73,6 +84,36 @@ def _environment(values: dict[str, str | None]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+class PendingRecords:
+    """Records received and not yet matched to a step, oldest first."""
+
+    def __init__(self) -> None:
+        self._records: deque[StepFacts] = deque(maxlen=MAX_PENDING)
+
+    def add(self, facts: StepFacts) -> None:
+        self._records.append(facts)
+
+    def extend(self, records: list[StepFacts]) -> None:
+        self._records.extend(records)
+
+    def behind(self, iteration: int) -> bool:
+        """True when no record of ``iteration`` or later has arrived yet."""
+        return not self._records or self._records[-1].iteration < iteration
+
+    def take(self, iteration: int | None) -> StepFacts | None:
+        """The record of ``iteration`` (or the first later one); ``None``: the newest."""
+        records = self._records
+        if not records:
+            return None
+        if iteration is None:
+            newest = records[-1]
+            records.clear()
+            return newest
+        while records and records[0].iteration < iteration:
+            records.popleft()
+        return records.popleft() if records else None
+
+
 class CoreLink(Protocol):
     """The source of records for one engine."""
 
@@ -85,7 +126,8 @@ class CoreLink(Protocol):
     def started(self) -> None:
         """The engine is built: wait until records can flow (multiprocess: the handshake)."""
 
-    def take(self) -> StepFacts | None: ...
+    def take(self, iteration: int | None) -> StepFacts | None:
+        """The record of the step with this iteration count (``None``: the newest)."""
 
     def close(self) -> None: ...
 
@@ -94,7 +136,7 @@ class LocalLink:
     """Records from a scheduler in this process, through the plug-in's in-process listener."""
 
     def __init__(self) -> None:
-        self._newest: StepFacts | None = None
+        self._pending = PendingRecords()
         self._binding: LocalBinding | None = None
 
     @property
@@ -116,14 +158,13 @@ class LocalLink:
             log.warning("stepview: the scheduler plug-in did not start in this process")
 
     def _receive(self, facts: StepFacts) -> None:
-        self._newest = facts
+        self._pending.add(facts)
 
-    def take(self) -> StepFacts | None:
-        facts, self._newest = self._newest, None
-        return facts
+    def take(self, iteration: int | None) -> StepFacts | None:
+        return self._pending.take(iteration)
 
     def close(self) -> None:
-        self._newest = None
+        self._pending = PendingRecords()
 
 
 class SubscribedLink:
@@ -136,6 +177,7 @@ class SubscribedLink:
         self.address = address
         # Connected first: zmq connects once the core binds, long before the first request.
         self._subscriber = FactsSubscriber(address)
+        self._pending = PendingRecords()
 
     @property
     def available(self) -> bool:
@@ -157,9 +199,12 @@ class SubscribedLink:
                 CONNECT_TIMEOUT_S,
             )
 
-    def take(self) -> StepFacts | None:
-        records = self._subscriber.poll()
-        return records[-1] if records else None
+    def take(self, iteration: int | None) -> StepFacts | None:
+        pending = self._pending
+        pending.extend(self._subscriber.poll())
+        if iteration is not None and pending.behind(iteration):
+            pending.extend(self._subscriber.poll(LATE_RECORD_WAIT_S))
+        return pending.take(iteration)
 
     def close(self) -> None:
         self._subscriber.close()

@@ -15,6 +15,9 @@ only attaches to a server can use it.
   zmq's socket monitor reports connects and disconnects. :attr:`FactsSubscriber.state` is
   built from those monitor events only: no home-made keep-alive on top.
 
+Each message is one frame: :data:`~stepview.model.core_facts.FACTS_TOPIC`, then one
+msgpack-encoded :class:`~stepview.model.core_facts.StepFacts`.
+
 Addresses are zmq endpoints, ``tcp://HOST:PORT`` or ``ipc://PATH``. With data-parallel ranks,
 every engine core publishes on its own address derived from the base one by
 :func:`rank_address`: rank 0 uses the base address unchanged, rank ``r`` adds ``r`` to a
@@ -33,7 +36,7 @@ import msgspec
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from stepview.model.core_facts import FACTS_TOPIC, StepFacts, decode_facts, encode_facts
+from stepview.model.core_facts import FACTS_TOPIC, StepFacts, decode_facts, encode_facts_into
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ HIGH_WATER_MARK = 1000
 # How often the publisher reads (un)subscribe messages: a new subscriber waits at most this
 # long for its first record; reading them every step would cost a syscall per step.
 SUBSCRIPTION_CHECK_S = 0.05
+_TOPIC_LEN = len(FACTS_TOPIC)
 
 
 def rank_address(base: str, rank: int) -> str:
@@ -112,6 +116,7 @@ class FactsPublisher:
         self._topics: set[bytes] = set()
         self._subscribed = False
         self._next_check = 0.0
+        self._buffer = bytearray(FACTS_TOPIC)
 
     def wanted(self) -> bool:
         now = time.monotonic()
@@ -142,9 +147,13 @@ class FactsPublisher:
         self._subscribed = any(FACTS_TOPIC.startswith(t) for t in topics)
 
     def deliver(self, facts: StepFacts) -> None:
+        # One frame, topic then record: a second frame would cost ~4x the whole send. The
+        # buffer is reused: pyzmq copies a message this small before send() returns.
+        buffer = self._buffer
+        encode_facts_into(facts, buffer, _TOPIC_LEN)
         # XPUB drops a record for a subscriber whose queue is full instead of blocking (or
-        # raising, unless ZMQ_XPUB_NODROP is set, which it is not): Again cannot happen.
-        self._sock.send_multipart([FACTS_TOPIC, encode_facts(facts)], zmq.NOBLOCK)
+        # raising, unless ZMQ_XPUB_NODROP is set, which it is not).
+        self._sock.send(buffer, zmq.NOBLOCK, copy=True)
 
     def close(self) -> None:
         self._sock.close(0)
@@ -201,21 +210,27 @@ class FactsSubscriber:
     def connected(self) -> bool:
         return self.state is ChannelState.CONNECTED
 
-    def poll(self) -> list[StepFacts]:
-        """Every record received since the last call (oldest first); never blocks."""
+    def poll(self, timeout: float = 0.0) -> list[StepFacts]:
+        """Every record received since the last call (oldest first).
+
+        Never blocks with ``timeout=0``; otherwise waits up to ``timeout`` seconds for the
+        first record when none is there yet.
+        """
         self._read_monitor()
         records: list[StepFacts] = []
         sock = self._sock
+        if timeout > 0:
+            sock.poll(int(timeout * 1000) + 1, zmq.POLLIN)
         while True:
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+                frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return records
-            if len(frames) != 2:
+            if len(frames) != 1:
                 self._bad(f"{len(frames)} frames")
                 continue
             try:
-                records.append(decode_facts(frames[1]))
+                records.append(decode_facts(memoryview(frames[0])[_TOPIC_LEN:]))
             except msgspec.DecodeError as exc:
                 self._bad(str(exc))
 

@@ -134,6 +134,7 @@ class CoreCapture:
     def __init__(self, scheduler: Any, sink: FactsSink | None) -> None:
         self.sink = sink
         self.step = 0
+        self.iteration = 0
         self.started = time.time()
         parallel = scheduler.parallel_config
         self.rank = int(getattr(parallel, "data_parallel_index", parallel.data_parallel_rank))
@@ -154,6 +155,8 @@ class CoreCapture:
         if output.total_num_scheduled_tokens == 0 and not any(scheduler.get_request_counts()):
             return  # the bookkeeping step that passes finished ids to the workers
         self.step += 1
+        if output.total_num_scheduled_tokens:
+            self.iteration += 1
         sink = self.sink
         if sink is None or not sink.wanted():
             return
@@ -259,6 +262,7 @@ class CoreCapture:
         pool = self._pool
         return StepFacts(
             self.step,
+            self.iteration,
             time.time(),
             self.started,
             self.rank,

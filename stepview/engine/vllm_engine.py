@@ -308,17 +308,19 @@ class VllmEngine:
     def _scheduled(self) -> dict[str, SchedulerEntry] | None:
         """The newest scheduler record as entries by caller id; ``None`` without the plug-in.
 
-        With the engine core in this process, the record is the one captured in this step's
-        ``schedule()``. In its own process the core runs ahead, so it may be a later step's;
-        requests are matched by id. No new record (an idle core schedules nothing; a core
-        that ran ahead delivered it with an earlier step): the previous record is read
-        again, so requests whose outputs have since finished them drop out.
+        The record is the one of the step whose outputs ``step()`` just returned (see
+        :mod:`stepview.engine.core_link`: in its own process the core schedules ahead of
+        them), its requests matched by id. No new record (an idle core schedules nothing):
+        the previous record is read again, so requests whose outputs have since finished
+        them drop out.
         """
         view = self._view
         link = self._link
         if view is None or link is None or not link.available:
             return None
-        facts = link.take() or self._facts
+        sink = self._sink
+        iteration = sink.iteration if sink is not None and sink.recorded else None
+        facts = link.take(iteration) or self._facts
         if facts is None:
             return {}
         self._facts = facts

@@ -22,6 +22,7 @@ class StatsSink:
     __slots__ = (
         "ctx_tokens",
         "generation_tokens",
+        "iteration",
         "kv_cache_usage",
         "preempted",
         "prefix_hits",
@@ -38,6 +39,9 @@ class StatsSink:
         self.waiting = 0
         self.kv_cache_usage = 0.0
         self.ctx_tokens: int | None = None
+        # The engine core's count of steps that scheduled tokens, this one included: the
+        # scheduler plug-in's records carry the same count (StepFacts.iteration).
+        self.iteration: int | None = None
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.preempted = 0
@@ -76,8 +80,12 @@ class StatsSink:
                 self.prefix_hits += prefix.hits
             details = getattr(scheduler_stats, "iteration_details", None)
             self.ctx_tokens = None if details is None else details.num_ctx_tokens
+            if details is None or getattr(details, "is_dummy", False):
+                self.iteration = None
+            else:
+                self.iteration = details.iteration_index + 1
         else:
-            self.ctx_tokens = None
+            self.ctx_tokens = self.iteration = None
         if iteration_stats is not None:
             self.prompt_tokens = iteration_stats.num_prompt_tokens
             self.generation_tokens = iteration_stats.num_generation_tokens

@@ -27,7 +27,7 @@ import re
 
 import msgspec
 
-# First frame of every published message; subscribers subscribe to it (zmq prefix match).
+# What every published message starts with; subscribers subscribe to it (zmq prefix match).
 # The trailing version changes only for a change appending fields cannot express.
 FACTS_TOPIC = b"stepview.facts.1"
 
@@ -82,6 +82,9 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     ``step`` counts ``schedule()`` calls in this engine core since it started (it starts over
     when the core restarts; ``core_started`` tells two cores on one address apart). Records
     are only built while someone listens, so a subscriber may see gaps in ``step``.
+    ``iteration`` counts the steps that scheduled any token, as vLLM's iteration details do
+    (``SchedulerStats.iteration_details.iteration_index`` is ``iteration - 1``): that is how
+    a client matches a step's outputs with the record of the same step.
     ``idle`` marks the record sent when the scheduler has just emptied (after the last
     requests finished or were aborted): an idle engine core does not schedule, so without it
     a subscriber would never learn that those requests left.
@@ -92,6 +95,7 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """
 
     step: int
+    iteration: int
     time: float  # wall clock at capture
     core_started: float  # wall clock when this engine core's scheduler was built
     dp_rank: int
@@ -116,6 +120,11 @@ _DECODER = msgspec.msgpack.Decoder(StepFacts)
 def encode_facts(facts: StepFacts) -> bytes:
     """The wire form of one record."""
     return _ENCODER.encode(facts)
+
+
+def encode_facts_into(facts: StepFacts, buffer: bytearray, offset: int) -> None:
+    """The wire form of one record written into ``buffer`` from ``offset`` on (resized)."""
+    _ENCODER.encode_into(facts, buffer, offset)
 
 
 def decode_facts(payload: bytes | memoryview) -> StepFacts:

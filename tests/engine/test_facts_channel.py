@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from stepview.engine.core_link import PendingRecords
 from stepview.engine.facts_channel import (
     ChannelState,
     FactsPublisher,
@@ -36,9 +37,12 @@ from stepview.model.core_facts import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _facts(step: int, started: float = 1.0, requests: int = 2) -> StepFacts:
+def _facts(
+    step: int, started: float = 1.0, requests: int = 2, iteration: int | None = None
+) -> StepFacts:
     return StepFacts(
         step=step,
+        iteration=step if iteration is None else iteration,
         time=100.0 + step,
         core_started=started,
         dp_rank=0,
@@ -131,6 +135,25 @@ def test_rank_addresses_follow_vllms_rule() -> None:
     for bad in ("127.0.0.1:5557", "tcp://host", "udp://x:1"):
         with pytest.raises(ValueError):
             rank_address(bad, 1)
+
+
+def test_records_are_matched_to_the_step_whose_outputs_are_read() -> None:
+    pending = PendingRecords()
+    assert pending.take(1) is None and pending.take(None) is None and pending.behind(1)
+    # Steps 1-5; step 3 scheduled nothing (same iteration as step 2); iteration 5 was dropped.
+    for step, iteration in ((1, 1), (2, 2), (3, 2), (4, 3), (5, 4), (6, 6)):
+        pending.add(_facts(step, iteration=iteration))
+    assert not pending.behind(6) and pending.behind(7)
+    taken = pending.take(2)
+    assert taken is not None and taken.step == 2  # the first record of that iteration
+    taken = pending.take(3)
+    assert taken is not None and taken.step == 4  # older ones dropped on the way
+    taken = pending.take(5)
+    assert taken is not None and taken.step == 6  # 5 never came: the next one stands in
+    pending.add(_facts(7, iteration=7))
+    pending.add(_facts(8, iteration=8))
+    taken = pending.take(None)  # no iteration known: the newest, and nothing left
+    assert taken is not None and taken.step == 8 and pending.take(None) is None
 
 
 # -- subscriptions ---------------------------------------------------------------------------

@@ -4,7 +4,8 @@ One core process for the whole module (each costs ~15 s and ~2 GB): a workload t
 makes requests wait (2 running at most), prefill in chunks (64-token budget) and get
 preempted (a KV cache that holds one full-length sequence). The same workload runs with the
 core in this process; both must produce the same records step by step (times and vLLM's
-random id suffixes aside), and stepview's engine must show every state from a core process.
+random id suffixes aside), stepview's engine must hand the driver the same outputs, states
+and counters at every step, and it must show every state from a core process.
 """
 
 from __future__ import annotations
@@ -19,15 +20,20 @@ import psutil
 import pytest
 
 from stepview.engine.core_link import LocalLink
+from stepview.engine.demo_model import demo_engine_args
+from stepview.engine.driver import Driver, PhaseCallback
 from stepview.engine.facts_channel import FactsSubscriber
 from stepview.engine.vllm_engine import VllmEngine
+from stepview.model.commands import AddRequest
 from stepview.model.core_facts import CoreState, StepFacts
-from stepview.model.engine_api import StepResult
+from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import RequestState
+from stepview.model.snapshot import EngineState, RequestState
+from tests.helpers import all_done, wait_for
 
 from .conftest import EnginePool
 from .gated_scheduler import GATE_ENV
+from .test_driver_real import check_run
 
 pytestmark = pytest.mark.engine
 
@@ -152,6 +158,24 @@ def test_same_records_in_process_and_in_a_core_process(
     assert _comparable(remote) == _comparable(local)
 
 
+def _comparable_result(result: StepResult) -> tuple[Any, ...]:
+    outputs = tuple(
+        (o.request_id, o.finished, tuple((c.index, tuple(c.token_ids)) for c in o.completions))
+        for o in result.outputs
+    )
+    return (result.scheduled, result.counters, outputs)
+
+
+def test_same_snapshots_step_by_step_in_both_modes(
+    runs: dict[str, tuple[list[StepFacts], list[StepResult]]],
+) -> None:
+    """What the driver gets from each step: outputs, scheduler entries and counters."""
+    local, remote = runs["in-process"][1], runs["multiprocess"][1]
+    assert len(remote) == len(local)
+    for step, (mine, theirs) in enumerate(zip(local, remote, strict=True), 1):
+        assert _comparable_result(theirs) == _comparable_result(mine), f"step {step}"
+
+
 def test_records_show_waiting_prefill_progress_decode_and_preemption(
     runs: dict[str, tuple[list[StepFacts], list[StepResult]]],
 ) -> None:
@@ -200,3 +224,50 @@ def test_stepview_sees_every_state_from_a_core_process(
         for mode in runs
     }
     assert tokens["multiprocess"] == tokens["in-process"]
+
+
+def test_the_driver_shows_every_state_with_the_core_in_its_own_process(
+    engines: EnginePool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stepview's whole engine side as the CLI runs it, engine built on the driver thread.
+
+    Gated like the runs above: a request the driver has handed to vLLM but the core process
+    has not received yet is shown waiting while vLLM's counters do not count it yet, which
+    the counter check below would (rightly) flag.
+    """
+    engines.release()
+    monkeypatch.setenv(GATE_ENV, str(len(WORKLOAD)))
+
+    def build(on_phase: PhaseCallback) -> Engine:
+        args = demo_engine_args(**SETTINGS)
+        return VllmEngine.create(
+            args, demo_model=True, model_label="demo", on_phase=on_phase, multiprocess=True
+        )
+
+    before = _engine_children()
+    driver = Driver(build, history_size=1_000_000)
+    driver.start()
+    try:
+        ready = wait_for(driver, lambda s: s.engine_state is not EngineState.STARTING, 120)
+        assert ready.engine_state is EngineState.IDLE and ready.info.detailed_states
+        for request_id, prompt, spec in WORKLOAD:
+            driver.send(AddRequest(request_id, prompt, spec))
+        ids = {r[0] for r in WORKLOAD}
+        wait_for(
+            driver,
+            lambda s: ids <= {v.request_id for v in s.finished} and all_done(s),
+            300,
+        )
+        history = driver.history()
+    finally:
+        driver.stop(timeout=60)
+    # Forward only, back only through a recorded preemption; counters agree with states.
+    paths = check_run(history)
+    seen = {state for path in paths.values() for state in path}
+    assert {S.WAITING, S.PREFILLING, S.DECODING, S.PREEMPTED, S.FINISHED} <= seen
+    per_step = {s.step: s.counters.preemptions for s in history}
+    assert sum(per_step.values()) == sum(v.num_preemptions for v in history[-1].finished) > 0
+    gone_by = time.monotonic() + 30
+    while left := _engine_children() - before:
+        assert time.monotonic() < gone_by, [p.cmdline() for p in left]
+        time.sleep(0.2)
