@@ -106,11 +106,13 @@ def local_listener(callback: Callable[[StepFacts], None]) -> Iterator[LocalBindi
 
 
 class _ListenerSink:
-    __slots__ = ("_binding", "deliver")
+    """The in-process listener as a sink: always wanted, records handed over as they are."""
+
+    __slots__ = ("binding", "deliver")
 
     def __init__(self, binding: LocalBinding) -> None:
         binding.bound = True
-        self._binding = binding
+        self.binding = binding
         self.deliver = binding.callback
 
     def wanted(self) -> bool:
@@ -131,66 +133,69 @@ class CoreCapture:
     per request, nothing at all while the sink does not want records.
     """
 
-    def __init__(self, scheduler: Any, sink: FactsSink | None) -> None:
-        self.sink = sink
+    def __init__(self, scheduler: Any) -> None:
+        self.sink: FactsSink | None = None  # set by the owner once the capture works
+        self.failure: str | None = None
         self.step = 0
         self.iteration = 0
         self.started = time.time()
-        parallel = scheduler.parallel_config
-        self.rank = int(getattr(parallel, "data_parallel_index", parallel.data_parallel_rank))
-        manager = scheduler.kv_cache_manager
-        self._pool = manager.block_pool
-        # req_to_blocks of each KV cache group (defaultdicts: only ever .get() them).
-        self._groups: list[Mapping[str, list[Any]]] = [
-            m.req_to_blocks for m in manager.coordinator.single_type_managers
-        ]
-        # Prefix-cache hits, remembered: vLLM drops a request's prefill stats at its first token.
-        self._cached: dict[str, int] = {}
+        self._cached: dict[str, int] = {}  # prefix-cache hits: vLLM drops them at 1st token
         self._reported: set[str] = set()  # finished ids already sent in an idle record
-        self.failure: str | None = None
+        self._groups: list[Mapping[str, list[Any]]] = []
+        self.rank = 0
+        try:
+            parallel = scheduler.parallel_config
+            rank = getattr(parallel, "data_parallel_index", None)
+            self.rank = int(getattr(parallel, "data_parallel_rank", 0) if rank is None else rank)
+            manager = scheduler.kv_cache_manager
+            self._pool = manager.block_pool
+            # req_to_blocks of each KV cache group (defaultdicts: only ever .get() them).
+            self._groups = [m.req_to_blocks for m in manager.coordinator.single_type_managers]
+        except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
+            self._switch_off(exc)
 
     def after_schedule(self, scheduler: Any, output: Any) -> None:
         """One record per ``schedule()`` that had anything to schedule or report."""
-        reported, self._reported = self._reported, set()
-        if output.total_num_scheduled_tokens == 0 and not any(scheduler.get_request_counts()):
-            return  # the bookkeeping step that passes finished ids to the workers
-        self.step += 1
-        if output.total_num_scheduled_tokens:
-            self.iteration += 1
-        sink = self.sink
-        if sink is None or not sink.wanted():
-            return
-        finished = sorted(i for i in output.finished_req_ids if i not in reported)
-        self._emit(scheduler, output.num_scheduled_tokens, finished, output.preempted_req_ids)
+        try:
+            reported, self._reported = self._reported, set()
+            total = output.total_num_scheduled_tokens
+            if total == 0 and not any(scheduler.get_request_counts()):
+                return  # the bookkeeping step that passes finished ids to the workers
+            self.step += 1
+            if total:
+                self.iteration += 1
+            sink = self.sink
+            if sink is None or not sink.wanted():
+                return
+            finished = sorted(i for i in output.finished_req_ids if i not in reported)
+            preempted = sorted(output.preempted_req_ids)
+            sink.deliver(
+                self.capture(scheduler, output.num_scheduled_tokens, finished, preempted, False)
+            )
+        except Exception as exc:  # never into vLLM
+            self._switch_off(exc)
 
     def after_finish(self, scheduler: Any) -> None:
         """After outputs or aborts: the idle record, when the scheduler has just emptied."""
-        sink = self.sink
-        if sink is None or any(scheduler.get_request_counts()):
-            return
-        finished = sorted(i for i in scheduler.finished_req_ids if i not in self._reported)
-        if finished and sink.wanted():
-            self._reported.update(finished)
-            self._emit(scheduler, {}, finished, (), idle=True)
-
-    def _emit(
-        self,
-        scheduler: Any,
-        scheduled: Mapping[str, int],
-        finished: list[str],
-        preempted: Any,
-        idle: bool = False,
-    ) -> None:
-        sink = self.sink
-        assert sink is not None
         try:
-            sink.deliver(self.capture(scheduler, scheduled, finished, sorted(preempted), idle))
-        except Exception as exc:  # never into vLLM: switch off, say so once
-            self.failure = f"{type(exc).__name__}: {exc}"
-            self.sink = None
-            log.error("stepview: scheduler plug-in switched off, capture failed (%s)", self.failure)
-            if isinstance(sink, _ListenerSink):
-                sink._binding.failure = self.failure
+            sink = self.sink
+            if sink is None or any(scheduler.get_request_counts()):
+                return
+            finished = sorted(i for i in scheduler.finished_req_ids if i not in self._reported)
+            if finished and sink.wanted():
+                self._reported.update(finished)
+                sink.deliver(self.capture(scheduler, {}, finished, [], True))
+        except Exception as exc:  # never into vLLM
+            self._switch_off(exc)
+
+    def _switch_off(self, exc: Exception) -> None:
+        """Stop capturing for good and say so once: vLLM keeps running as if unplugged."""
+        self.failure = f"{type(exc).__name__}: {exc}"
+        sink, self.sink = self.sink, None
+        log.error("stepview: scheduler plug-in switched off (%s)", self.failure)
+        if isinstance(sink, _ListenerSink):
+            sink.binding.failure = self.failure
+        if sink is not None:
             with contextlib.suppress(Exception):
                 sink.close()
 
@@ -321,8 +326,9 @@ class StepviewScheduler(Scheduler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        capture = CoreCapture(self, None)
-        capture.sink = _open_sink(capture.rank)
+        capture = CoreCapture(self)
+        if capture.failure is None:
+            capture.sink = _open_sink(capture.rank)
         self._stepview = capture
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:

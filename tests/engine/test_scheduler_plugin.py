@@ -114,8 +114,8 @@ class ListSink:
 
 
 def _captured(scheduler: FakeScheduler, scheduled: dict[str, int]) -> tuple[CoreCapture, ListSink]:
-    sink = ListSink()
-    capture = CoreCapture(scheduler, sink)
+    capture = CoreCapture(scheduler)
+    capture.sink = sink = ListSink()
     capture.after_schedule(scheduler, _output(scheduled))
     return capture, sink
 
@@ -189,10 +189,12 @@ def test_missing_internals_mean_unavailable_and_one_log_line(
     logging.getLogger("stepview.engine").propagate = True  # let caplog see it
     try:
         assert client_id_lookup(SimpleNamespace(engine_core=object())) is None
+        odd = CoreCapture(SimpleNamespace(parallel_config=SimpleNamespace()))  # another vLLM
+        assert odd.failure is not None and odd.sink is None
 
         broken = FakeScheduler({"x-1": FakeRequest(object(), 1)})
-        sink = ListSink()
-        capture = CoreCapture(broken, sink)
+        capture = CoreCapture(broken)
+        capture.sink = sink = ListSink()
         capture.after_schedule(broken, _output({}))  # a foreign status fails: off, no raise
         assert capture.sink is None and capture.failure is not None and sink.closed
         capture.after_schedule(broken, _output({}))
@@ -203,9 +205,9 @@ def test_missing_internals_mean_unavailable_and_one_log_line(
     finally:
         logging.getLogger("stepview.engine").propagate = False
     messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 2, messages
+    assert len(messages) == 3, messages
     assert "scheduler states unavailable" in messages[0]
-    assert "plug-in switched off" in messages[1]
+    assert all("plug-in switched off" in m for m in messages[1:])
 
 
 def test_nothing_is_built_while_nobody_listens() -> None:
@@ -219,8 +221,8 @@ def test_nothing_is_built_while_nobody_listens() -> None:
             pass
 
     scheduler = Untouchable({})
-    sink = ListSink(wanted=False)
-    capture = CoreCapture(scheduler, sink)
+    capture = CoreCapture(scheduler)
+    capture.sink = sink = ListSink(wanted=False)
     for _ in range(3):
         capture.after_schedule(scheduler, _output({"a-1": 1}))
     assert capture.step == 3 and sink.records == [] and capture.failure is None
