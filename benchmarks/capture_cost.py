@@ -15,7 +15,8 @@ both), and times with ``time.perf_counter_ns``:
 
 each against the engine core's own step (``EngineCore.step``: schedule, model, update).
 
-Usage: ``python benchmarks/capture_cost.py [--rounds 3] [--requests 64] [--max-tokens 64]``;
+Usage: ``python benchmarks/capture_cost.py [--rounds 3] [--requests 64] [--max-tokens 64]``
+(``--quick``: one small round, for a smoke test);
 run it under the engine lock on a shared machine (``flock /tmp/stepview-engine.lock ...``).
 """
 
@@ -153,7 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="workload runs (default 3)")
     parser.add_argument("--requests", type=int, default=64, help="requests per run (default 64)")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens (default 64)")
+    parser.add_argument(
+        "--quick", action="store_true", help="CI smoke: 1 round of 16 requests x 16 tokens"
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.requests, args.max_tokens = 1, 16, 16
     for name, value in BENCH_ENV.items():
         os.environ.setdefault(name, value)
     measure(args.rounds, args.requests, args.max_tokens, print)
