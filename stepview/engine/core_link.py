@@ -171,9 +171,11 @@ class SubscribedLink:
     """Records from an engine core process, over a private ipc address."""
 
     def __init__(self, address: str | None = None) -> None:
+        self._socket_file: Path | None = None
         if address is None:
             name = f"stepview-{os.getpid()}-{secrets.token_hex(4)}.sock"
-            address = f"ipc://{Path(tempfile.gettempdir()) / name}"
+            self._socket_file = Path(tempfile.gettempdir()) / name
+            address = f"ipc://{self._socket_file}"
         self.address = address
         # Connected first: zmq connects once the core binds, long before the first request.
         self._subscriber = FactsSubscriber(address)
@@ -208,6 +210,10 @@ class SubscribedLink:
 
     def close(self) -> None:
         self._subscriber.close()
+        if self._socket_file is not None:
+            # zmq removes it when the publisher closes, but vLLM ends a core process
+            # without always getting that far (and a crashed one never does).
+            self._socket_file.unlink(missing_ok=True)
 
 
 def open_link(multiprocess: bool) -> LocalLink | SubscribedLink:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -138,6 +139,7 @@ def runs(engines: EnginePool) -> Iterator[dict[str, tuple[list[StepFacts], list[
         finally:
             subscriber.close()
             engines.release()
+        assert not Path(address.removeprefix("ipc://")).exists()  # its private socket file
         # Shutting the engine down leaves no process behind.
         gone_by = time.monotonic() + 30
         while left := _engine_children() - children_before:
