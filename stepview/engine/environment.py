@@ -51,7 +51,10 @@ def prepare_vllm_environment(log_path: Path) -> None:
     at import time, and a module blocked in ``sys.modules`` must be blocked before the first
     attempt to import it. Calling it again is harmless (the file handler is not duplicated).
     """
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # scheduler in this process
+    # Where vLLM's engine core runs when the caller does not say (VllmEngine.create's
+    # ``multiprocess``): in this process. Both modes show every request's state (the
+    # scheduler plug-in reports either way); the default is whichever costs the engine less.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")  # no stdout handler of vLLM's own
     # A GPU worker otherwise starts a thread that posts usage statistics over the network.
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -81,8 +84,8 @@ def block_broken_cpu_modules() -> None:
 def route_vllm_logging(log_path: Path) -> None:
     """Send the ``vllm`` logger and its children to a file, and only there.
 
-    ``stepview.engine`` (this package: e.g. the scheduler probe's "states unavailable"
-    warning) goes to the same file, next to the vLLM messages it is about.
+    ``stepview.engine`` (this package: e.g. the scheduler plug-in's "switched off"
+    error) goes to the same file, next to the vLLM messages it is about.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     target = str(log_path.resolve())

@@ -1,24 +1,21 @@
 """The :class:`~stepview.model.engine_api.Engine` protocol over vLLM's ``LLMEngine``.
 
 Everything here uses vLLM's public API (``LLMEngine.from_engine_args``, ``add_request``,
-``step``, ``abort_request``, stat loggers); the one look at private internals is delegated to
-:mod:`stepview.engine.scheduler_probe`. vLLM is imported inside functions only, so importing
-this module is cheap (the UI and CLI can import it before deciding to start an engine).
+``step``, ``abort_request``, stat loggers, ``scheduler_cls``); what only the scheduler knows
+comes from stepview's scheduler plug-in (:mod:`stepview.engine.scheduler_plugin`, the one
+module that reads private internals), through :mod:`stepview.engine.core_link` whether the
+engine core runs in this process or in its own. vLLM is imported inside functions only, so
+importing this module is cheap (the UI and CLI can import it before deciding to start an
+engine).
 
 Per-step cost is the point of the design, since this runs after every engine step:
 
 * Token ids, prompt token ids and text are vLLM's live objects (CUMULATIVE output kind), passed
   through uncopied; the driver copies what it keeps before the next ``step()``.
-* Sample logprobs are handed over as :class:`LogprobsView`, a length-frozen view over vLLM's
-  growing list that converts a position to a tuple of :class:`LogprobEntry` only when read,
-  so a driver that copies just the new positions pays O(new tokens) per step, not O(length).
-* Prompt logprobs are converted once per request, on the first output that carries them, and
+* Sample logprobs are handed over as lazy views (:mod:`stepview.engine.vllm_logprobs`);
+  prompt logprobs are converted once per request, on the first output that carries them, and
   the same tuple is handed out on every later output of that request.
-
-Counters come from a :class:`vllm.v1.metrics.loggers.StatLoggerBase` that keeps the last
-``SchedulerStats``/``IterationStats``. vLLM does not call it on a step where the scheduler was
-empty, so every step starts by marking the sink stale; a stale sink yields zero per-step
-figures instead of repeating the last busy step's.
+* Counters come from a stat logger of stepview's own (:mod:`stepview.engine.vllm_stats`).
 """
 
 from __future__ import annotations
@@ -30,20 +27,24 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from stepview.engine.scheduler_probe import SchedulerProbe
+from stepview.engine.vllm_logprobs import LogprobsView, convert_prompt_logprobs
+from stepview.engine.vllm_stats import StatsSink, stat_logger_factory
 from stepview.model.engine_api import (
     CompletionUpdate,
     EngineRejected,
     OutputUpdate,
+    SchedulerEntry,
     StepResult,
 )
-from stepview.model.grow import PrefixView
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineCounters, EngineInfo, LogprobEntry, PositionLogprobs
+from stepview.model.snapshot import EngineCounters, EngineInfo, PositionLogprobs
 
 if TYPE_CHECKING:
     import vllm
 
+    from stepview.engine.core_link import CoreLink
+    from stepview.engine.scheduler_view import SchedulerView
+    from stepview.model.core_facts import StepFacts
     from stepview.model.engine_api import Engine
 
 log = logging.getLogger(__name__)
@@ -91,165 +92,6 @@ class _PhaseHandler(logging.Handler):
             log.exception("stepview: on_phase callback failed")
 
 
-class _StatsSink:
-    """What the stat logger saw in the current step; ``recorded`` is reset before each step."""
-
-    __slots__ = (
-        "ctx_tokens",
-        "generation_tokens",
-        "kv_cache_usage",
-        "preempted",
-        "prefix_hits",
-        "prefix_queries",
-        "prompt_tokens",
-        "recorded",
-        "running",
-        "waiting",
-    )
-
-    def __init__(self) -> None:
-        self.recorded = False
-        self.running = 0
-        self.waiting = 0
-        self.kv_cache_usage = 0.0
-        self.ctx_tokens: int | None = None
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
-        self.preempted = 0
-        self.prefix_queries = 0
-        self.prefix_hits = 0
-
-    def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
-        """Keep this step's figures; a shape we do not know leaves them stale, never raises.
-
-        Runs inside ``LLMEngine.step()``: an exception here would fail the step, and vLLM
-        calls these stats classes unstable across versions.
-        """
-        try:
-            self._record(scheduler_stats, iteration_stats)
-        except Exception as exc:
-            if not _StatsSink._failed_once:
-                _StatsSink._failed_once = True
-                log.warning("stepview: cannot read vLLM's stats (%s: %s)", type(exc).__name__, exc)
-
-    _failed_once = False
-
-    def _record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
-        self.recorded = True
-        if scheduler_stats is not None:
-            self.running = scheduler_stats.num_running_reqs
-            # Deferred ("skipped") waiting requests are still in the waiting queue.
-            self.waiting = scheduler_stats.num_waiting_reqs + getattr(
-                scheduler_stats, "num_skipped_waiting_reqs", 0
-            )
-            self.kv_cache_usage = scheduler_stats.kv_cache_usage
-            prefix = getattr(scheduler_stats, "prefix_cache_stats", None)
-            if prefix is not None:
-                if prefix.reset:
-                    self.prefix_queries = self.prefix_hits = 0
-                self.prefix_queries += prefix.queries
-                self.prefix_hits += prefix.hits
-            details = getattr(scheduler_stats, "iteration_details", None)
-            self.ctx_tokens = None if details is None else details.num_ctx_tokens
-        else:
-            self.ctx_tokens = None
-        if iteration_stats is not None:
-            self.prompt_tokens = iteration_stats.num_prompt_tokens
-            self.generation_tokens = iteration_stats.num_generation_tokens
-            self.preempted = iteration_stats.num_preempted_reqs
-        else:
-            self.prompt_tokens = self.generation_tokens = self.preempted = 0
-
-
-def _stat_logger_factory(sink: _StatsSink) -> Callable[..., Any]:
-    """A per-engine stat logger factory for ``LLMEngine.from_engine_args(stat_loggers=...)``."""
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _SinkStatLogger(StatLoggerBase):
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
-            self._sink = sink
-
-        def record(
-            self,
-            scheduler_stats: Any,
-            iteration_stats: Any,
-            mm_cache_stats: Any = None,
-            engine_idx: int = 0,
-        ) -> None:
-            self._sink.record(scheduler_stats, iteration_stats)
-
-        def log_engine_initialized(self) -> None:
-            pass
-
-    def factory(vllm_config: Any, engine_index: int = 0) -> Any:
-        return _SinkStatLogger(vllm_config, engine_index)
-
-    return factory
-
-
-# -- logprobs --------------------------------------------------------------------------------
-
-
-def convert_position(candidates: Any) -> PositionLogprobs:
-    """vLLM's ``{token_id: Logprob}`` for one position -> tuple of entries, sampled token first.
-
-    vLLM inserts the sampled token first, then the top-k; a dict keeps that order (a sampled
-    token that is also in the top-k keeps its first slot).
-    """
-    return tuple(
-        [LogprobEntry(tid, lp.logprob, lp.rank, lp.decoded_token) for tid, lp in candidates.items()]
-    )
-
-
-def _convert_flat_position(flat: Any, index: int) -> PositionLogprobs:
-    """One position of a ``vllm.logprobs.FlatLogprobs``, read from its arrays (no dicts)."""
-    start = flat.start_indices[index]
-    end = flat.end_indices[index]
-    token_ids = flat.token_ids
-    logprobs = flat.logprobs
-    ranks = flat.ranks
-    decoded = flat.decoded_tokens
-    seen: set[int] = set()
-    out: list[LogprobEntry] = []
-    for j in range(start, end):
-        tid = token_ids[j]
-        if tid in seen:  # the sampled token again, as a top-k member
-            continue
-        seen.add(tid)
-        out.append(LogprobEntry(tid, logprobs[j], ranks[j], decoded[j]))
-    return tuple(out)
-
-
-class LogprobsView(PrefixView[PositionLogprobs]):
-    """The first ``len`` positions of vLLM's live sample logprobs, converted on access.
-
-    vLLM's list only ever grows, so positions below the length frozen at creation never
-    change; the view is nonetheless meant to be read before the next ``step()``. Each read
-    converts again: copy only the positions you do not have yet (``view[len(kept):]``).
-    """
-
-    __slots__ = ("_flat", "_live")
-
-    def __init__(self, live: Any) -> None:
-        super().__init__(len(live))
-        self._live = live
-        self._flat = hasattr(live, "start_indices")
-
-    def _at(self, index: int) -> PositionLogprobs:
-        if self._flat:
-            return _convert_flat_position(self._live, index)
-        return convert_position(self._live[index])
-
-
-def convert_prompt_logprobs(prompt_logprobs: Any) -> tuple[PositionLogprobs | None, ...]:
-    """All prompt positions at once (the first is ``None``: nothing precedes it)."""
-    if hasattr(prompt_logprobs, "start_indices"):
-        return tuple(
-            _convert_flat_position(prompt_logprobs, i) or None for i in range(len(prompt_logprobs))
-        )
-    return tuple(None if c is None else convert_position(c) for c in prompt_logprobs)
-
-
 # -- the engine ------------------------------------------------------------------------------
 
 
@@ -267,16 +109,24 @@ class VllmEngine:
         *,
         model_label: str,
         demo_model: bool = False,
-        sink: _StatsSink | None = None,
+        sink: StatsSink | None = None,
+        link: CoreLink | None = None,
     ) -> None:
         import vllm
         from vllm.exceptions import VLLMClientError
         from vllm.outputs import RequestOutput
         from vllm.sampling_params import RequestOutputKind, SamplingParams
 
+        from stepview.engine.scheduler_plugin import client_id_lookup
+        from stepview.engine.scheduler_view import SchedulerView
+
         self._engine: Any = llm_engine
         self._sink = sink
-        self._probe = SchedulerProbe(llm_engine)
+        self._link = link
+        # Per-request scheduler states need the plug-in's records and the client's id map.
+        lookup = client_id_lookup(llm_engine) if link is not None and link.available else None
+        self._view: SchedulerView | None = None if lookup is None else SchedulerView(lookup)
+        self._facts: StepFacts | None = None  # the newest record read
         self._sampling_params = SamplingParams
         self._cumulative = RequestOutputKind.CUMULATIVE
         self._request_output = RequestOutput
@@ -295,7 +145,7 @@ class VllmEngine:
             max_model_len=int(config.model_config.max_model_len),
             max_num_seqs=int(config.scheduler_config.max_num_seqs),
             max_logprobs=int(config.model_config.max_logprobs),
-            detailed_states=self._probe.available,
+            detailed_states=self._view is not None,
         )
 
     @classmethod
@@ -306,23 +156,39 @@ class VllmEngine:
         demo_model: bool,
         model_label: str,
         on_phase: Callable[[str], None] = _ignore_phase,
+        multiprocess: bool | None = None,
     ) -> VllmEngine:
         """Start an ``LLMEngine`` (seconds), reporting progress through ``on_phase``.
 
         ``engine_args`` is not modified; a copy gets per-step iteration details (they give
-        the prompt tokens computed in each step) and stats on (``disable_log_stats=True``
-        would leave the counters empty). Our stat logger is added; vLLM's default logging
-        stat logger is left out: with iteration details on it would write a log line per
-        step, and our logger already keeps every figure stepview shows. Call
+        the prompt tokens computed in each step), stats on (``disable_log_stats=True``
+        would leave the counters empty) and stepview's scheduler plug-in as
+        ``scheduler_cls``, chained over the user's own ``scheduler_cls`` if there is one (a
+        class that is not a vLLM ``Scheduler`` is refused here with ``ValueError``). Our
+        stat logger is added; vLLM's default logging stat logger is left out: with
+        iteration details on it would write a log line per step, and our logger already
+        keeps every figure stepview shows. Call
         :func:`stepview.engine.environment.prepare_vllm_environment` first.
+
+        ``multiprocess``: run vLLM's engine core in its own process (vLLM's default) or in
+        this one; ``None`` follows ``VLLM_ENABLE_V1_MULTIPROCESSING``. Start-up phases after
+        "starting engine core" are only reported in-process (a core process logs on its own).
 
         Only one engine may be alive per process: vLLM's shutdown tears down process-global
         torch.distributed state, which breaks any other engine still running.
         """
+        from stepview.engine.core_link import multiprocess_from_environment, open_link
+
         handler = _PhaseHandler(on_phase)
         if "vllm" not in sys.modules:
             handler.phase("importing vLLM")
         from vllm import LLMEngine
+
+        from stepview.engine.scheduler_plugin import PLUGIN_QUALNAME, user_scheduler_base
+
+        base = user_scheduler_base(getattr(engine_args, "scheduler_cls", None))
+        if multiprocess is None:
+            multiprocess = multiprocess_from_environment()
 
         vllm_logger = logging.getLogger("vllm")
         stats_logger = logging.getLogger("vllm.v1.metrics.loggers")
@@ -333,29 +199,37 @@ class VllmEngine:
         stats_logger.setLevel(logging.WARNING)
         vllm_logger.addHandler(handler)
         _disable_tqdm_monitor()
+        link = open_link(multiprocess)
         try:
-            changes: dict[str, Any] = {}
+            changes: dict[str, Any] = {"scheduler_cls": PLUGIN_QUALNAME}
             if not getattr(engine_args, "enable_logging_iteration_details", True):
                 changes["enable_logging_iteration_details"] = True
             if getattr(engine_args, "disable_log_stats", False):
                 # Without stats vLLM never calls our stat logger: no counters at all.
                 log.info("stepview: ignoring --disable-log-stats (the counters need stats)")
                 changes["disable_log_stats"] = False
-            if changes:
-                engine_args = dataclasses.replace(engine_args, **changes)
-            sink = _StatsSink()
+            engine_args = dataclasses.replace(engine_args, **changes)
+            sink = StatsSink()
             handler.phase("reading model config")
-            llm_engine = LLMEngine.from_engine_args(
-                engine_args, stat_loggers=[_stat_logger_factory(sink)]
-            )
+            with link.building(base):
+                llm_engine = LLMEngine.from_engine_args(
+                    engine_args, stat_loggers=[stat_logger_factory(sink)]
+                )
+        except BaseException:
+            link.close()
+            raise
         finally:
             vllm_logger.removeHandler(handler)
             vllm_logger.setLevel(saved_levels[0])
             stats_logger.setLevel(saved_levels[1])
         try:
-            return cls(llm_engine, model_label=model_label, demo_model=demo_model, sink=sink)
+            link.started()
+            return cls(
+                llm_engine, model_label=model_label, demo_model=demo_model, sink=sink, link=link
+            )
         except BaseException:
             _shutdown_llm_engine(llm_engine)
+            link.close()
             raise
 
     # -- Engine protocol ------------------------------------------------------------------
@@ -363,6 +237,15 @@ class VllmEngine:
     @property
     def info(self) -> EngineInfo:
         return self._info
+
+    @property
+    def facts_address(self) -> str | None:
+        """Where the engine core publishes its scheduler records (multiprocess), else ``None``.
+
+        Another subscriber (a recorder, a test) may connect there too.
+        """
+        address: str | None = getattr(self._link, "address", None)
+        return address
 
     @property
     def llm_engine(self) -> Any:
@@ -389,7 +272,8 @@ class VllmEngine:
         self._require_engine().abort_request(list(request_ids))
         for request_id in request_ids:
             self._prompt_logprobs.pop(request_id, None)
-        self._probe.forget(request_ids)
+        if self._view is not None:
+            self._view.forget(request_ids)
 
     def has_unfinished(self) -> bool:
         return bool(self._require_engine().has_unfinished_requests())
@@ -400,7 +284,7 @@ class VllmEngine:
         if sink is not None:
             sink.recorded = False
         raw = engine.step()
-        scheduled = self._probe.read()
+        scheduled = self._scheduled()
         request_output = self._request_output
         outputs = tuple([self._convert(out) for out in raw if isinstance(out, request_output)])
         return StepResult(
@@ -415,8 +299,32 @@ class VllmEngine:
         self._prompt_logprobs.clear()
         if engine is not None:
             _shutdown_llm_engine(engine)
+        link, self._link = self._link, None
+        if link is not None:
+            link.close()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _scheduled(self) -> dict[str, SchedulerEntry] | None:
+        """The newest scheduler record as entries by caller id; ``None`` without the plug-in.
+
+        The record is the one of the step whose outputs ``step()`` just returned (see
+        :mod:`stepview.engine.core_link`: in its own process the core schedules ahead of
+        them), its requests matched by id. No new record (an idle core schedules nothing):
+        the previous record is read again, so requests whose outputs have since finished
+        them drop out.
+        """
+        view = self._view
+        link = self._link
+        if view is None or link is None or not link.available:
+            return None
+        sink = self._sink
+        iteration = sink.iteration if sink is not None and sink.recorded else None
+        facts = link.take(iteration) or self._facts
+        if facts is None:
+            return {}
+        self._facts = facts
+        return view.read(facts)
 
     def _require_engine(self) -> Any:
         if self._engine is None:
@@ -455,9 +363,9 @@ class VllmEngine:
             request_id, out.prompt_token_ids, prompt_logprobs, completions, finished
         )
 
-    def _counters(self, probed: bool) -> EngineCounters:
+    def _counters(self, detailed: bool) -> EngineCounters:
         sink = self._sink
-        preemptions = self._probe.new_preemptions if probed else 0
+        preemptions = self._view.new_preemptions if detailed and self._view is not None else 0
         if sink is None:
             return self._idle_counters
         if not sink.recorded:
@@ -485,8 +393,8 @@ class VllmEngine:
             prefix_cache_hits=sink.prefix_hits,
             # vLLM's own figure counts a preemption only when the request next produces
             # output (its events ride on outputs); the scheduler shows it in the step it
-            # happens, so prefer that when the probe works.
-            preemptions=preemptions if probed else sink.preempted,
+            # happens, so prefer that when the plug-in reports.
+            preemptions=preemptions if detailed else sink.preempted,
         )
 
 

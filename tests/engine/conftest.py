@@ -1,8 +1,8 @@
 """Fixtures for tests that run real vLLM on the tiny demo model.
 
 The environment is set here, at import time, because vLLM reads it when first imported:
-in-process engine core (the scheduler probe needs it), no network, one OpenMP thread, no
-torch.compile, torchvision blocked, and vLLM's logging sent to a file.
+in-process engine core unless a test asks for a core process, no network, one OpenMP
+thread, no torch.compile, torchvision blocked, and vLLM's logging sent to a file.
 
 vLLM's engine shutdown tears down process-global state (the torch.distributed groups), so an
 engine still alive after another one shut down breaks ("pipeline model parallel group is not
@@ -44,9 +44,13 @@ class EnginePool:
         self._engine: VllmEngine | None = None
         self.phases: list[str] = []
 
-    def get(self, **overrides: Any) -> VllmEngine:
-        """An idle engine built with ``demo_engine_args(**overrides)``."""
-        key = tuple(sorted(overrides.items()))
+    def get(self, *, multiprocess: bool = False, **overrides: Any) -> VllmEngine:
+        """An idle engine built with ``demo_engine_args(**overrides)``.
+
+        ``multiprocess``: vLLM's engine core in a process of its own (~15 s to start, ~2 GB)
+        instead of this one; keep such tests few.
+        """
+        key = (("multiprocess", multiprocess), *sorted(overrides.items()))
         engine = self._engine
         if engine is not None and key == self._key:
             if engine.has_unfinished():  # a failed test left requests behind
@@ -62,6 +66,7 @@ class EnginePool:
             demo_model=True,
             model_label=DEMO_MODEL_NAME,
             on_phase=phases.append,
+            multiprocess=multiprocess,
         )
         self._engine, self._key, self.phases = engine, key, phases
         return engine
