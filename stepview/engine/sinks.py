@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stepview.engine.driver import SnapshotSink
 from stepview.engine.engine_args import ParsedEngineArgs, vllm_version
 from stepview.engine.recorder import ResultsWriter, TraceRecorder
+from stepview.model.sink import SnapshotSink
 
 
 class EngineArgsHolder:

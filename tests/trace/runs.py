@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from stepview.engine.driver import Driver, SnapshotSink
+from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine, ManualClock
 from stepview.engine.recorder import HeaderFields, ResultsWriter, TraceRecorder
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
+from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.model.trace import TraceEncoder, dump_line, trace_header
 from tests.helpers import all_done, wait_for
