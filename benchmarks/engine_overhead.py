@@ -11,7 +11,8 @@ One command measures, side by side and on the same workload, the throughput of
   :class:`~stepview.engine.results_file.ResultsWriter` as sinks (what ``--record`` adds);
 * ``tui``: the real ``stepview --prompts W --results R --log-file L`` in a 120x40 tmux pane;
   the benchmark waits for the results file to hold every request, presses ``q``, and reads the
-  driver's ``run summary`` line from the log.
+  driver's :class:`~stepview.engine.run_stats.RunStats`, which stepview writes as JSON to the
+  file named by ``STEPVIEW_RUN_STATS`` as it stops.
 
 Every variant is counted the same way: steps and output tokens (every sample of an ``n=2``
 request) over the engine-busy span, from the start of the first ``step()`` to the end of the
@@ -46,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from stepview.engine.driver import RunStats
+from stepview.engine import run_stats
 from stepview.model.commands import AddRequest
 from stepview.model.prompts import read_prompts
 from stepview.model.sampling import SamplingSpec
@@ -78,7 +79,7 @@ _WORDS = _TEXT.split()
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """One variant, one run: what the child process (or the TUI's log) reported."""
+    """One variant, one run: what the child process (or the TUI's run stats) reported."""
 
     variant: str
     steps: int
@@ -339,8 +340,9 @@ def _count_lines(path: Path) -> int:
 
 
 def run_tui(workload_path: Path, count: int, workdir: Path, env: dict[str, str]) -> Measurement:
-    """The real ``stepview`` in tmux: launch, first frame, all results, ``q``, the log's figures."""
+    """The real ``stepview`` in tmux: launch, first frame, all results, ``q``, its run stats."""
     results, log_path, rc_path = workdir / "results.jsonl", workdir / "stepview.log", workdir / "rc"
+    stats_path = workdir / "run_stats.json"
     argv = [
         *stepview_command(),
         "--prompts",
@@ -351,7 +353,9 @@ def run_tui(workload_path: Path, count: int, workdir: Path, env: dict[str, str])
         str(log_path),
     ]
     # The exit code goes to a file: the pane (and its text) is gone once the command ends.
-    command = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(rc_path))}"
+    # The run stats too: the driver writes them there as it stops.
+    hand_over = f"{run_stats.RUN_STATS_ENV}={shlex.quote(str(stats_path))}"
+    command = f"{hand_over} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc_path))}"
     tmux = Tmux(f"stepview-bench-{os.getpid()}-{workdir.name}", env)
     launched = time.perf_counter()
     tmux.start(command)
@@ -375,7 +379,7 @@ def run_tui(workload_path: Path, count: int, workdir: Path, env: dict[str, str])
         tmux.kill()
     code = rc_path.read_text().strip() if rc_path.exists() else "?"
     log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
-    stats = RunStats.parse(log_text)
+    stats = run_stats.load(stats_path) if stats_path.exists() else None
     if code != "0" or stats is None or _count_lines(results) < count:
         raise RuntimeError(f"stepview run failed (exit {code}); log tail:\n{log_text[-3000:]}")
     tokens = 0

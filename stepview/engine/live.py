@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from stepview.engine.driver import Driver, PhaseCallback, SnapshotSink
+from stepview.engine.driver import Driver, PhaseCallback
 from stepview.engine.engine_args import parse_engine_args
 from stepview.engine.sinks import EngineArgsHolder
 from stepview.model.engine_api import Engine
+from stepview.model.sink import SnapshotSink
 
 
 def live_driver(

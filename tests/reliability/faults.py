@@ -12,10 +12,11 @@ import threading
 
 import psutil
 
-from stepview.engine.driver import Driver, SnapshotSink
+from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
+from stepview.model.sink import SnapshotSink
 from stepview.ui.app import StepviewApp
 
 SIZE = (80, 24)

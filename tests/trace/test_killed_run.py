@@ -23,6 +23,8 @@ from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 
 class Announce:
+    error = None
+
     def on_snapshot(self, snapshot, finished):
         for view in finished:
             print(view.request_id, flush=True)
