@@ -436,7 +436,7 @@ def history_app() -> tuple[StepviewApp, HistorySource]:
 def replay_app(trace: str = str(TRACE)) -> tuple[StepviewApp, ReplaySource]:
     """The app over a paused replay of ``trace``: nothing moves until a key says so."""
     source = ReplaySource(trace, start_paused=True)
-    app = StepviewApp(source, replay=True, clock=None)
+    app = StepviewApp(source, clock=None)
     app.animation_level = "none"
     return app, source
 
