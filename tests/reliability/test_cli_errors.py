@@ -126,6 +126,8 @@ def test_unknown_flag_tui_without_cache_app_leaves_by_itself_with_the_short_mess
     ("args", "parts"),
     [
         (["--history", "many"], ["argument --history: invalid int value: 'many'"]),
+        (["--history", "0"], ["argument --history: must be 1 or more, got 0"]),
+        (["--headless", "--history", "-5"], ["argument --history: must be 1 or more, got -5"]),
         (["--admit-per-step", "-1"], ["argument --admit-per-step: must be 0 or more, got -1"]),
         (["--headless", "--admit-per-step", "x"], ["argument --admit-per-step"]),
         (["--replay-speed", "0", "--replay", "t"], ["argument --replay-speed"]),
