@@ -14,13 +14,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
 import pytest
 
-from stepview.engine.engine_args import UsageError, check_option_names, vllm_version
+from stepview.engine.engine_args import UsageError, check_option_names
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
 
@@ -28,10 +28,17 @@ USAGE = 2
 
 
 def run(
-    args: Sequence[str], tmp_path: Path, *, cache: Path | None = None, timeout: float = 120
+    args: Sequence[str],
+    tmp_path: Path,
+    *,
+    cache: Path | None = None,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """The installed ``stepview`` with ``args``; ``cache`` replaces the user cache directory."""
+    """The installed ``stepview`` with ``args``; ``cache`` replaces the user cache directory,
+    ``env`` adds to the environment."""
     extra = {"XDG_CACHE_HOME": str(cache)} if cache is not None else {}
+    extra.update(env or {})
     return subprocess.run(
         [STEPVIEW, "--log-file", str(tmp_path / "log.txt"), *args],
         capture_output=True,
@@ -55,16 +62,6 @@ def assert_one_line_error(done: subprocess.CompletedProcess[str], *parts: str) -
         assert part in line, line
     assert "Traceback" not in done.stderr and "usage:" not in done.stderr
     return line
-
-
-@pytest.fixture
-def option_cache(tmp_path: Path) -> Path:
-    """A user cache directory holding vLLM's option names, as any run of stepview leaves it."""
-    cache = tmp_path / "cache"
-    (cache / "stepview").mkdir(parents=True)
-    names = ["--model", "--max-num-seqs", "--dtype", "--enforce-eager", "--max-model-len"]
-    (cache / "stepview" / f"vllm-options-{vllm_version()}.json").write_text(json.dumps(names))
-    return cache
 
 
 # -- unknown flags ------------------------------------------------------------------------------
