@@ -65,7 +65,11 @@ class HeadlessPrinter:
         self.pipe_closed = False
         """The reader of ``out`` went away: nothing more is printed and the run should end."""
         self.done = threading.Event()
-        if not json_lines:
+
+    def begin(self) -> None:
+        """The engine is up: start the output (vLLM's example prints a line of dashes first).
+        Not earlier, so a run that cannot start prints nothing on stdout."""
+        if not self.json_lines:
             self._write(DASHES)
 
     def _write(self, text: str) -> None:
@@ -187,6 +191,7 @@ def _drive(
         while running() and driver.latest().engine_state is EngineState.STARTING:
             stop.wait(0.05)
         if running() and driver.error is None:
+            printer.begin()
             for request in requests:
                 driver.send(request)
             while not printer.done.wait(0.1) and running():

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepview.engine.engine_args import UsageError, check_option_names
+from stepview.engine.engine_args import UsageError, check_option_names, local_model_problem
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
 
@@ -156,6 +156,62 @@ def test_unknown_hugging_face_model_offline_headless(tmp_path: Path) -> None:
     """vLLM resolves a model name while it builds its arguments; a refusal is one line."""
     done = run(["--headless", "--model", "no-such-org/no-such-model"], tmp_path)
     assert_one_line_error(done, "vLLM cannot use --model no-such-org/no-such-model")
+
+
+def unusable_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Local models vLLM cannot load, each with what the one line must say."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a model\n")
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    no_config = tmp_path / "weights-only"
+    no_config.mkdir()
+    (no_config / "model.safetensors").write_bytes(b"\0" * 16)
+    corrupt = tmp_path / "corrupt-model"
+    corrupt.mkdir()
+    (corrupt / "config.json").write_text('{"model_type": "qwen3", ')
+    return {
+        "file": (a_file, f"--model {a_file} is a file, not a model directory"),
+        "empty": (empty, f"model directory {empty} is empty: not a model"),
+        "no-config": (no_config, f"model directory {no_config} has no config.json"),
+        "corrupt": (corrupt, f"{corrupt / 'config.json'} is not valid JSON (Expecting"),
+    }
+
+
+def test_unusable_local_models_are_named_without_vllm(tmp_path: Path) -> None:
+    for path, message in unusable_models(tmp_path).values():
+        problem = local_model_problem(str(path))
+        assert problem is not None and problem.startswith(message), problem
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    mistral = tmp_path / "mistral"
+    mistral.mkdir()
+    (mistral / "params.json").write_text("{}")
+    for fine in (str(gguf), str(mistral), "Qwen/Qwen3-0.6B"):  # left to vLLM
+        assert local_model_problem(fine) is None
+
+
+@pytest.mark.engine
+def test_unusable_model_headless_is_one_line_once_before_any_request(tmp_path: Path) -> None:
+    """A file, an empty directory, a corrupt config.json: vLLM would say so seconds later in
+    a 9-line validation error, repeated for every request; stepview says it once, exit 2."""
+    for path, message in unusable_models(tmp_path).values():
+        done = run(["--headless", "--model", str(path)], tmp_path)
+        assert_one_line_error(done, message)
+
+
+@pytest.mark.engine
+def test_a_model_only_vllm_can_refuse_is_reported_once(tmp_path: Path) -> None:
+    """A config.json vLLM cannot use (no model_type): found while the engine starts. The
+    message comes once, no request is rejected with it, and stdout stays empty."""
+    model = tmp_path / "odd-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    done = run(["--headless", "--model", str(model)], tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("stepview: engine start-up failed: ")
+    assert done.stderr.count("stepview:") == 1 and "model_type" in done.stderr
+    assert "rejected" not in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.e2e
