@@ -20,6 +20,7 @@ from stepview.cli_args import OwnOptions, own_option_names
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
 from stepview.launch.paths import default_results_path
 from stepview.launch.runner import run_app
+from stepview.launch.terminal import claim_terminal
 from stepview.model.prompts import PromptsFileError, read_prompts
 
 
@@ -37,6 +38,9 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         return fail(exc.message(also_known=own_option_names()))
     except PromptsFileError as exc:
         return fail(str(exc))
+    problem = claim_terminal("; use --headless to run without the TUI")
+    if problem is not None:
+        return fail(problem)
     default_results = options.results is None
     results_path = options.results or default_results_path()
     holder = EngineArgsHolder()
