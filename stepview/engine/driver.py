@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from stepview.engine.ledger import RequestLedger
 from stepview.engine.run_stats import RunStats, hand_over
+from stepview.engine.step_faults import explain_step_failure
 from stepview.model.commands import (
     Abort,
     AddRequest,
@@ -202,7 +203,7 @@ class Driver:
             self._loop(self._engine)
         except Exception as exc:
             log.error("engine step failed\n%s", traceback.format_exc())
-            self._failed = f"engine failed: {describe(exc)}"
+            self._failed = explain_step_failure(exc, self._ledger.active())
             self._ledger.end_in_flight(self._failed)
             self._publish(EngineState.ERROR)
             self._wait_for_shutdown()
