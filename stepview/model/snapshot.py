@@ -36,6 +36,7 @@ class RequestState(StrEnum):
     FINISHED = "finished"
     ABORTED = "aborted"
     REJECTED = "rejected"  # refused by vLLM (bad params, prompt too long, ...)
+    UNFINISHED = "unfinished"  # still pending or running when the run ended (quit, signal)
 
     @property
     def pane(self) -> str:
@@ -53,7 +54,14 @@ class RequestState(StrEnum):
 
 _PENDING_STATES = frozenset({RequestState.PENDING, RequestState.WAITING, RequestState.PREEMPTED})
 _RUNNING_STATES = frozenset({RequestState.PREFILLING, RequestState.DECODING})
-_DONE_STATES = frozenset({RequestState.FINISHED, RequestState.ABORTED, RequestState.REJECTED})
+_DONE_STATES = frozenset(
+    {
+        RequestState.FINISHED,
+        RequestState.ABORTED,
+        RequestState.REJECTED,
+        RequestState.UNFINISHED,
+    }
+)
 
 
 class EngineState(StrEnum):
