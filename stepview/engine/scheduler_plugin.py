@@ -55,7 +55,7 @@ from stepview.engine.facts_channel import (
     FactsSink,
     rank_address,
 )
-from stepview.model.core_facts import CoreState, RequestFacts, StepFacts
+from stepview.model.core_facts import CoreState, RequestFacts, RequestIntro, StepFacts
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ _STATE_OF: dict[Any, int] = {
     RequestStatus.PREEMPTED: CoreState.PREEMPTED,
 }
 _OTHER = int(CoreState.OTHER)
+_NO_TOKENS: list[int] = []  # shared by every record that has no new token (never mutated)
 
 
 # -- the in-process listener ---------------------------------------------------------------
@@ -115,6 +116,8 @@ class _ListenerSink:
         self.binding = binding
         self.deliver = binding.callback
 
+    fresh = False  # the listener gets every record: nothing to resend
+
     def wanted(self) -> bool:
         return True
 
@@ -141,6 +144,9 @@ class CoreCapture:
         self.started = time.time()
         self._cached: dict[str, int] = {}  # prefix-cache hits: vLLM drops them at 1st token
         self._reported: set[str] = set()  # finished ids already sent in an idle record
+        # Output tokens already sent, by request: records carry only the rest (and a request
+        # absent here gets its intro). Cleared when someone (re)subscribes.
+        self._sent: dict[str, int] = {}
         self._groups: list[Mapping[str, list[Any]]] = []
         self.rank = 0
         try:
@@ -209,11 +215,21 @@ class CoreCapture:
     ) -> StepFacts:
         """The record of the scheduler's state now (after ``schedule()``)."""
         cached = self._cached
+        sent = self._sent
+        sink = self.sink
+        if sink is not None and sink.fresh:
+            sink.fresh = False
+            sent.clear()
         for request_id in finished:
             cached.pop(request_id, None)
+            sent.pop(request_id, None)
         requests = scheduler.requests
         if len(cached) > len(requests) + 256:  # finishes nobody listened to
             self._cached = cached = {k: v for k, v in cached.items() if k in requests}
+        if len(sent) > len(requests) + 256:
+            self._sent = sent = {k: v for k, v in sent.items() if k in requests}
+        sent_get = sent.get
+        no_tokens = _NO_TOKENS
         groups = self._groups
         single = groups[0] if len(groups) == 1 else None
         deferred = scheduler.deferred_waiting
@@ -247,6 +263,16 @@ class CoreCapture:
                 blocks = len(single.get(request_id, ()))
             else:
                 blocks = sum(len(g.get(request_id, ())) for g in groups)
+            had = sent_get(request_id, -1)
+            intro = None
+            if had < 0:
+                intro = _intro(req)
+                had = 0
+                sent[request_id] = 0
+            new_tokens = no_tokens
+            if outputs > had:
+                new_tokens = req.output_token_ids[had:]
+                sent[request_id] = outputs
             facts.append(
                 RequestFacts(
                     request_id,
@@ -262,6 +288,8 @@ class CoreCapture:
                     req.priority,
                     req.max_tokens,
                     bool(deferred) and req in deferred,
+                    new_tokens,
+                    intro,
                 )
             )
         pool = self._pool
@@ -288,6 +316,29 @@ class CoreCapture:
         sink, self.sink = self.sink, None
         if sink is not None:
             sink.close()
+
+
+def _intro(req: Any) -> RequestIntro:
+    """What a client that did not add ``req`` needs to show it (once per request)."""
+    prompt = req.prompt_token_ids
+    params = req.sampling_params
+    if params is None:  # a pooling request: no sampling
+        return RequestIntro(list(prompt or ()))
+    stop = params.stop
+    return RequestIntro(
+        list(prompt or ()),
+        float(params.temperature),
+        float(params.top_p),
+        int(params.top_k),
+        float(params.min_p),
+        params.seed,
+        float(params.presence_penalty),
+        float(params.frequency_penalty),
+        float(params.repetition_penalty),
+        [stop] if isinstance(stop, str) else list(stop or ()),
+        params.logprobs,
+        params.prompt_logprobs,
+    )
 
 
 def _open_sink(rank: int) -> FactsSink | None:

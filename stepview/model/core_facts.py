@@ -49,6 +49,30 @@ class CoreState(enum.IntEnum):
     OTHER = 6  # a status this stepview does not know (a newer vLLM)
 
 
+class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A request's prompt token ids and sampling parameters, as its engine core holds them.
+
+    Sent once per request (see :attr:`RequestFacts.intro`), so that a client that did not add
+    the request (``stepview --attach``) can still show what it is. Sampling parameters are
+    those of one sample: the engine core holds the samples of an ``n > 1`` request as
+    separate requests, each with ``n = 1``.
+    """
+
+    prompt_token_ids: list[int]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    stop: list[str] = []
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    # Append new fields here, each with a default.
+
+
 class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """One request the scheduler holds (waiting, deferred, running or preempted), after schedule.
 
@@ -73,6 +97,13 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     priority: int
     max_tokens: int
     deferred: bool = False
+    # Output token ids this publisher had not sent yet: the *tail* of the request's output,
+    # so they start at position ``num_output_tokens - len(new_token_ids)``. After a
+    # (re)subscription the next record carries every request's output from the start.
+    new_token_ids: list[int] = []
+    # What never changes over the request's life, sent with the first record that carries
+    # the request (after a (re)subscription too), ``None`` in every later one.
+    intro: RequestIntro | None = None
     # Append new fields here, each with a default.
 
 

@@ -54,6 +54,9 @@ class FakeRequest:
     arrival_time: float = 1.0
     priority: int = 0
     max_tokens: int = 16
+    output_token_ids: list[int] = field(default_factory=list)
+    prompt_token_ids: list[int] | None = None
+    sampling_params: Any = None
 
     __hash__ = object.__hash__  # vLLM keeps requests in sets (deferred_waiting)
 
@@ -102,6 +105,7 @@ class ListSink:
         self.records: list[StepFacts] = []
         self.want = wanted
         self.closed = False
+        self.fresh = False
 
     def wanted(self) -> bool:
         return self.want
@@ -260,6 +264,48 @@ def test_idle_record_when_the_scheduler_empties_and_no_duplicate_finishes() -> N
     capture.after_schedule(scheduler, _output({"b-1": 4}, finished={"a-1"}))
     last = sink.records[-1]
     assert last.step == 2 and last.finished == [] and [r.req_id for r in last.requests] == ["b-1"]
+
+
+def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() -> None:
+    from vllm import SamplingParams
+    from vllm.v1.request import RequestStatus as RS
+
+    params = SamplingParams(temperature=0.5, top_k=3, seed=11, stop="END", max_tokens=8)
+    req = FakeRequest(
+        RS.RUNNING,
+        3,
+        4,
+        num_output_tokens=1,
+        output_token_ids=[50],
+        prompt_token_ids=[1, 2, 3],
+        sampling_params=params,
+    )
+    scheduler = FakeScheduler({"a-1": req})
+    capture, sink = _captured(scheduler, {"a-1": 1})
+    first = sink.records[-1].requests[0]
+    assert first.new_token_ids == [50]
+    intro = first.intro
+    assert intro is not None and intro.prompt_token_ids == [1, 2, 3]
+    assert (intro.temperature, intro.top_k, intro.seed, intro.stop) == (0.5, 3, 11, ["END"])
+
+    def again(*tokens: int) -> Any:
+        req.output_token_ids.extend(tokens)
+        req.num_output_tokens = len(req.output_token_ids)
+        capture.after_schedule(scheduler, _output({"a-1": 1}))
+        return sink.records[-1].requests[0]
+
+    tail = again(51, 52)
+    assert (tail.new_token_ids, tail.intro, tail.num_output_tokens) == ([51, 52], None, 3)
+    assert again().new_token_ids == []  # nothing new this step
+    sink.fresh = True  # someone (re)subscribed: everything again, intro included
+    whole = again(53)
+    assert whole.new_token_ids == [50, 51, 52, 53] and whole.intro is not None
+    assert not sink.fresh
+    # A request vLLM does not sample for (pooling) still gets its prompt ids.
+    scheduler.requests["p-1"] = FakeRequest(RS.WAITING, 2, prompt_token_ids=[7, 8])
+    again()
+    pooled = next(r for r in sink.records[-1].requests if r.req_id == "p-1")
+    assert pooled.intro is not None and pooled.intro.prompt_token_ids == [7, 8]
 
 
 # -- chaining to a user's scheduler ----------------------------------------------------------
