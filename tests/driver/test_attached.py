@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine import attached
-from stepview.engine.attached import LEFT, RESTARTED, SILENT, AttachedEngine
+from stepview.engine import attached, watched_core
+from stepview.engine.attached import SILENT, AttachedEngine
 from stepview.engine.ledger import RequestLedger
+from stepview.engine.watched_core import LEFT, RESTARTED
 from stepview.model.engine_api import EngineRejected, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView
@@ -179,7 +180,7 @@ def test_a_request_seen_without_its_intro_waits_for_it(
     # An intro that never comes: adopted anyway after a while, with what is known.
     server.send(record(3, request("never-0123abcd", intro=False, max_tokens=5)))
     assert watcher.step().arrived == ()
-    clock.now += attached.INTRO_WAIT_S
+    clock.now += watched_core.INTRO_WAIT_S
     server.send(record(4, request("never-0123abcd", intro=False, max_tokens=5)))
     (arrival,) = watcher.step().arrived
     assert (arrival.request_id, arrival.spec.max_tokens, arrival.prompt_token_ids) == (

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.attached import LEFT, AttachedEngine
+from stepview.engine.attached import AttachedEngine
 from stepview.engine.driver import Driver
+from stepview.engine.watched_core import LEFT
 from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState

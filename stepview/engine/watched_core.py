@@ -1,0 +1,277 @@
+"""One engine core of a watched server: its records read into steps for the driver.
+
+:class:`~stepview.engine.attached.AttachedEngine` watches a server's engine cores (one per
+data-parallel rank); each is a :class:`WatchedCore` here: its subscriber, the requests it
+holds as last seen, and its latest figures. :meth:`WatchedCore.read` turns one record into
+what the driver's step needs (see :mod:`stepview.engine.attached` for the rules):
+
+* a request (one engine-core request per sample) seen for the first time is adopted; one
+  whose intro was missed waits up to :data:`INTRO_WAIT_S` for a fresh record;
+* its output token ids grow by the tail each record carries; a tail that does not join up
+  (records were lost) asks the publisher for a fresh record;
+* a request gone from the (complete) record has left the engine;
+* a record of another engine core (``core_started``) means the previous one is gone, and
+  every request it held with it.
+
+Nothing here imports vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from stepview.engine.facts_channel import FactsSubscriber
+from stepview.engine.scheduler_view import SchedulerView
+from stepview.model.core_facts import CoreState, RequestFacts, StepFacts, split_internal_id
+from stepview.model.engine_api import (
+    ArrivedRequest,
+    CompletionUpdate,
+    EndedRequest,
+    OutputUpdate,
+    SchedulerEntry,
+)
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import RankStatus, RequestState
+
+LEFT = "left the engine"
+RESTARTED = "server lost: its engine core restarted"
+# A request whose intro (prompt ids, sampling) was missed waits this long for a resent one.
+INTRO_WAIT_S = 1.0
+# At most one resync request per engine core this often.
+RESYNC_EVERY_S = 1.0
+_RUNNING = int(CoreState.RUNNING)
+
+
+@dataclass(slots=True)
+class _Sample:
+    """One engine-core request: one sample of a stepview request."""
+
+    request_id: str  # stepview's id (all samples of a request share it)
+    index: int
+    tokens: list[int] = field(default_factory=list)
+    counted: bool = False  # its prompt is in the prefix-cache figures
+
+
+class CoreStep(NamedTuple):
+    """What one record says, for the driver's step."""
+
+    scheduled: dict[str, SchedulerEntry]
+    outputs: list[OutputUpdate]
+    arrived: list[ArrivedRequest]
+    ended: list[EndedRequest]
+    prompt_tokens: int  # scheduled for prefill in this engine-core step
+    generated: int  # output tokens first seen in this record
+    preemptions: int
+    interval: float | None  # seconds per engine-core step since the previous record
+
+
+class WatchedCore:
+    """One engine core (data-parallel ``rank``) publishing at ``address``."""
+
+    def __init__(self, rank: int, address: str) -> None:
+        self.rank = rank
+        self.address = address
+        self.subscriber = FactsSubscriber(address)
+        self.core_started: float | None = None
+        self.samples: dict[str, _Sample] = {}  # core id -> sample
+        self.unintroduced: dict[str, float] = {}  # core id -> when first seen without intro
+        self.view = SchedulerView(self._lookup)
+        self.connects = 0  # the subscriber's connect count as last seen
+        self.settle_at: float | None = None  # reconnected with requests held: settle by then
+        self.last_step: int | None = None
+        self.last_time = 0.0
+        self.next_resync = 0.0
+        self.status = RankStatus(rank, False)
+        self.kv_used = 0
+        self.kv_total = 0
+        self.busy = False
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+
+    def _lookup(self, core_id: str) -> str | None:
+        sample = self.samples.get(core_id)
+        return None if sample is None else sample.request_id
+
+    def forget(self) -> list[str]:
+        """Drop every request of the engine core that was here; their stepview ids."""
+        ids = list(dict.fromkeys(s.request_id for s in self.samples.values()))
+        self.samples.clear()
+        self.unintroduced.clear()
+        self.view = SchedulerView(self._lookup)
+        self.busy = False
+        self.last_step = None
+        return ids
+
+    def resync(self, now: float) -> None:
+        """Ask for a fresh record (a token tail or an intro was missed), now and then."""
+        if now >= self.next_resync:
+            self.next_resync = now + RESYNC_EVERY_S
+            self.subscriber.resync()
+
+    # -- one record -----------------------------------------------------------------------
+
+    def read(
+        self,
+        facts: StepFacts,
+        now: float,
+        *,
+        own: Mapping[str, str],
+        awaiting: Set[str],
+        labelled: bool,
+    ) -> CoreStep:
+        """Fold one record in. ``own`` maps the client ids of requests stepview sent to
+        stepview's ids; those ``awaiting`` their HTTP answer do not end when they leave;
+        ``labelled`` suffixes adopted ids with ``@RANK``."""
+        ended: list[EndedRequest] = []
+        if self.core_started != facts.core_started:
+            if self.core_started is not None:
+                ended.extend(
+                    EndedRequest(request_id, RequestState.ABORTED, RESTARTED)
+                    for request_id in self.forget()
+                )
+            self.core_started = facts.core_started
+        samples = self.samples
+        before = len(samples)
+        outputs: list[OutputUpdate] = []
+        new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
+        known = generated = 0
+        for req in facts.requests:
+            sample = samples.get(req.req_id)
+            if sample is None:
+                sample = self._adopt(req, now, own, labelled, new_ids)
+                if sample is None:
+                    continue
+            else:
+                known += 1
+            if req.new_token_ids:
+                generated += self._take_tokens(sample, req, outputs, now)
+        if known < before or self.unintroduced:
+            present = {req.req_id for req in facts.requests}
+            ended.extend(self._leave(present, awaiting))
+        arrived = [arrival(rid, req, count, facts.time) for rid, (req, count) in new_ids.items()]
+        scheduled = self.view.read(facts)
+        self._figures(facts)
+        interval = None
+        if self.last_step is not None and facts.step > self.last_step:
+            interval = (facts.time - self.last_time) / (facts.step - self.last_step)
+        self.last_step, self.last_time = facts.step, facts.time
+        return CoreStep(
+            scheduled,
+            outputs,
+            arrived,
+            ended,
+            facts.prefill_tokens,
+            generated,
+            self.view.new_preemptions,
+            interval,
+        )
+
+    def _adopt(
+        self,
+        req: RequestFacts,
+        now: float,
+        own: Mapping[str, str],
+        labelled: bool,
+        new_ids: dict[str, tuple[RequestFacts, int]],
+    ) -> _Sample | None:
+        """A sample seen for the first time; ``None`` while its intro is awaited."""
+        core_id = req.req_id
+        if req.intro is None:
+            first = self.unintroduced.setdefault(core_id, now)
+            if now - first < INTRO_WAIT_S:
+                self.resync(now)
+                return None
+        self.unintroduced.pop(core_id, None)
+        client_id, index = split_internal_id(core_id)
+        request_id = own.get(client_id)
+        if request_id is None:  # another client's: adopted
+            request_id = f"{client_id}@{self.rank}" if labelled else client_id
+            seen = new_ids.get(request_id)
+            new_ids[request_id] = (req, 1) if seen is None else (seen[0], seen[1] + 1)
+        sample = self.samples[core_id] = _Sample(request_id, index or 0)
+        return sample
+
+    def _take_tokens(
+        self, sample: _Sample, req: RequestFacts, outputs: list[OutputUpdate], now: float
+    ) -> int:
+        """Append the record's token tail to the sample; how many tokens were new."""
+        new = req.new_token_ids
+        tokens = sample.tokens
+        start = req.num_output_tokens - len(new)
+        have = len(tokens)
+        if start > have:  # records were lost: the tail does not join up
+            self.resync(now)
+            return 0
+        if start + len(new) <= have:
+            return 0
+        tokens.extend(new[have - start :])
+        completion = CompletionUpdate(sample.index, "", tokens, None, None, None, None)
+        outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), False))
+        return start + len(new) - have
+
+    def _leave(self, present: Set[str], awaiting: Set[str]) -> list[EndedRequest]:
+        """Samples gone from the (complete) record; the requests with none left end."""
+        unintroduced = self.unintroduced
+        for core_id in [c for c in unintroduced if c not in present]:
+            del unintroduced[core_id]
+        samples = self.samples
+        gone = [core_id for core_id in samples if core_id not in present]
+        left = {samples.pop(core_id).request_id for core_id in gone}
+        for sample in samples.values():
+            left.discard(sample.request_id)
+        return [
+            EndedRequest(request_id, RequestState.FINISHED, LEFT)
+            for request_id in sorted(left)
+            if request_id not in awaiting  # stepview's own wait for their HTTP answer
+        ]
+
+    def _figures(self, facts: StepFacts) -> None:
+        """Queue sizes, KV cache and prefix-cache counts after ``facts``."""
+        running = 0
+        for req in facts.requests:
+            if req.state == _RUNNING:
+                running += 1
+                sample = self.samples.get(req.req_id)
+                if sample is not None and not sample.counted and req.num_computed_tokens:
+                    sample.counted = True
+                    self.prefix_queries += req.num_prompt_tokens
+                    self.prefix_hits += req.num_cached_tokens
+        total = facts.kv_total_blocks
+        self.kv_total = total
+        self.kv_used = max(0, total - facts.kv_free_blocks)
+        self.busy = bool(facts.requests) and not facts.idle
+        self.status = RankStatus(
+            self.rank,
+            self.subscriber.connected,
+            running,
+            len(facts.requests) - running,
+            self.kv_used / total if total else 0.0,
+        )
+
+
+def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> ArrivedRequest:
+    """An adopted request as the ledger takes it (``samples``: its samples seen so far)."""
+    intro = req.intro
+    prompt = f"({req.num_prompt_tokens} prompt tokens)"
+    waited = max(0.0, now - req.arrival_time)
+    if intro is None:
+        spec = SamplingSpec(max_tokens=req.max_tokens, n=samples)
+        return ArrivedRequest(request_id, prompt, spec, waited)
+    spec = SamplingSpec(
+        temperature=intro.temperature,
+        top_p=intro.top_p,
+        top_k=max(0, intro.top_k),
+        min_p=intro.min_p,
+        max_tokens=req.max_tokens,
+        n=samples,
+        seed=intro.seed,
+        presence_penalty=intro.presence_penalty,
+        frequency_penalty=intro.frequency_penalty,
+        repetition_penalty=intro.repetition_penalty,
+        stop=tuple(intro.stop),
+        logprobs=intro.logprobs,
+        prompt_logprobs=intro.prompt_logprobs,
+    )
+    return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids))
