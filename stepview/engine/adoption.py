@@ -39,13 +39,17 @@ def adopted_view(arrived: ArrivedRequest, now: float) -> RequestView:
     )
 
 
-def ended_view(view: RequestView, ended: EndedRequest) -> tuple[RequestView, str | None]:
-    """``view`` with what ``ended`` says, and the error to finish it with (``None``: none).
+def ended_view(
+    view: RequestView, ended: EndedRequest, now: float
+) -> tuple[RequestView, str | None]:
+    """``view`` ended at driver time ``now`` as ``ended`` says, and the error to finish it
+    with (``None``: none).
 
     FINISHED puts the reason on every sample that has none yet (a request that left before
     producing a token gets one empty sample carrying it), so the panes and the results
     file say why it finished, as they do with vLLM's own finish reasons.
     """
+    view = view._replace(timings=view.timings._replace(finished=now))
     if ended.state is not RequestState.FINISHED:
         return view, ended.reason
     completions = view.completions

@@ -118,6 +118,10 @@ class AttachedEngine:
 
     @property
     def info(self) -> EngineInfo:
+        """Fixed facts, and what the server's API said about it once it answered."""
+        served, self._served = self._served, None
+        if served is not None:
+            self.describe_server(served.name, served.max_model_len, served.vllm_version)
         return self._info
 
     def describe_server(self, name: str, max_model_len: int, vllm_version: str) -> None:
@@ -155,9 +159,6 @@ class AttachedEngine:
     def step(self) -> StepResult:
         """The oldest record not read yet, with what else happened since the last step."""
         self._receive()
-        served, self._served = self._served, None
-        if served is not None:
-            self.describe_server(served.name, served.max_model_len, served.vllm_version)
         ended, self._ended = self._ended, []
         answers, self._answers = self._answers, _NO_ANSWERS
         if not self._backlog:
@@ -184,6 +185,7 @@ class AttachedEngine:
             arrived=tuple(read.arrived),
             ended=tuple(ended),
             interval=read.interval,
+            age=read.age,
         )
 
     def link(self) -> LinkState:

@@ -231,8 +231,9 @@ class Driver:
                 if dirty:
                     self._publish(EngineState.PAUSED)
                 continue  # a watched engine's news waits too: pausing holds the view
-            if self._watched is not None and self._watched.link() != self._link:
-                dirty = True  # reached, lost, busy or idle: news even without a step
+            watched = self._watched
+            if watched is not None and (watched.link() != self._link or watched.info != self._info):
+                dirty = True  # reached, lost, busy or idle, described: news without a step
             admitted = self._ledger.admit(engine, self._admit_per_step)
             if engine.has_unfinished():
                 if self._single_steps:
@@ -321,6 +322,8 @@ class Driver:
     def _apply(self, result: StepResult) -> None:
         """Fold a step's result into the requests (the ledger) and the step figures."""
         now = self._now()
+        if result.age:  # dated when it happened, in order
+            now = max(now - result.age, self._recent[-1].clock if self._recent else 0.0)
         self._ledger.apply(result, now)
         counters = result.counters
         self._counters = counters

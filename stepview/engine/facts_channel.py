@@ -85,6 +85,10 @@ def _set_heartbeats(sock: zmq.Socket[bytes]) -> None:
 class FactsSink(Protocol):
     """Where the plug-in hands its records: an in-process listener or a publisher."""
 
+    tails: bool
+    """Whether records should say how requests ended (:class:`EndedFacts`): only a client
+    that does not see vLLM's own outputs needs it (an attached stepview)."""
+
     fresh: bool
     """Someone (re)subscribed since the last record: the next one should carry what is sent
     only once (every request's output tokens from the start, its intro). The plug-in clears
@@ -123,6 +127,7 @@ class FactsPublisher:
         self._sock = sock
         self._topics: set[bytes] = set()
         self._subscribed = False
+        self.tails = True
         self.fresh = False
         self._next_check = 0.0
         self._buffer = bytearray(FACTS_TOPIC)

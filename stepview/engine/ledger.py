@@ -293,24 +293,28 @@ class RequestLedger:
             )
             self._finish(state_view, RequestState.FINISHED, None)
         if result.ended:
-            self._end(result.ended)
+            self._end(result.ended, now)
 
     def _adopt(self, arrived: Sequence[ArrivedRequest], now: float) -> None:
         """Requests a watched engine holds that stepview did not add: in the engine already."""
         for request in arrived:
+            track = self._tracks.get(request.request_id)
+            if track is not None:  # more of its samples arrived: n grew
+                track.view = track.view._replace(spec=request.spec)
+                continue
             if request.request_id in self._seen_ids:
-                continue  # stepview's own (it is tracked), or seen before (it ended)
+                continue  # seen before (it ended)
             self._seen_ids.add(request.request_id)
             self._tracks[request.request_id] = _Track(adopted_view(request, now), in_engine=True)
 
-    def _end(self, ended: Sequence[EndedRequest]) -> None:
+    def _end(self, ended: Sequence[EndedRequest], now: float) -> None:
         """Requests that ended without a final output (see :mod:`~stepview.engine.adoption`)."""
         for end in ended:
             track = self._tracks.get(end.request_id)
             if track is None or not track.in_engine:
                 continue
             del self._tracks[end.request_id]
-            view, error = ended_view(track.view, end)
+            view, error = ended_view(track.view, end, now)
             self._finish(view, end.state, error)
 
     def _finish(self, view: RequestView, state: RequestState, error: str | None) -> None:

@@ -9,7 +9,10 @@ what the driver's step needs (see :mod:`stepview.engine.attached` for the rules)
   whose intro was missed waits up to :data:`INTRO_WAIT_S` for a fresh record;
 * its output token ids grow by the tail each record carries; a tail that does not join up
   (records were lost) asks the publisher for a fresh record;
-* a request gone from the (complete) record has left the engine;
+* a record says how the requests that left since the previous one ended: their last
+  tokens and vLLM's finish reason (``abort``: ended ABORTED, by its client or on a stop
+  string, which vLLM's front end enforces by aborting); one gone from the (complete) record
+  without that (the record saying so was lost) has left the engine, reason unknown;
 * a record of another engine core (``core_started``) means the previous one is gone, and
   every request it held with it.
 
@@ -18,13 +21,20 @@ Nothing here imports vLLM.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stepview.engine.facts_channel import FactsSubscriber
 from stepview.engine.scheduler_view import SchedulerView
-from stepview.model.core_facts import CoreState, RequestFacts, StepFacts, split_internal_id
+from stepview.model.core_facts import (
+    CoreState,
+    EndedFacts,
+    RequestFacts,
+    StepFacts,
+    split_internal_id,
+)
 from stepview.model.engine_api import (
     ArrivedRequest,
     CompletionUpdate,
@@ -36,6 +46,8 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RankStatus, RequestState
 
 LEFT = "left the engine"
+# vLLM's front end also ends a request on a stop string by aborting it in the engine core.
+ABORTED_BY_CLIENT = "aborted by its client (or stopped on a stop string)"
 RESTARTED = "server lost: its engine core restarted"
 # A request whose intro (prompt ids, sampling) was missed waits this long for a resent one.
 INTRO_WAIT_S = 1.0
@@ -65,6 +77,7 @@ class CoreStep(NamedTuple):
     generated: int  # output tokens first seen in this record
     preemptions: int
     interval: float | None  # seconds per engine-core step since the previous record
+    age: float  # seconds since the step happened (by this machine's clock)
 
 
 class WatchedCore:
@@ -82,6 +95,9 @@ class WatchedCore:
         self.settle_at: float | None = None  # reconnected with requests held: settle by then
         self.last_step: int | None = None
         self.last_time = 0.0
+        # The server's wall clock against ours: the smallest (our now - record time) seen,
+        # clock skew plus the quickest delivery. Records are dated by it.
+        self.offset: float | None = None
         self.next_resync = 0.0
         self.status = RankStatus(rank, False)
         self.kv_used = 0
@@ -133,10 +149,11 @@ class WatchedCore:
                 )
             self.core_started = facts.core_started
         samples = self.samples
-        before = len(samples)
         outputs: list[OutputUpdate] = []
+        generated = self._finish(facts.ended, now, awaiting, outputs, ended) if facts.ended else 0
+        before = len(samples)
         new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
-        known = generated = 0
+        known = 0
         for req in facts.requests:
             sample = samples.get(req.req_id)
             if sample is None:
@@ -146,17 +163,23 @@ class WatchedCore:
             else:
                 known += 1
             if req.new_token_ids:
-                generated += self._take_tokens(sample, req, outputs, now)
+                generated += self._take_tokens(
+                    sample, req.num_output_tokens, req.new_token_ids, outputs, now
+                )
         if known < before or self.unintroduced:
             present = {req.req_id for req in facts.requests}
             ended.extend(self._leave(present, awaiting))
-        arrived = [arrival(rid, req, count, facts.time) for rid, (req, count) in new_ids.items()]
+        arrived = [
+            arrival(rid, req, self._count(rid), facts.time) for rid, (req, _) in new_ids.items()
+        ]
         scheduled = self.view.read(facts)
         self._figures(facts)
         interval = None
         if self.last_step is not None and facts.step > self.last_step:
             interval = (facts.time - self.last_time) / (facts.step - self.last_step)
         self.last_step, self.last_time = facts.step, facts.time
+        lag = now - facts.time
+        offset = self.offset = lag if self.offset is None else min(self.offset, lag)
         return CoreStep(
             scheduled,
             outputs,
@@ -166,6 +189,7 @@ class WatchedCore:
             generated,
             self.view.new_preemptions,
             interval,
+            lag - offset,
         )
 
     def _adopt(
@@ -187,29 +211,87 @@ class WatchedCore:
         client_id, index = split_internal_id(core_id)
         request_id = own.get(client_id)
         if request_id is None:  # another client's: adopted
-            request_id = f"{client_id}@{self.rank}" if labelled else client_id
+            request_id = short_id(client_id)
+            if labelled:
+                request_id = f"{request_id}@{self.rank}"
             seen = new_ids.get(request_id)
             new_ids[request_id] = (req, 1) if seen is None else (seen[0], seen[1] + 1)
         sample = self.samples[core_id] = _Sample(request_id, index or 0)
         return sample
 
+    def _count(self, request_id: str) -> int:
+        """How many samples of ``request_id`` are known (vLLM may add them a step apart)."""
+        return sum(1 for sample in self.samples.values() if sample.request_id == request_id)
+
     def _take_tokens(
-        self, sample: _Sample, req: RequestFacts, outputs: list[OutputUpdate], now: float
+        self,
+        sample: _Sample,
+        num_output_tokens: int,
+        new: list[int],
+        outputs: list[OutputUpdate],
+        now: float,
+        end: EndedFacts | None = None,
+        finished: bool = False,
     ) -> int:
-        """Append the record's token tail to the sample; how many tokens were new."""
-        new = req.new_token_ids
+        """Append a token tail to the sample (an output when it grew, or it ``end``s); how
+        many tokens were new."""
         tokens = sample.tokens
-        start = req.num_output_tokens - len(new)
+        start = num_output_tokens - len(new)
         have = len(tokens)
+        added = 0
         if start > have:  # records were lost: the tail does not join up
-            self.resync(now)
-            return 0
-        if start + len(new) <= have:
-            return 0
-        tokens.extend(new[have - start :])
-        completion = CompletionUpdate(sample.index, "", tokens, None, None, None, None)
-        outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), False))
-        return start + len(new) - have
+            if end is None:
+                self.resync(now)
+                return 0
+        elif start + len(new) > have:
+            tokens.extend(new[have - start :])
+            added = start + len(new) - have
+        if added or end is not None:
+            reason = None if end is None else end.finish_reason
+            stop = None if end is None else end.stop_reason
+            completion = CompletionUpdate(sample.index, "", tokens, None, None, reason, stop)
+            outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), finished))
+        return added
+
+    def _finish(
+        self,
+        ends: list[EndedFacts],
+        now: float,
+        awaiting: Set[str],
+        outputs: list[OutputUpdate],
+        ended: list[EndedRequest],
+    ) -> int:
+        """Samples that ended, as the record says: their last tokens and finish reasons.
+
+        A request ends with its last sample; one aborted in the engine core ends ABORTED;
+        one stepview sent only takes the tokens (its HTTP answer ends it, text included).
+        """
+        samples = self.samples
+        done: dict[str, list[tuple[_Sample, EndedFacts]]] = {}
+        for end in ends:
+            sample = samples.pop(end.req_id, None)
+            if sample is not None:
+                done.setdefault(sample.request_id, []).append((sample, end))
+        remaining = {sample.request_id for sample in samples.values()}
+        generated = 0
+        for request_id, finishing in done.items():
+            last = request_id not in remaining
+            aborted = any(end.finish_reason == "abort" for _, end in finishing)
+            quiet = aborted or request_id in awaiting  # tokens only, no finish reason
+            for i, (sample, end) in enumerate(finishing):
+                final = last and not quiet and i == len(finishing) - 1
+                generated += self._take_tokens(
+                    sample,
+                    end.num_output_tokens,
+                    end.new_token_ids,
+                    outputs,
+                    now,
+                    None if quiet else end,
+                    final,
+                )
+            if last and aborted and request_id not in awaiting:
+                ended.append(EndedRequest(request_id, RequestState.ABORTED, ABORTED_BY_CLIENT))
+        return generated
 
     def _leave(self, present: Set[str], awaiting: Set[str]) -> list[EndedRequest]:
         """Samples gone from the (complete) record; the requests with none left end."""
@@ -249,6 +331,25 @@ class WatchedCore:
             len(facts.requests) - running,
             self.kv_used / total if total else 0.0,
         )
+
+
+_RANDOM_ID = re.compile(r"^(?:[A-Za-z]+[-_])?([0-9a-f]{16,32})(?:-(\d+))?$")
+
+
+def short_id(client_id: str) -> str:
+    """A client id made of a random hex id, shortened to its first 8 hex digits.
+
+    vLLM's API server names requests ``cmpl-<16 hex>-<prompt index>`` (``chatcmpl-<16
+    hex>`` for chats; 32 in some versions): the panes' id column shows a few characters,
+    and the prefix never tells two requests apart. ``cmpl-3f9a1c2e…-0`` becomes
+    ``3f9a1c2e`` (a prompt index other than 0 stays: ``3f9a1c2e-1``), as vLLM's log lines
+    can be searched by; any other id is kept whole.
+    """
+    match = _RANDOM_ID.match(client_id)
+    if match is None:
+        return client_id
+    index = match.group(2)
+    return match.group(1)[:8] if index in (None, "0") else f"{match.group(1)[:8]}-{index}"
 
 
 def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> ArrivedRequest:

@@ -107,6 +107,24 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # Append new fields here, each with a default.
 
 
+class EndedFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A request (one sample) that finished since the previous record, as it ended.
+
+    A request leaves the scheduler in the step that finishes it, so no later record shows
+    it: this carries what the client would otherwise never see, the output tokens of its
+    last step(s) (the tail not sent yet, as :attr:`RequestFacts.new_token_ids`) and vLLM's
+    finish reason (``stop``, ``length``, ``abort``, ``error``, ``repetition``; ``abort``
+    also when its client stopped it on a stop string).
+    """
+
+    req_id: str
+    num_output_tokens: int
+    new_token_ids: list[int]
+    finish_reason: str
+    stop_reason: str | int | None = None
+    # Append new fields here, each with a default.
+
+
 class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """One engine-core step: the budget, how it was spent, the KV cache, every live request.
 
@@ -121,8 +139,8 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     a subscriber would never learn that those requests left.
 
     ``finished`` are the ids that left the scheduler since the previous record (finished,
-    aborted); ``preempted`` those preempted in this step. ``requests`` is complete, so a
-    subscriber that joins late still sees every request in flight.
+    aborted), ``ended`` says how; ``preempted`` those preempted in this step. ``requests``
+    is complete, so a subscriber that joins late still sees every request in flight.
     """
 
     step: int
@@ -141,6 +159,9 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     finished: list[str]
     requests: list[RequestFacts]
     idle: bool = False
+    # How the requests in ``finished`` ended (those the plug-in saw end while someone
+    # listened): their last tokens and finish reasons.
+    ended: list[EndedFacts] = []
     # Append new fields here, each with a default.
 
 

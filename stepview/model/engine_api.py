@@ -102,9 +102,11 @@ class EndedRequest(NamedTuple):
 class StepResult:
     """What one ``step()`` did.
 
-    ``arrived``, ``ended`` and ``interval`` come only from a :class:`WatchedEngine`
+    ``arrived``, ``ended``, ``interval`` and ``age`` come only from a :class:`WatchedEngine`
     (``interval``: seconds between this step and its previous one in the watched engine,
-    shown instead of the time ``step()`` took, which there is only the time to read it).
+    shown instead of the time ``step()`` took, which there is only the time to read it;
+    ``age``: how long ago the step happened, as the watched engine's steps are read a little
+    later, sometimes several at once).
     """
 
     outputs: tuple[OutputUpdate, ...]
@@ -113,6 +115,7 @@ class StepResult:
     arrived: tuple[ArrivedRequest, ...] = ()
     ended: tuple[EndedRequest, ...] = ()
     interval: float | None = None
+    age: float = 0.0
 
 
 class Engine(Protocol):

@@ -13,7 +13,13 @@ from pathlib import Path
 
 from stepview.engine.attached import AttachedEngine
 from stepview.engine.facts_channel import FactsPublisher
-from stepview.model.core_facts import CoreState, RequestFacts, RequestIntro, StepFacts
+from stepview.model.core_facts import (
+    CoreState,
+    EndedFacts,
+    RequestFacts,
+    RequestIntro,
+    StepFacts,
+)
 from stepview.model.engine_api import StepResult
 
 WAITING = int(CoreState.WAITING)
@@ -66,6 +72,7 @@ def record(
     idle: bool = False,
     rank: int = 0,
     free: int = 60,
+    ended: Sequence[EndedFacts] = (),
 ) -> StepFacts:
     """One engine-core step of a core started at ``started``, 10 ms after the previous."""
     decode = sum(1 for r in requests if r.state == RUNNING)
@@ -86,6 +93,7 @@ def record(
         list(finished),
         list(requests),
         idle,
+        list(ended),
     )
 
 

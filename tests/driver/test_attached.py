@@ -15,7 +15,8 @@ import pytest
 from stepview.engine import attached, watched_core
 from stepview.engine.attached import SILENT, AttachedEngine
 from stepview.engine.ledger import RequestLedger
-from stepview.engine.watched_core import LEFT, RESTARTED
+from stepview.engine.watched_core import ABORTED_BY_CLIENT, LEFT, RESTARTED, short_id
+from stepview.model.core_facts import EndedFacts
 from stepview.model.engine_api import EngineRejected, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView
@@ -213,6 +214,62 @@ def test_requests_that_leave_end_as_finished_with_the_reason_unknown(
     assert engine.link().state is EngineState.IDLE
 
 
+def test_the_record_after_a_request_ended_says_how(server: Server, engine: AttachedEngine) -> None:
+    watcher = Watcher(engine)
+    server.send(
+        record(
+            1,
+            request("a-0123abcd", outputs=1, new=[4]),
+            request("0_n-0123abcd", outputs=1, new=[7]),
+            request("1_n-0123abcd", outputs=1, new=[8]),
+            request("x-0123abcd", outputs=2, new=[1, 2]),
+        ),
+        record(
+            2,
+            request("1_n-0123abcd", outputs=2, new=[9], intro=False),
+            finished=["a-0123abcd", "0_n-0123abcd", "x-0123abcd"],
+            ended=[
+                EndedFacts("a-0123abcd", 3, [5, 6], "length"),  # its last two tokens
+                EndedFacts("0_n-0123abcd", 2, [70], "stop", 2),
+                EndedFacts("x-0123abcd", 3, [3], "abort"),
+            ],
+        ),
+    )
+    watcher.step()
+    result = watcher.step()
+    assert result.counters.generation_tokens == 5
+    assert [(e.request_id, e.state, e.reason) for e in result.ended] == [
+        ("x", S.ABORTED, ABORTED_BY_CLIENT)
+    ]
+    done = watcher.finished()
+    (a,) = done["a"].completions
+    assert (done["a"].state, list(a.token_ids), a.finish_reason) == (
+        S.FINISHED,
+        [4, 5, 6],
+        "length",
+    )
+    assert list(done["x"].completions[0].token_ids) == [1, 2, 3]
+    assert done["x"].completions[0].finish_reason is None
+    # One sample of n=2 ended: the request runs on until the other one does.
+    n = watcher.active()["n"]
+    assert [(c.finish_reason, c.stop_reason) for c in n.completions] == [("stop", 2), (None, None)]
+    server.send(
+        record(
+            3,
+            idle=True,
+            finished=["1_n-0123abcd"],
+            ended=[EndedFacts("1_n-0123abcd", 3, [10], "length")],
+        )
+    )
+    watcher.step()
+    n = watcher.finished()["n"]
+    assert n.state is S.FINISHED
+    assert [(list(c.token_ids), c.finish_reason) for c in n.completions] == [
+        ([7, 70], "stop"),
+        ([8, 9, 10], "length"),
+    ]
+
+
 def test_a_restarted_engine_core_ends_what_the_old_one_held(
     server: Server, engine: AttachedEngine
 ) -> None:
@@ -337,3 +394,37 @@ def test_without_api_nothing_can_be_added_or_aborted(
     view = watcher.active()["a"]
     assert view.state is S.DECODING
     assert view.error is not None and "cannot abort" in view.error
+
+
+def test_random_client_ids_are_shortened_for_the_id_column() -> None:
+    uuid = "3f9a1c2e" + "0" * 24
+    assert short_id(f"cmpl-{uuid}-0") == "3f9a1c2e"
+    assert short_id(f"cmpl-{uuid}-1") == "3f9a1c2e-1"
+    assert short_id(f"chatcmpl-{uuid}") == "3f9a1c2e"
+    assert short_id("cmpl-9572bcdc3bcd79fc-0") == "9572bcdc"  # vLLM 0.32's
+    assert short_id("my-request-17") == "my-request-17"
+    assert short_id("cmpl-stepview-ab12cd34-u1-0") == "cmpl-stepview-ab12cd34-u1-0"
+
+
+def test_steps_are_dated_when_the_server_made_them(
+    server: Server, engine: AttachedEngine, clock: Clock
+) -> None:
+    clock.now = NOW + 0.01 + 0.002  # record 1 is read 2 ms after it was made
+    server.send(record(1, request("a-0123abcd")))
+    assert next_step(engine).age == 0.0  # the quickest delivery seen is the reference
+    clock.now = NOW + 0.02 + 0.5  # record 2 is read half a second late
+    server.send(record(2, request("a-0123abcd", intro=False)))
+    assert next_step(engine).age == pytest.approx(0.498)  # 0.5 s late, less the 2 ms
+
+
+def test_samples_added_a_step_apart_make_one_request(
+    server: Server, engine: AttachedEngine
+) -> None:
+    watcher = Watcher(engine)
+    server.send(record(1, request("0_n-0123abcd")))
+    (first,) = watcher.step().arrived
+    assert first.spec.n == 1
+    server.send(record(2, request("0_n-0123abcd", intro=False), request("1_n-0123abcd")))
+    (again,) = watcher.step().arrived
+    assert (again.request_id, again.spec.n) == ("n", 2)
+    assert watcher.active()["n"].spec.n == 2 and len(watcher.active()) == 1

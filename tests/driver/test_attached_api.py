@@ -20,6 +20,7 @@ import pytest
 from stepview.engine.attached import AttachedEngine, api_client_id
 from stepview.engine.server_api import ApiError, ServerApi, completion_body
 from stepview.model.commands import AddRequest
+from stepview.model.core_facts import EndedFacts
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
 from tests.driver.attach_helpers import Server, ipc_address, next_step, record, request, wait_until
@@ -133,9 +134,12 @@ def test_a_prompt_sent_through_the_api_is_followed_and_finished_by_its_answer(
     assert result.scheduled is not None and set(result.scheduled) == {"u1"}
     assert list(watcher.active()["u1"].completions[0].token_ids) == [7, 8]
     # Gone from the record: it waits for its answer, which says how it really ended.
-    server.send(record(2, idle=True, finished=[core_id]))
+    server.send(
+        record(2, idle=True, finished=[core_id], ended=[EndedFacts(core_id, 3, [9], "length")])
+    )
     assert watcher.step().ended == ()
-    assert "u1" in watcher.active()
+    assert list(watcher.active()["u1"].completions[0].token_ids) == [7, 8, 9]
+    assert watcher.active()["u1"].completions[0].finish_reason is None
     fake_api.answer = {
         "choices": [
             {

@@ -57,6 +57,11 @@ class FakeRequest:
     output_token_ids: list[int] = field(default_factory=list)
     prompt_token_ids: list[int] | None = None
     sampling_params: Any = None
+    request_id: str = ""
+    stop_reason: int | str | None = None
+
+    def get_finished_reason(self) -> Any:
+        return self.status.get_finished_reason(self.status)
 
     __hash__ = object.__hash__  # vLLM keeps requests in sets (deferred_waiting)
 
@@ -106,6 +111,7 @@ class ListSink:
         self.want = wanted
         self.closed = False
         self.fresh = False
+        self.tails = True
 
     def wanted(self) -> bool:
         return self.want
@@ -306,6 +312,49 @@ def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() 
     again()
     pooled = next(r for r in sink.records[-1].requests if r.req_id == "p-1")
     assert pooled.intro is not None and pooled.intro.prompt_token_ids == [7, 8]
+
+
+def test_the_record_after_a_request_ended_carries_its_last_tokens_and_reason() -> None:
+    from vllm.v1.request import RequestStatus as RS
+
+    def request(request_id: str, *tokens: int) -> FakeRequest:
+        return FakeRequest(
+            RS.RUNNING,
+            2,
+            2 + len(tokens),
+            num_output_tokens=len(tokens),
+            output_token_ids=list(tokens),
+            request_id=request_id,
+        )
+
+    a, b = request("a-1", 50), request("b-1", 60)
+    scheduler = FakeScheduler({"a-1": a, "b-1": b})
+    capture, sink = _captured(scheduler, {"a-1": 1, "b-1": 1})
+    # The update: a-1 gets its last token and finishes (vLLM frees it at once).
+    before = capture.before_update(scheduler)
+    assert before is not None
+    a.output_token_ids.append(51)
+    a.num_output_tokens, a.status, a.stop_reason = 2, RS.FINISHED_STOPPED, 7
+    del scheduler.requests["a-1"]
+    scheduler.finished_req_ids = {"a-1"}
+    capture.after_update(scheduler, before)
+    # b-1 is aborted between steps (its client went away), with a token never sent.
+    b.output_token_ids.append(61)
+    b.num_output_tokens, b.status = 2, RS.FINISHED_ABORTED
+    del scheduler.requests["b-1"]
+    scheduler.finished_req_ids = {"a-1", "b-1"}
+    scheduler.counts = (0, 0)
+    capture.after_abort(scheduler, [b])
+    idle = sink.records[-1]
+    assert idle.idle and idle.finished == ["a-1", "b-1"]
+    assert [
+        (e.req_id, e.num_output_tokens, e.new_token_ids, e.finish_reason, e.stop_reason)
+        for e in idle.ended
+    ] == [("a-1", 2, [51], "stop", 7), ("b-1", 2, [61], "abort", None)]
+    # Nobody listening: nothing is copied or kept.
+    sink.want = False
+    capture.after_schedule(scheduler, _output({"c-1": 1}))
+    assert capture.before_update(scheduler) is None
 
 
 # -- chaining to a user's scheduler ----------------------------------------------------------
