@@ -239,6 +239,7 @@ class AttachedEngine:
                 core.status = core.status._replace(connected=connected)
             if records:
                 core.settle_at = None
+                core.received(records, now)
                 backlog.extend((core, facts) for facts in records)
             elif core.settle_at is not None and now >= core.settle_at and connected:
                 core.settle_at = None

@@ -95,8 +95,9 @@ class WatchedCore:
         self.settle_at: float | None = None  # reconnected with requests held: settle by then
         self.last_step: int | None = None
         self.last_time = 0.0
-        # The server's wall clock against ours: the smallest (our now - record time) seen,
-        # clock skew plus the quickest delivery. Records are dated by it.
+        # The server's wall clock against ours: the smallest (our time - record time) seen
+        # on receiving a batch of records (the newest of a batch is the freshest): clock skew
+        # plus the quickest delivery. Records are dated by it.
         self.offset: float | None = None
         self.next_resync = 0.0
         self.status = RankStatus(rank, False)
@@ -119,6 +120,12 @@ class WatchedCore:
         self.busy = False
         self.last_step = None
         return ids
+
+    def received(self, records: list[StepFacts], now: float) -> None:
+        """Records just received at ``now``: the newest tells how far the server's clock is."""
+        lag = now - records[-1].time
+        if self.offset is None or lag < self.offset:
+            self.offset = lag
 
     def resync(self, now: float) -> None:
         """Ask for a fresh record (a token tail or an intro was missed), now and then."""
@@ -179,7 +186,7 @@ class WatchedCore:
             interval = (facts.time - self.last_time) / (facts.step - self.last_step)
         self.last_step, self.last_time = facts.step, facts.time
         lag = now - facts.time
-        offset = self.offset = lag if self.offset is None else min(self.offset, lag)
+        offset = lag if self.offset is None else self.offset
         return CoreStep(
             scheduled,
             outputs,
@@ -189,7 +196,7 @@ class WatchedCore:
             generated,
             self.view.new_preemptions,
             interval,
-            lag - offset,
+            max(0.0, lag - offset),
         )
 
     def _adopt(
