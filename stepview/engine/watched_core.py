@@ -95,6 +95,7 @@ class WatchedCore:
         self.settle_at: float | None = None  # reconnected with requests held: settle by then
         self.last_step: int | None = None
         self.last_time = 0.0
+        self.was_idle = False
         # The server's wall clock against ours: the smallest (our time - record time) seen
         # on receiving a batch of records (the newest of a batch is the freshest): clock skew
         # plus the quickest delivery. Records are dated by it.
@@ -119,6 +120,8 @@ class WatchedCore:
         self.view = SchedulerView(self._lookup)
         self.busy = False
         self.last_step = None
+        self.kv_used = 0
+        self.status = RankStatus(self.rank, self.status.connected)
         return ids
 
     def received(self, records: list[StepFacts], now: float) -> None:
@@ -181,10 +184,10 @@ class WatchedCore:
         ]
         scheduled = self.view.read(facts)
         self._figures(facts)
-        interval = None
-        if self.last_step is not None and facts.step > self.last_step:
+        interval = None  # none after an idle record: the time in between was no step's
+        if self.last_step is not None and facts.step > self.last_step and not self.was_idle:
             interval = (facts.time - self.last_time) / (facts.step - self.last_step)
-        self.last_step, self.last_time = facts.step, facts.time
+        self.last_step, self.last_time, self.was_idle = facts.step, facts.time, facts.idle
         lag = now - facts.time
         offset = lag if self.offset is None else self.offset
         return CoreStep(

@@ -208,10 +208,13 @@ def test_requests_that_leave_end_as_finished_with_the_reason_unknown(
     # The idle record after the last one left: the other one ends too, with no tokens.
     server.send(record(3, idle=True, finished=["b-0123abcd"]))
     result = watcher.step()
+    assert result.interval == pytest.approx(0.01)
     assert [e.request_id for e in result.ended] == ["b"]
     assert watcher.finished()["b"].completions[0].finish_reason == LEFT
     assert watcher.active() == {}
     assert engine.link().state is EngineState.IDLE
+    server.send(record(300, request("c-0123abcd")))  # the next request, a while later
+    assert watcher.step().interval is None  # the idle time was no step's
 
 
 def test_the_record_after_a_request_ended_says_how(server: Server, engine: AttachedEngine) -> None:
@@ -311,6 +314,7 @@ def test_a_lost_server_holds_the_view_until_it_is_back(
     result = watcher.step()
     assert [(e.request_id, e.state, e.reason) for e in result.ended] == [("a", S.ABORTED, SILENT)]
     assert engine.link().state is EngineState.IDLE
+    assert (result.counters.running, result.counters.kv_cache_usage) == (0, 0.0)
 
 
 def test_a_server_back_with_its_requests_goes_on(
