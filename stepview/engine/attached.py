@@ -49,7 +49,7 @@ from dataclasses import replace
 
 from stepview.engine.facts_channel import ChannelState, rank_address
 from stepview.engine.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
-from stepview.engine.watched_core import LEFT, WatchedCore
+from stepview.engine.watched_core import LEFT, CoreStep, WatchedCore, merged
 from stepview.model.core_facts import StepFacts
 from stepview.model.engine_api import (
     EndedRequest,
@@ -65,8 +65,13 @@ log = logging.getLogger(__name__)
 
 SILENT = "lost while disconnected: gone when the server came back"
 # Records kept while the view is held (paused) or behind; older ones are dropped (the
-# records are complete, so the next one read puts every request right again).
-MAX_BACKLOG = 512
+# records are complete, so the next one read puts every request right again; what is sent
+# only once is kept, see WatchedCore.stash).
+MAX_BACKLOG = 1024
+# One record per step while stepview keeps up; more than this many waiting (a fast server
+# on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once.
+CATCH_UP_AFTER = 16
+CATCH_UP_STEP = 256
 # After a lost connection comes back, how long held requests wait for a record.
 SETTLE_S = 2.0
 # How often the server's API is asked what it serves, until it answers.
@@ -166,26 +171,33 @@ class AttachedEngine:
             for answer in answers:
                 self._answered(answer, outputs, ended)
             return StepResult(tuple(outputs), {}, self._counters(), ended=tuple(ended))
-        core, facts = self._backlog.popleft()
-        read = core.read(
-            facts, self._clock(), own=self._own, awaiting=self._awaiting, labelled=self._labelled
-        )
-        for end in read.ended:
-            self._awaiting.discard(end.request_id)
-        ended.extend(read.ended)
-        for answer in answers:
-            self._answered(answer, read.outputs, ended)
+        backlog = self._backlog
+        count = 1 if len(backlog) <= CATCH_UP_AFTER else min(len(backlog), CATCH_UP_STEP)
+        now = self._clock()
+        reads: list[CoreStep] = []
+        for _ in range(count):
+            core, facts = backlog.popleft()
+            read = core.read(
+                facts, now, own=self._own, awaiting=self._awaiting, labelled=self._labelled
+            )
+            for end in read.ended:
+                self._awaiting.discard(end.request_id)
+            reads.append(read)
         seqs = facts.max_num_running_reqs * len(self._cores)
         if self._info.max_num_seqs != seqs:
             self._info = replace(self._info, max_num_seqs=seqs)
+        step = reads[0] if count == 1 else merged(reads)
+        ended.extend(step.ended)
+        for answer in answers:
+            self._answered(answer, step.outputs, ended)
         return StepResult(
-            outputs=tuple(read.outputs),
-            scheduled=read.scheduled,
-            counters=self._counters(read.prompt_tokens, read.generated, read.preemptions),
-            arrived=tuple(read.arrived),
+            outputs=tuple(step.outputs),
+            scheduled=step.scheduled,
+            counters=self._counters(step.prompt_tokens, step.generated, step.preemptions),
+            arrived=tuple(step.arrived),
             ended=tuple(ended),
-            interval=read.interval,
-            age=read.age,
+            interval=step.interval,
+            age=step.age,
         )
 
     def link(self) -> LinkState:
@@ -253,7 +265,8 @@ class AttachedEngine:
         excess = len(backlog) - MAX_BACKLOG
         if excess > 0:
             for _ in range(excess):
-                backlog.popleft()
+                core, facts = backlog.popleft()
+                core.stash(facts, now)
             log.info("stepview: %d records dropped (the view was held or behind)", excess)
 
     def _look_up_model(self, api: ServerApi) -> None:

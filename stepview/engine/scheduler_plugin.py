@@ -172,15 +172,15 @@ class CoreCapture:
         self.after_finish(scheduler)
 
     def _end(self, req: Any) -> None:
-        """Keep how ``req`` ended (its unsent tokens, its finish reason) for the next record."""
-        had = max(0, self._sent.pop(req.request_id, 0))
+        """Keep how ``req`` ended (its tokens, its finish reason) for the next record."""
+        self._sent.pop(req.request_id, None)
         reason = req.get_finished_reason()
         stop = req.stop_reason
         self._ended.append(
             EndedFacts(
                 req.request_id,
                 req.num_output_tokens,
-                req.output_token_ids[had:],
+                list(req.output_token_ids),
                 "abort" if reason is None else str(reason),
                 stop if isinstance(stop, str | int) else None,
             )

@@ -6,7 +6,8 @@ holds as last seen, and its latest figures. :meth:`WatchedCore.read` turns one r
 what the driver's step needs (see :mod:`stepview.engine.attached` for the rules):
 
 * a request (one engine-core request per sample) seen for the first time is adopted; one
-  whose intro was missed waits up to :data:`INTRO_WAIT_S` for a fresh record;
+  whose intro was missed waits up to :data:`INTRO_WAIT_S` (of the server's time) for a
+  fresh record;
 * its output token ids grow by the tail each record carries; a tail that does not join up
   (records were lost) asks the publisher for a fresh record;
 * a record says how the requests that left since the previous one ended: their last
@@ -21,17 +22,20 @@ Nothing here imports vLLM.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import msgspec
+
+from stepview.engine.adoption import arrival, short_id
 from stepview.engine.facts_channel import FactsSubscriber
 from stepview.engine.scheduler_view import SchedulerView
 from stepview.model.core_facts import (
     CoreState,
     EndedFacts,
     RequestFacts,
+    RequestIntro,
     StepFacts,
     split_internal_id,
 )
@@ -42,7 +46,6 @@ from stepview.model.engine_api import (
     OutputUpdate,
     SchedulerEntry,
 )
-from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RankStatus, RequestState
 
 LEFT = "left the engine"
@@ -89,7 +92,10 @@ class WatchedCore:
         self.subscriber = FactsSubscriber(address)
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
-        self.unintroduced: dict[str, float] = {}  # core id -> when first seen without intro
+        self.unintroduced: dict[str, float] = {}  # core id -> record time first seen
+        # What records dropped unread carried that no later record repeats (see stash()).
+        self.intros: dict[str, RequestIntro] = {}
+        self.unread_ends: list[EndedFacts] = []
         self.view = SchedulerView(self._lookup)
         self.connects = 0  # the subscriber's connect count as last seen
         self.settle_at: float | None = None  # reconnected with requests held: settle by then
@@ -117,6 +123,8 @@ class WatchedCore:
         ids = list(dict.fromkeys(s.request_id for s in self.samples.values()))
         self.samples.clear()
         self.unintroduced.clear()
+        self.intros.clear()
+        self.unread_ends.clear()
         self.view = SchedulerView(self._lookup)
         self.busy = False
         self.last_step = None
@@ -129,6 +137,19 @@ class WatchedCore:
         lag = now - records[-1].time
         if self.offset is None or lag < self.offset:
             self.offset = lag
+
+    def stash(self, facts: StepFacts, now: float) -> None:
+        """A record dropped unread (too many waiting): keep what is sent only once.
+
+        Intros and ends are in one record only; token tails and states are made up for by
+        the fresh record asked for here, and by the next records.
+        """
+        for req in facts.requests:
+            if req.intro is not None:
+                self.intros[req.req_id] = req.intro
+        if facts.ended:
+            self.unread_ends.extend(facts.ended)
+        self.resync(now)
 
     def resync(self, now: float) -> None:
         """Ask for a fresh record (a token tail or an intro was missed), now and then."""
@@ -160,14 +181,17 @@ class WatchedCore:
             self.core_started = facts.core_started
         samples = self.samples
         outputs: list[OutputUpdate] = []
-        generated = self._finish(facts.ended, now, awaiting, outputs, ended) if facts.ended else 0
+        ends = facts.ended
+        if self.unread_ends:
+            ends, self.unread_ends = [*self.unread_ends, *ends], []
+        generated = self._finish(ends, now, awaiting, outputs, ended) if ends else 0
         before = len(samples)
         new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
         known = 0
         for req in facts.requests:
             sample = samples.get(req.req_id)
             if sample is None:
-                sample = self._adopt(req, now, own, labelled, new_ids)
+                sample = self._adopt(req, facts.time, now, own, labelled, new_ids)
                 if sample is None:
                     continue
             else:
@@ -176,7 +200,7 @@ class WatchedCore:
                 generated += self._take_tokens(
                     sample, req.num_output_tokens, req.new_token_ids, outputs, now
                 )
-        if known < before or self.unintroduced:
+        if known < before or self.unintroduced or self.intros:
             present = {req.req_id for req in facts.requests}
             ended.extend(self._leave(present, awaiting))
         arrived = [
@@ -205,6 +229,7 @@ class WatchedCore:
     def _adopt(
         self,
         req: RequestFacts,
+        at: float,
         now: float,
         own: Mapping[str, str],
         labelled: bool,
@@ -213,8 +238,10 @@ class WatchedCore:
         """A sample seen for the first time; ``None`` while its intro is awaited."""
         core_id = req.req_id
         if req.intro is None:
-            first = self.unintroduced.setdefault(core_id, now)
-            if now - first < INTRO_WAIT_S:
+            intro = self.intros.pop(core_id, None)
+            if intro is not None:
+                req = msgspec.structs.replace(req, intro=intro)
+            elif at - self.unintroduced.setdefault(core_id, at) < INTRO_WAIT_S:
                 self.resync(now)
                 return None
         self.unintroduced.pop(core_id, None)
@@ -293,7 +320,7 @@ class WatchedCore:
                 generated += self._take_tokens(
                     sample,
                     end.num_output_tokens,
-                    end.new_token_ids,
+                    end.output_token_ids,
                     outputs,
                     now,
                     None if quiet else end,
@@ -308,6 +335,9 @@ class WatchedCore:
         unintroduced = self.unintroduced
         for core_id in [c for c in unintroduced if c not in present]:
             del unintroduced[core_id]
+        intros = self.intros
+        for core_id in [c for c in intros if c not in present]:
+            del intros[core_id]
         samples = self.samples
         gone = [core_id for core_id in samples if core_id not in present]
         left = {samples.pop(core_id).request_id for core_id in gone}
@@ -343,46 +373,33 @@ class WatchedCore:
         )
 
 
-_RANDOM_ID = re.compile(r"^(?:[A-Za-z]+[-_])?([0-9a-f]{16,32})(?:-(\d+))?$")
+def merged(steps: list[CoreStep]) -> CoreStep:
+    """Several records read in one driver step (stepview catching up), as one.
 
-
-def short_id(client_id: str) -> str:
-    """A client id made of a random hex id, shortened to its first 8 hex digits.
-
-    vLLM's API server names requests ``cmpl-<16 hex>-<prompt index>`` (``chatcmpl-<16
-    hex>`` for chats; 32 in some versions): the panes' id column shows a few characters,
-    and the prefix never tells two requests apart. ``cmpl-3f9a1c2e…-0`` becomes
-    ``3f9a1c2e`` (a prompt index other than 0 stays: ``3f9a1c2e-1``), as vLLM's log lines
-    can be searched by; any other id is kept whole.
+    Outputs, arrivals and ends in order (the ledger adopts first and ends last, so a request
+    may do both within one step); the latest entry of each request; the per-step figures
+    summed; the mean engine-core step time; the age of the newest record.
     """
-    match = _RANDOM_ID.match(client_id)
-    if match is None:
-        return client_id
-    index = match.group(2)
-    return match.group(1)[:8] if index in (None, "0") else f"{match.group(1)[:8]}-{index}"
-
-
-def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> ArrivedRequest:
-    """An adopted request as the ledger takes it (``samples``: its samples seen so far)."""
-    intro = req.intro
-    prompt = f"({req.num_prompt_tokens} prompt tokens)"
-    waited = max(0.0, now - req.arrival_time)
-    if intro is None:
-        spec = SamplingSpec(max_tokens=req.max_tokens, n=samples)
-        return ArrivedRequest(request_id, prompt, spec, waited)
-    spec = SamplingSpec(
-        temperature=intro.temperature,
-        top_p=intro.top_p,
-        top_k=max(0, intro.top_k),
-        min_p=intro.min_p,
-        max_tokens=req.max_tokens,
-        n=samples,
-        seed=intro.seed,
-        presence_penalty=intro.presence_penalty,
-        frequency_penalty=intro.frequency_penalty,
-        repetition_penalty=intro.repetition_penalty,
-        stop=tuple(intro.stop),
-        logprobs=intro.logprobs,
-        prompt_logprobs=intro.prompt_logprobs,
+    scheduled: dict[str, SchedulerEntry] = {}
+    outputs: list[OutputUpdate] = []
+    arrived: list[ArrivedRequest] = []
+    ended: list[EndedRequest] = []
+    intervals: list[float] = []
+    for step in steps:
+        scheduled.update(step.scheduled)
+        outputs.extend(step.outputs)
+        arrived.extend(step.arrived)
+        ended.extend(step.ended)
+        if step.interval is not None:
+            intervals.append(step.interval)
+    return CoreStep(
+        scheduled,
+        outputs,
+        arrived,
+        ended,
+        sum(step.prompt_tokens for step in steps),
+        sum(step.generated for step in steps),
+        sum(step.preemptions for step in steps),
+        sum(intervals) / len(intervals) if intervals else None,
+        steps[-1].age,
     )
-    return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids))

@@ -112,14 +112,15 @@ class EndedFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
     A request leaves the scheduler in the step that finishes it, so no later record shows
     it: this carries what the client would otherwise never see, the output tokens of its
-    last step(s) (the tail not sent yet, as :attr:`RequestFacts.new_token_ids`) and vLLM's
-    finish reason (``stop``, ``length``, ``abort``, ``error``, ``repetition``; ``abort``
-    also when its client stopped it on a stop string).
+    last step(s) and vLLM's finish reason (``stop``, ``length``, ``abort``, ``error``,
+    ``repetition``; ``abort`` also when its client stopped it on a stop string). All its
+    output token ids come along, once: a client that lost records on the way (it fell
+    behind) still ends up with every one.
     """
 
     req_id: str
     num_output_tokens: int
-    new_token_ids: list[int]
+    output_token_ids: list[int]
     finish_reason: str
     stop_reason: str | int | None = None
     # Append new fields here, each with a default.

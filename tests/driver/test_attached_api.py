@@ -135,7 +135,9 @@ def test_a_prompt_sent_through_the_api_is_followed_and_finished_by_its_answer(
     assert list(watcher.active()["u1"].completions[0].token_ids) == [7, 8]
     # Gone from the record: it waits for its answer, which says how it really ended.
     server.send(
-        record(2, idle=True, finished=[core_id], ended=[EndedFacts(core_id, 3, [9], "length")])
+        record(
+            2, idle=True, finished=[core_id], ended=[EndedFacts(core_id, 3, [7, 8, 9], "length")]
+        )
     )
     assert watcher.step().ended == ()
     assert list(watcher.active()["u1"].completions[0].token_ids) == [7, 8, 9]

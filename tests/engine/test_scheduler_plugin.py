@@ -314,7 +314,7 @@ def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() 
     assert pooled.intro is not None and pooled.intro.prompt_token_ids == [7, 8]
 
 
-def test_the_record_after_a_request_ended_carries_its_last_tokens_and_reason() -> None:
+def test_the_record_after_a_request_ended_carries_its_tokens_and_reason() -> None:
     from vllm.v1.request import RequestStatus as RS
 
     def request(request_id: str, *tokens: int) -> FakeRequest:
@@ -348,9 +348,9 @@ def test_the_record_after_a_request_ended_carries_its_last_tokens_and_reason() -
     idle = sink.records[-1]
     assert idle.idle and idle.finished == ["a-1", "b-1"]
     assert [
-        (e.req_id, e.num_output_tokens, e.new_token_ids, e.finish_reason, e.stop_reason)
+        (e.req_id, e.num_output_tokens, e.output_token_ids, e.finish_reason, e.stop_reason)
         for e in idle.ended
-    ] == [("a-1", 2, [51], "stop", 7), ("b-1", 2, [61], "abort", None)]
+    ] == [("a-1", 2, [50, 51], "stop", 7), ("b-1", 2, [60, 61], "abort", None)]
     # Nobody listening: nothing is copied or kept.
     sink.want = False
     capture.after_schedule(scheduler, _output({"c-1": 1}))
