@@ -54,8 +54,12 @@ def _run(argv: Sequence[str] | None) -> int:
 
         return run_replay(own.replay, speed=own.replay_speed, paused=own.paused)
     from stepview.launch.logs import setup_logging
-    from stepview.launch.paths import default_log_path
+    from stepview.launch.paths import check_output_paths, default_log_path
 
+    outputs = {"--log-file": own.log_file, "--results": own.results, "--record": own.record}
+    problem = check_output_paths(outputs)
+    if problem is not None:
+        return fail(problem)
     log_path = own.log_file or default_log_path()
     try:
         setup_logging(log_path)

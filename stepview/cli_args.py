@@ -174,7 +174,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         type=int,
         metavar="N",
         default=2000,
-        help="live snapshots kept for scrubbing back (default: %(default)s)",
+        help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
     group.add_argument(
         "--log-file",
@@ -208,5 +208,9 @@ def own_option_names() -> list[str]:
 
 def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
     """stepview's flags, and the rest of ``argv`` for vLLM (exits with code 2 on a bad value)."""
-    namespace, rest = stepview_parser().parse_known_args(argv)
+    parser = stepview_parser()
+    namespace, rest = parser.parse_known_args(argv)
+    if namespace.history < 1:
+        # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".
+        parser.error(f"argument --history: must be 1 or more, got {namespace.history}")
     return OwnOptions(**vars(namespace)), rest

@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from stepview.engine.ledger import RequestLedger
 from stepview.engine.run_stats import RunStats, hand_over
+from stepview.engine.step_faults import explain_step_failure
 from stepview.model.commands import (
     Abort,
     AddRequest,
@@ -49,6 +50,7 @@ from stepview.model.snapshot import (
     EngineCounters,
     EngineInfo,
     EngineState,
+    RequestState,
     StepSnapshot,
     StepStat,
 )
@@ -62,6 +64,10 @@ EngineFactory = Callable[[PhaseCallback], Engine]
 IDLE_WAIT_S = 0.05
 # Steps kept for the sparklines.
 RECENT_STEPS = 120
+# The error of a request the run left unfinished.
+UNFINISHED_WHY = "stepview stopped before the request finished"
+# ... of a watched server's: it goes on there.
+UNWATCHED_WHY = "stepview stopped watching before the request finished (the server goes on)"
 
 
 class Driver:
@@ -113,6 +119,7 @@ class Driver:
         self._stopping = False
         self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
         self._failed: str | None = None
+        self._unfinished = 0
         self.startup_exception: BaseException | None = None
         """What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags)."""
         self._phase = "starting"
@@ -175,6 +182,12 @@ class Driver:
         )
 
     @property
+    def unfinished(self) -> int:
+        """How many requests were still pending or running when the driver stopped (each
+        ended as ``UNFINISHED``, with its tokens so far); final once the thread has ended."""
+        return self._unfinished
+
+    @property
     def error(self) -> str | None:
         """Why the engine failed (start-up or a step), if it did."""
         return self._failed
@@ -204,7 +217,7 @@ class Driver:
             self._loop(self._engine)
         except Exception as exc:
             log.error("engine step failed\n%s", traceback.format_exc())
-            self._failed = f"engine failed: {describe(exc)}"
+            self._failed = explain_step_failure(exc, self._ledger.active())
             self._ledger.end_in_flight(self._failed)
             self._publish(EngineState.ERROR)
             self._wait_for_shutdown()
@@ -214,6 +227,10 @@ class Driver:
             except Exception:
                 log.exception("engine shutdown failed")
             if self._failed is None:
+                # Stopped (quit, a signal, a closed pipe) with requests still to go: they
+                # reach the sinks as unfinished, so the results file names every request.
+                why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
+                self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
                 self._publish(EngineState.STOPPED)
             self._close_sinks()
             stats = self.run_stats

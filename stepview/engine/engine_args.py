@@ -163,6 +163,41 @@ def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     }
 
 
+def local_model_problem(model: str) -> str | None:
+    """What is wrong with ``--model`` as a local model, in one line; None if nothing is seen.
+
+    vLLM finds out only while it builds the engine, seconds later, in a long validation
+    error (and stepview used to repeat it for every request): a path that is a file, an
+    empty directory, a directory without a readable ``config.json``. A name that is not a
+    local path is left to vLLM (a Hugging Face model name); so are a ``.gguf`` file and a
+    directory in Mistral's format (``params.json``), which vLLM loads without ``config.json``.
+    """
+    path = Path(model).expanduser()
+    if not (model.startswith((".", "/", "~")) or path.exists()):
+        return None
+    if not path.exists():
+        return f"model directory {model} does not exist"
+    if not path.is_dir():
+        if path.suffix == ".gguf":
+            return None
+        return f"--model {model} is a file, not a model directory (one holding config.json)"
+    config = path / "config.json"
+    if not config.exists():
+        if (path / "params.json").exists():
+            return None
+        what = "is empty" if not any(path.iterdir()) else "has no config.json"
+        return f"model directory {model} {what}: not a model"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return f"cannot read {config}: {exc.strerror or exc}"
+    except ValueError as exc:  # not UTF-8, or not JSON
+        return f"{config} is not valid JSON ({exc}): the model directory is damaged"
+    if not isinstance(data, dict):
+        return f"{config} is not a JSON object: the model directory is damaged"
+    return None
+
+
 def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
     """Parse vLLM's flags as vLLM's example does; the demo model when there is no ``--model``.
 
@@ -186,10 +221,9 @@ def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
         if "served_model_name" not in given and hasattr(args, "served_model_name"):
             args.served_model_name = [DEMO_MODEL_NAME]
     else:
-        model_path = Path(args.model).expanduser()
-        looks_local = args.model.startswith((".", "/", "~")) or model_path.exists()
-        if looks_local and not model_path.is_dir():
-            raise UsageError(f"model directory {args.model} does not exist")
+        problem = local_model_problem(str(args.model))
+        if problem is not None:
+            raise UsageError(problem)
     try:
         engine_args = EngineArgs.from_cli_args(args)
     except Exception as exc:

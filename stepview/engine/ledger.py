@@ -14,7 +14,7 @@ How a request's state is derived, each step:
   engine provides one; otherwise ``DECODING`` once it produced a token, else ``WAITING``;
 * ``FINISHED`` from the engine's ``finished`` output (for n > 1, when all samples are done),
   ``ABORTED`` on an abort (or when the engine failed under it), ``REJECTED`` when the engine
-  refused it.
+  refused it; ``UNFINISHED`` when the run ended first (:meth:`RequestLedger.end_in_flight`).
 
 A watched engine (``stepview --attach``) also reports requests stepview did not add and
 requests that ended without an output; :mod:`stepview.engine.adoption` says how those enter
@@ -228,16 +228,20 @@ class RequestLedger:
         self._finish(track.view, RequestState.ABORTED, "aborted by the user")
         return told
 
-    def end_in_flight(self, why: str) -> None:
-        """The engine is gone: every request it held, or was to get, ends as aborted.
+    def end_in_flight(self, why: str, state: RequestState = RequestState.ABORTED) -> int:
+        """The engine is gone: every request it held, or was to get, ends in ``state``.
 
-        They can never finish now; ending them puts them in the Finished pane and the
-        results file with the reason, instead of leaving them running forever on screen.
+        ``ABORTED`` when the engine failed under them, ``UNFINISHED`` when the run ended
+        first. They can never finish now; ending them puts them in the Finished pane and the
+        results file with the reason and the tokens they had, instead of leaving them running
+        forever on screen or losing them. Returns how many there were.
         """
+        count = len(self._tracks)
         for track in self._tracks.values():
-            self._finish(track.view, RequestState.ABORTED, why)
+            self._finish(track.view, state, why)
         self._tracks.clear()
         self._pending.clear()
+        return count
 
     # -- applying a step ---------------------------------------------------------------------
 

@@ -46,14 +46,20 @@ def file_sinks(
 
     ``append_results`` adds to an existing results file (one the user named) instead of
     starting a new one. The trace header's extra fields come from ``header``, called when
-    the engine has started (e.g. :meth:`EngineArgsHolder.header_fields`: the engine's flags).
+    the engine has started (e.g. :meth:`EngineArgsHolder.header_fields`: the engine's
+    flags). The directories must exist (the launcher checked the paths); if one file cannot
+    be opened, the one already opened is closed again before the error goes up.
     """
     sinks: list[SnapshotSink] = []
-    if results is not None:
-        results.parent.mkdir(parents=True, exist_ok=True)
-        sinks.append(ResultsWriter(results, append=append_results))
-    if record is not None:
-        sinks.append(TraceRecorder(record, header))
+    try:
+        if results is not None:
+            sinks.append(ResultsWriter(results, append=append_results))
+        if record is not None:
+            sinks.append(TraceRecorder(record, header))
+    except OSError:
+        for sink in sinks:
+            sink.close()
+        raise
     return sinks
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from stepview.cli_args import OwnOptions
 from stepview.launch.exits import fail
 from stepview.launch.runner import run_app
+from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import open_outputs, wrap_up
 from stepview.model.prompts import PromptsFileError, read_prompts
 
@@ -53,6 +54,10 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         requests = read_prompts(options.prompts) if options.prompts else []
     except PromptsFileError as exc:
         return fail(str(exc))
+
+    problem = claim_terminal("")
+    if problem is not None:
+        return fail(problem)
 
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": options.api}

@@ -11,12 +11,14 @@ import atexit
 import contextlib
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # what a shell reports for a program ended by Ctrl+C
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a filter whose reader went away (SIGPIPE)
 
 
 def notice(message: str) -> None:
@@ -29,6 +31,16 @@ def fail(message: str, code: int = EXIT_USAGE) -> int:
     """Tell the user what went wrong; returns ``code`` for the caller to return."""
     notice(message)
     return code
+
+
+def unfinished_note(count: int, results: Path | None) -> str:
+    """How the exit line tells of requests the run left unfinished ("" when there were none):
+    how many, and where they are recorded (state ``unfinished``, with their tokens so far)."""
+    if not count:
+        return ""
+    requests = "request" if count == 1 else "requests"
+    where = f", recorded in {results}" if results is not None else ""
+    return f"{count} unfinished {requests}{where}"
 
 
 def exit_now(code: int, *, run_exit_handlers: bool = True) -> NoReturn:

@@ -6,15 +6,22 @@ of vLLM's ``RequestOutput`` followed by a line of dashes (all n samples, where v
 final output shows only the last). ``--json`` prints one JSON object per line instead.
 
 Printing happens on the driver thread, between two steps, one whole line (or block) at a
-time and flushed, so a shutdown by Ctrl+C or SIGTERM never leaves half a JSON line.
-Rejected requests are reported on stderr; the exit code is 0 when every request finished,
-1 when any was rejected or the engine failed, 2 for a usage error.
+time and flushed, so a shutdown by Ctrl+C or SIGTERM never leaves half a JSON line; requests
+it leaves unfinished are counted on stderr and recorded in the results file (``--results``),
+not printed. Rejected requests are reported on stderr; the exit code is 0 when every request
+finished, 1 when any was rejected or the engine failed, 2 for a usage error.
+
+Like any Unix filter, a reader that goes away (``stepview --headless | head -1``) ends the run
+at once and quietly: the engine is shut down, the results file keeps every request, and the
+exit code is the shell's for a filter stopped by a closed pipe (141).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -25,7 +32,13 @@ from typing import TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver import Driver
-from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail
+from stepview.launch.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    EXIT_OK,
+    fail,
+    unfinished_note,
+)
 from stepview.model.commands import AddRequest, Shutdown
 from stepview.model.errors import describe
 from stepview.model.prompts import PromptsFileError, read_prompts, seed_requests
@@ -39,8 +52,8 @@ class HeadlessPrinter:
     """A driver sink that prints finished requests and tells when all are done."""
 
     error: str | None = None
-    """Always None: a print that fails raises on the driver thread, which ends the run and
-    says so itself; nothing is left to report afterwards."""
+    """Always None: a reader that went away (:attr:`pipe_closed`) ends the run quietly, it is
+    not a failure to report."""
 
     def __init__(self, expected: int, *, json_lines: bool, out: TextIO, err: TextIO) -> None:
         self.expected = expected
@@ -49,21 +62,45 @@ class HeadlessPrinter:
         self.err = err
         self.seen = 0
         self.rejected = 0
+        self.pipe_closed = False
+        """The reader of ``out`` went away: nothing more is printed and the run should end."""
         self.done = threading.Event()
-        if not json_lines:
+
+    def begin(self) -> None:
+        """The engine is up: start the output (vLLM's example prints a line of dashes first).
+        Not earlier, so a run that cannot start prints nothing on stdout."""
+        if not self.json_lines:
             self._write(DASHES)
 
     def _write(self, text: str) -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
+        if self.pipe_closed:
+            return
+        try:
+            self.out.write(text + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """Stop printing and end the run; point ``out``'s descriptor at /dev/null so the text
+        still buffered cannot raise again when the stream is flushed at exit."""
+        self.pipe_closed = True
+        self.done.set()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.out.fileno())
+            os.close(devnull)
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
         for view in finished:
+            if view.state is RequestState.UNFINISHED:
+                continue  # the run is over: counted in the exit line, kept in the results
             self.seen += 1
             if view.state is RequestState.REJECTED:
                 self.rejected += 1
-                self.err.write(f"stepview: request {view.request_id} rejected: {view.error}\n")
-                self.err.flush()
+                with contextlib.suppress(OSError, ValueError):
+                    self.err.write(f"stepview: request {view.request_id} rejected: {view.error}\n")
+                    self.err.flush()
                 if not self.json_lines:
                     continue
             if self.json_lines:
@@ -78,7 +115,12 @@ class HeadlessPrinter:
 
 
 def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
-    """Run the prompts through the engine without a TUI; see the module docstring."""
+    """Run the prompts through the engine without a TUI; see the module docstring.
+
+    Everything that can be judged without the engine (prompts, output paths: checked by the
+    command line, engine flags, the model) is judged before it starts, so a mistake costs no
+    engine start and prints nothing on stdout.
+    """
     from stepview.engine.engine_args import UsageError, parse_engine_args
     from stepview.engine.environment import prepare_vllm_environment, redirect_native_stderr
     from stepview.engine.live import live_driver
@@ -98,9 +140,6 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         except Exception as exc:  # vLLM that cannot be imported, a demo model that cannot be built
             logging.getLogger("stepview").exception("preparing the engine failed")
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
-        printer = HeadlessPrinter(
-            len(requests), json_lines=options.json, out=sys.stdout, err=sys.stderr
-        )
         holder = EngineArgsHolder(parsed)
         try:
             files = file_sinks(
@@ -111,12 +150,15 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             )
         except OSError as exc:
             return fail(f"cannot open output file: {exc}")
+        printer = HeadlessPrinter(
+            len(requests), json_lines=options.json, out=sys.stdout, err=sys.stderr
+        )
         sinks = [printer, *files]
         admit = 1 if options.admit_per_step is None else options.admit_per_step
         driver = live_driver(
             engine_argv, log_path, holder=holder, sinks=sinks, history_size=1, admit_per_step=admit
         )
-        code = _drive(driver, requests, printer)
+        code = _drive(driver, requests, printer, options.results)
         for error in sink_errors(sinks):
             code = fail(error, EXIT_FAILED)
         return code
@@ -124,29 +166,52 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         restore_stderr()
 
 
-def _drive(driver: Driver, requests: Sequence[AddRequest], printer: HeadlessPrinter) -> int:
-    """Run until every request is printed, the engine fails, or a signal asks to stop."""
+def _drive(
+    driver: Driver,
+    requests: Sequence[AddRequest],
+    printer: HeadlessPrinter,
+    results: Path | None,
+) -> int:
+    """Run until every request is printed, the engine fails, the reader of stdout goes away,
+    or a signal asks to stop.
+
+    The requests are handed over once the engine is up: an engine that cannot start is one
+    message, not one rejection per request followed by the same message again.
+    """
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
+
+    def running() -> bool:
+        return not stop.is_set() and driver.alive
 
     previous = {
         sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     }
     try:
         driver.start()
-        for request in requests:
-            driver.send(request)
-        while not printer.done.wait(0.1) and not stop.is_set() and driver.alive:
-            pass
+        while running() and driver.latest().engine_state is EngineState.STARTING:
+            stop.wait(0.05)
+        if running() and driver.error is None:
+            printer.begin()
+            for request in requests:
+                driver.send(request)
+            while not printer.done.wait(0.1) and running():
+                pass
     finally:
         driver.send(Shutdown())
         driver.join(5.0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if printer.pipe_closed:
+        return EXIT_BROKEN_PIPE
     if driver.error:
         return fail(driver.error, EXIT_FAILED)
     if stop.is_set():
-        return fail("interrupted; requests that finished were printed", EXIT_FAILED)
+        note = unfinished_note(driver.unfinished, results)
+        return fail(
+            "interrupted; requests that finished were printed" + (f" ({note})" if note else ""),
+            EXIT_FAILED,
+        )
     return EXIT_FAILED if printer.rejected else EXIT_OK

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail
 from stepview.launch.runner import run_app
+from stepview.launch.terminal import claim_terminal
 from stepview.trace.format import TraceError
 from stepview.trace.replay import ReplaySource
 
@@ -22,5 +23,8 @@ def run_replay(path: Path, *, speed: float, paused: bool) -> int:
         return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot read trace {path}: {exc.strerror or exc}")
+    problem = claim_terminal("")
+    if problem is not None:
+        return fail(problem)
     app_code = run_app(source, replay=True)
     return EXIT_FAILED if app_code else EXIT_OK

@@ -41,7 +41,7 @@ def run_app(
 def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] | None) -> int:
     from stepview.ui.app import StepviewApp
 
-    app = StepviewApp(source, replay=replay, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
+    app = StepviewApp(source, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
 
     def on_signal() -> None:
         # The same way out as ctrl+c: from any screen, one bounded wait for the engine.

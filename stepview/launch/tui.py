@@ -7,8 +7,9 @@ the app then leaves by itself and the one-line usage message is printed on the r
 terminal, with exit code 2, exactly as if the flag had been caught up front.
 
 However the app ends (``q``, Ctrl+C, a signal: see :mod:`stepview.launch.runner`), every
-finished request is already in the results file, and the file is named on the way out. An
-engine that has not stopped by the deadline is left behind: the process exits at once.
+finished request is already in the results file, the ones still pending or running are added
+to it as ``unfinished``, and the file is named on the way out with how many were unfinished.
+An engine that has not stopped by the deadline is left behind: the process exits at once.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepview.cli_args import OwnOptions, own_option_names
-from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
+from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
 from stepview.launch.paths import default_results_path
 from stepview.launch.runner import run_app
+from stepview.launch.terminal import claim_terminal
 from stepview.model.prompts import PromptsFileError, read_prompts
 from stepview.model.sink import SnapshotSink
 
@@ -42,6 +44,9 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         return fail(exc.message(also_known=own_option_names()))
     except PromptsFileError as exc:
         return fail(str(exc))
+    problem = claim_terminal("; use --headless to run without the TUI")
+    if problem is not None:
+        return fail(problem)
     holder = EngineArgsHolder()
     outputs = open_outputs(options, holder.header_fields)
     if isinstance(outputs, int):
@@ -87,6 +92,8 @@ def open_outputs(
     default_results = options.results is None
     results_path = options.results or default_results_path()
     try:
+        if default_results:
+            results_path.parent.mkdir(parents=True, exist_ok=True)
         sinks = file_sinks(
             header,
             results=results_path,
@@ -94,6 +101,7 @@ def open_outputs(
             record=options.record,
         )
     except OSError as exc:
+        _drop_if_empty(results_path, default_results)
         return fail(f"cannot open output file: {exc}")
     return sinks, results_path, default_results
 
@@ -109,7 +117,7 @@ def wrap_up(
     """After the app: name the results file, report what went wrong; the exit code."""
     from stepview.engine.sinks import sink_errors
 
-    _report_results(results_path, default=default_results)
+    _report_results(results_path, default=default_results, unfinished=driver.unfinished)
     file_errors = sink_errors(sinks)
     if driver.alive:
         # The engine is stuck in start-up or in a step that will not return; every result is
@@ -125,11 +133,13 @@ def wrap_up(
     return EXIT_FAILED if driver.error or app_code or file_errors else EXIT_OK
 
 
-def _report_results(path: Path, *, default: bool) -> None:
-    """Say where the results are, if there are any (an empty default file is removed)."""
+def _report_results(path: Path, *, default: bool, unfinished: int) -> None:
+    """Say where the results are, if there are any (an empty default file is removed), and
+    how many requests the run left unfinished (they are in the file too)."""
     if _drop_if_empty(path, default):
         return
-    notice(f"finished requests saved in {path}")
+    note = unfinished_note(unfinished, None)
+    notice(f"finished requests saved in {path}" + (f" ({note} recorded there too)" if note else ""))
 
 
 def _drop_if_empty(path: Path, default: bool) -> bool:

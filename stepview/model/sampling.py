@@ -154,20 +154,38 @@ def _check(s: SamplingSpec, max_logprobs: int) -> dict[str, str]:
     if s.seed is not None and not SEED_MIN <= s.seed <= SEED_MAX:
         err["seed"] = f"seed must be between -2**63 and 2**64-1, got {s.seed}."
     for name in ("logprobs", "prompt_logprobs"):
-        value = getattr(s, name)
-        if value is None or value == -1:
-            continue
-        if value < 0:
-            err[name] = f"{name} must be non-negative or -1, got {value}."
-        elif value > max_logprobs:
-            err[name] = (
-                f"{name} must be at most {max_logprobs} (the engine's max_logprobs), got {value}."
-            )
+        problem = _logprobs_problem(name, getattr(s, name), max_logprobs)
+        if problem is not None:
+            err[name] = problem
     if any(not stop for stop in s.stop):
         err["stop"] = "stop cannot contain an empty string."
     if "n" not in err and "temperature" not in err and s.greedy and s.n > 1:
         err["n"] = f"n must be 1 when using greedy sampling (temperature 0), got {s.n}."
     return err
+
+
+def _logprobs_problem(name: str, value: int | None, max_logprobs: int) -> str | None:
+    """vLLM's rule for ``logprobs`` and ``prompt_logprobs`` (``SamplingParams.verify``).
+
+    -1 asks for the whole vocabulary, which vLLM then checks against ``max_logprobs`` like
+    any number: it passes only when the engine allows any count (``--max-logprobs -1``). No
+    real vocabulary is as small as a ``max_logprobs``, so the form refuses -1 otherwise
+    instead of letting the engine reject the request ("2048 > 20") after it was sent.
+    """
+    if value is None:
+        return None
+    if value < -1:
+        return f"{name} must be non-negative or -1, got {value}."
+    if max_logprobs == -1:
+        return None
+    if value == -1:
+        return (
+            f"{name} -1 means the whole vocabulary, more than the engine's max_logprobs "
+            f"({max_logprobs}); use 0 to {max_logprobs}."
+        )
+    if value > max_logprobs:
+        return f"{name} must be at most {max_logprobs} (the engine's max_logprobs), got {value}."
+    return None
 
 
 # -- form input ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ the same figures on another machine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -35,6 +36,7 @@ class RequestState(StrEnum):
     FINISHED = "finished"
     ABORTED = "aborted"
     REJECTED = "rejected"  # refused by vLLM (bad params, prompt too long, ...)
+    UNFINISHED = "unfinished"  # still pending or running when the run ended (quit, signal)
 
     @property
     def pane(self) -> str:
@@ -52,7 +54,14 @@ class RequestState(StrEnum):
 
 _PENDING_STATES = frozenset({RequestState.PENDING, RequestState.WAITING, RequestState.PREEMPTED})
 _RUNNING_STATES = frozenset({RequestState.PREFILLING, RequestState.DECODING})
-_DONE_STATES = frozenset({RequestState.FINISHED, RequestState.ABORTED, RequestState.REJECTED})
+_DONE_STATES = frozenset(
+    {
+        RequestState.FINISHED,
+        RequestState.ABORTED,
+        RequestState.REJECTED,
+        RequestState.UNFINISHED,
+    }
+)
 
 
 class EngineState(StrEnum):
@@ -229,8 +238,12 @@ class StepSnapshot:
                 return view
         return None
 
-    def pane(self, name: str) -> list[RequestView]:
-        """The requests of one pane: ``pending``, ``running`` or ``finished``."""
+    def pane(self, name: str) -> Sequence[RequestView]:
+        """The requests of one pane: ``pending``, ``running`` or ``finished``.
+
+        ``finished`` is the frozen list itself, never a copy: it holds every request the run
+        finished, and a pane reads only the rows on screen.
+        """
         if name == "finished":
-            return list(self.finished)
+            return self.finished
         return [v for v in self.active if v.state.pane == name]

@@ -3,19 +3,27 @@
 Decoding applies each line's deltas to the previous stored version of each request (the
 inverse of :func:`~stepview.trace.encoder.request_delta`), appending to the trace's
 :class:`~stepview.trace.store.Store`. A file that is not a trace, or a newer version, raises
-:class:`~stepview.trace.format.TraceError` when opened; a truncated or corrupt line stops
-reading there and sets :attr:`Trace.warning`, keeping everything before it. A large trace can
-be read a chunk of lines at a time (the replay thread does, between playback ticks).
+:class:`~stepview.trace.format.TraceError` when opened. A damaged line in the middle (not
+JSON, or contradicting the lines before it) is skipped and the rest is read; a truncated last
+line (a crash mid-write) ends reading; :attr:`Trace.warning` says which line and how many were
+skipped. A large trace is read a chunk of lines at a time, between playback ticks.
+
+After a skipped line the decoder is *lenient*: that line's deltas are lost, so a later line
+may update a request it never added, or finish one that is not active; such a request is
+rebuilt from its ``add`` event plus the later deltas. A strict decoder (no damage yet) treats
+the same contradictions as damage, since nothing excuses them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import IO, Any, TypeVar
 
+from stepview.model.errors import describe
 from stepview.model.grow import Growing
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import (
@@ -45,6 +53,8 @@ from stepview.trace.store import (
     Trace,
     with_text,
 )
+
+log = logging.getLogger(__name__)
 
 # A header is a few hundred bytes; a first line longer than this is not one (a binary file).
 _HEADER_LIMIT = 1 << 20
@@ -94,8 +104,15 @@ def _apply_completion(
     return completion, Sample(tokens, logprobs, text, text.length)
 
 
-def _apply_request_delta(old: StoredRequest | None, delta: Mapping[str, Any]) -> StoredRequest:
-    """One stored version to the next: undoes :func:`~stepview.trace.encoder.request_delta`."""
+def _apply_request_delta(
+    old: StoredRequest | None, delta: Mapping[str, Any], *, lenient: bool = False
+) -> StoredRequest:
+    """One stored version to the next: undoes :func:`~stepview.trace.encoder.request_delta`.
+
+    ``lenient``: a completion that ``old`` does not have, whose first delta was on a skipped
+    line (marked unchanged, or appended to without an index), starts empty instead of
+    failing.
+    """
     base = old.view if old is not None else BLANK_REQUEST
     samples = old.samples if old is not None else ()
     completions = base.completions
@@ -105,6 +122,8 @@ def _apply_request_delta(old: StoredRequest | None, delta: Mapping[str, Any]) ->
         for i, entry in enumerate(delta["c"]):
             old_c = completions[i] if i < len(completions) else None
             old_s = samples[i] if i < len(samples) else None
+            if lenient and (old_c is None or old_s is None):
+                entry = {"i": i, **(entry or {})}  # a new sample as far as we can tell
             if entry is None:
                 if old_c is None or old_s is None:
                     raise ValueError(f"completion {i} of {delta['id']!r} has no previous state")
@@ -162,6 +181,9 @@ class _Decoder:
         self._recent_end = 0
         self._recent_len = 0
         self._recent_cap: int | None = None
+        self._added: dict[str, TraceEvent] = {}  # the add event of every request, by id
+        self.lenient = False
+        """Set once a line was skipped: see the module docstring."""
 
     def apply(self, line: Mapping[str, Any]) -> None:
         kind = line["k"]
@@ -173,17 +195,18 @@ class _Decoder:
 
     def _event(self, line: Mapping[str, Any]) -> None:
         params = line.get("params")
-        self._trace.events.append(
-            TraceEvent(
-                kind=str(line["event"]),
-                step=int(line["step"]),
-                clock=float(line["clock"]),
-                request_id=str(line["id"]),
-                prompt=line.get("prompt"),
-                spec=SamplingSpec.from_dict(params) if params is not None else None,
-                error=line.get("error"),
-            )
+        event = TraceEvent(
+            kind=str(line["event"]),
+            step=int(line["step"]),
+            clock=float(line["clock"]),
+            request_id=str(line["id"]),
+            prompt=line.get("prompt"),
+            spec=SamplingSpec.from_dict(params) if params is not None else None,
+            error=line.get("error"),
         )
+        self._trace.events.append(event)
+        if event.kind == "add":
+            self._added[event.request_id] = event
 
     def _step(self, line: Mapping[str, Any]) -> None:
         if "info" in line:
@@ -239,30 +262,75 @@ class _Decoder:
 
     def _requests(self, line: Mapping[str, Any]) -> None:
         active = self._active
+        lenient = self.lenient
         touched = False
         for request_id in line.get("gone", ()):
-            del active[request_id]
+            if lenient:
+                active.pop(request_id, None)
+            else:
+                del active[request_id]
             touched = True
         for delta in line.get("fin", ()):
-            base = None if delta.get("n") else active.pop(delta["id"])
-            self._store.finished.append(with_text(_apply_request_delta(base, delta)))
-            touched = touched or base is not None
+            was_active = delta["id"] in active
+            base = None if delta.get("n") else self._base(delta["id"], remove=True)
+            self._store.finished.append(with_text(self._apply(base, delta)))
+            touched = touched or was_active
         for delta in line.get("upd", ()):
-            active[delta["id"]] = _apply_request_delta(active[delta["id"]], delta)
+            active[delta["id"]] = self._apply(self._base(delta["id"], remove=False), delta)
             touched = True
         for delta in line.get("new", ()):
-            if delta["id"] in active:
+            if delta["id"] in active and not lenient:
                 raise ValueError(f"request {delta['id']!r} is already active")
-            active[delta["id"]] = _apply_request_delta(None, delta)
+            active[delta["id"]] = self._apply(None, delta)
             touched = True
         if "order" in line:
             order = line["order"]
             if sorted(order) != sorted(active):
-                raise ValueError("order does not list the active requests")
+                if not lenient:
+                    raise ValueError("order does not list the active requests")
+                order = [rid for rid in order if rid in active]
+                order += [rid for rid in active if rid not in set(order)]
             self._active = active = {request_id: active[request_id] for request_id in order}
             touched = True
         if touched:
             self._active_versions = tuple(active.values())
+
+    def _base(self, request_id: str, *, remove: bool) -> StoredRequest:
+        """The active version a delta applies to (taken out of ``active`` when ``remove``).
+
+        Strict, a request that is not active is damage (``KeyError``); lenient, it is one
+        whose earlier deltas were on a skipped line, rebuilt from its add event.
+        """
+        active = self._active
+        found = active.pop(request_id, None) if remove else active.get(request_id)
+        if found is not None:
+            return found
+        if not self.lenient:
+            raise KeyError(request_id)
+        return self._recovered(request_id)
+
+    def _apply(self, base: StoredRequest | None, delta: Mapping[str, Any]) -> StoredRequest:
+        """Apply ``delta``; lenient, one that does not fit its base is applied afresh."""
+        if not self.lenient:
+            return _apply_request_delta(base, delta)
+        try:
+            return _apply_request_delta(base, delta, lenient=True)
+        except Exception:
+            if base is None:
+                raise
+            return _apply_request_delta(self._recovered(delta["id"]), delta, lenient=True)
+
+    def _recovered(self, request_id: str) -> StoredRequest:
+        """What is known of a request without its lost deltas: its add event, if any."""
+        added = self._added.get(request_id)
+        view = BLANK_REQUEST._replace(request_id=request_id)
+        if added is not None:
+            view = view._replace(
+                prompt=added.prompt or "",
+                spec=added.spec or view.spec,
+                timings=Timings(added.clock),
+            )
+        return StoredRequest(view, ())
 
 
 class TraceReader:
@@ -270,7 +338,8 @@ class TraceReader:
 
     Opening reads and checks the header, so a file that is not a trace (or is a newer
     version) fails at once with :class:`TraceError`; :meth:`read` then never raises for bad
-    content: it stops at the first truncated or corrupt line and sets ``trace.warning``.
+    content: it skips a corrupt line, stops at a truncated last one, and says so in
+    ``trace.warning`` (the first damaged line and why, how many were skipped).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -287,6 +356,9 @@ class TraceReader:
         self.trace = Trace(header=header, path=name)
         self._decoder = _Decoder(self.trace)
         self._line_no = 1
+        self._skipped: list[int] = []  # line numbers of the damaged lines skipped
+        self._first_damage = ""  # what the first one was, and what was loaded before it
+        self._loaded_before = ""
 
     def _read_header(self, name: str) -> object:
         raw = self._file.readline(_HEADER_LIMIT)
@@ -318,18 +390,46 @@ class TraceReader:
             try:
                 decoder.apply(json.loads(raw))
             except Exception as exc:  # whatever a damaged line makes fail, it is that line's fault
-                self._stop_at(raw, exc)
-                return True
+                if not raw.endswith(b"\n"):  # the last line, cut short: nothing follows
+                    self._stop_at()
+                    return True
+                self._skip(exc)
         return False
 
-    def _stop_at(self, raw: bytes, exc: Exception) -> None:
-        trace = self.trace
-        snapshots = trace.snapshots
-        what = f"corrupt ({type(exc).__name__}: {exc})" if raw.endswith(b"\n") else "truncated"
+    def _loaded(self) -> str:
+        snapshots = self.trace.snapshots
         loaded = f"loaded {len(snapshots)} snapshots"
         if snapshots:
             loaded += f" (to step {snapshots.step_at(len(snapshots) - 1)})"
-        trace.warning = f"line {self._line_no} is {what}; {loaded}"
+        return loaded
+
+    def _skip(self, exc: Exception) -> None:
+        """Skip the current line (damaged), say so, and read on leniently.
+
+        The warning leads with what the status bar has room for: the first damaged line and
+        how many were skipped; the exception's text (a JSON parser's column) goes to the log.
+        """
+        skipped = self._skipped
+        skipped.append(self._line_no)
+        log.info("%s: line %d skipped: %s", self.trace.path, self._line_no, describe(exc))
+        if len(skipped) == 1:
+            self._first_damage = f"line {self._line_no} is corrupt ({type(exc).__name__})"
+            self._loaded_before = self._loaded()
+            self._decoder.lenient = True
+        count = len(skipped)
+        lines = ", ".join(map(str, skipped[:5])) + (", ..." if count > 5 else "")
+        which = "it" if count == 1 else f"{count} damaged lines ({lines})"
+        self.trace.warning = (
+            f"{self._first_damage}; skipped {which}, played the rest; "
+            f"{self._loaded_before} before it"
+        )
+
+    def _stop_at(self) -> None:
+        trace = self.trace
+        if self._skipped:
+            trace.warning = f"{trace.warning}; line {self._line_no} (the last) is truncated"
+        else:
+            trace.warning = f"line {self._line_no} is truncated; {self._loaded()}"
         trace.complete = True
         self.close()
 

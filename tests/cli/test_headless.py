@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import signal
@@ -12,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from stepview.launch.headless import HeadlessPrinter
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
 from tests.e2e.terminal import command_env
 
 DASHES = "-" * 50
@@ -116,5 +120,79 @@ def test_sigterm_mid_run_exits_cleanly_with_whole_lines(tmp_path: Path) -> None:
     assert "interrupted" in err
     printed = [json.loads(x) for x in [first, *out.splitlines()]]  # every line is whole JSON
     saved = [json.loads(x) for x in results.read_text().splitlines()]
-    assert [r["id"] for r in saved] == [r["id"] for r in printed]
+    # Issue 13: the requests left unfinished are recorded too (not printed), after the rest.
+    done = [r for r in saved if r["state"] != "unfinished"]
+    assert [r["id"] for r in done] == [r["id"] for r in printed]
     assert len(printed) < 400
+    unfinished = saved[len(done) :]
+    assert len(saved) == 400 and all(r["state"] == "unfinished" for r in unfinished)
+    assert f"({len(unfinished)} unfinished requests, recorded in {results})" in err
+    assert any(r["completions"] and r["completions"][0]["token_ids"] for r in unfinished)
+
+
+def ramp_prompts(path: Path, count: int) -> Path:
+    """``count`` seeded prompts whose lengths ramp up, so they finish one after another."""
+    lines = [
+        {"id": f"r{i}", "prompt": f"story {i}", "params": {"max_tokens": 8 + 12 * i, "seed": i}}
+        for i in range(count)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.engine
+def test_reader_going_away_stops_at_once_quietly_keeping_the_results(tmp_path: Path) -> None:
+    """``stepview --headless --json | head -1``: what a Unix filter does. No traceback, no
+    message, the engine shut down at once, exit 141 (a filter stopped by a closed pipe); the
+    results file still names every request, the ones not run as unfinished. The trace header
+    holds the engine's flags, none of stepview's own (``headless``, ``record``)."""
+    results = tmp_path / "results.jsonl"
+    trace = tmp_path / "run.trace.jsonl"
+    prompts = ramp_prompts(tmp_path / "prompts.jsonl", 30)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "stepview", "--headless", "--json"),
+            *("--prompts", str(prompts), "--results", str(results), "--record", str(trace)),
+            *("--log-file", str(tmp_path / "log.txt"), "--max-num-seqs", "2"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=command_env(),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = json.loads(proc.stdout.readline())  # what head -1 reads, then it goes away
+    proc.stdout.close()
+    closed = time.monotonic()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=30)
+    assert time.monotonic() - closed < 5
+    assert proc.returncode == 141
+    assert err == ""
+    saved = [json.loads(line) for line in results.read_text().splitlines()]
+    assert saved[0]["id"] == first["id"] and len(saved) == 30
+    assert sorted(r["id"] for r in saved) == sorted(f"r{i}" for i in range(30))
+    assert {r["state"] for r in saved} == {"finished", "unfinished"}
+    assert "Traceback" not in (tmp_path / "log.txt").read_text()
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert header["engine_args"]["max_num_seqs"] == 2
+    assert {"headless", "record", "results", "json", "prompts"}.isdisjoint(header["engine_args"])
+
+
+class _ClosedPipe(io.StringIO):
+    """stdout whose reader went away."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_printer_stops_quietly_when_the_reader_goes_away() -> None:
+    """A failed print raises nothing on the driver thread (which would end the run as
+    "engine failed: BrokenPipeError"): the printer stops and asks the run to end."""
+    err = io.StringIO()
+    printer = HeadlessPrinter(2, json_lines=True, out=_ClosedPipe(), err=err)
+    view = RequestView("0", "p", SamplingSpec(), RequestState.FINISHED, Timings(0.0))
+    snapshot = StepSnapshot(step=1, clock=1.0, engine_state=EngineState.RUNNING)
+    printer.on_snapshot(snapshot, [view])
+    assert printer.pipe_closed and printer.done.is_set()
+    printer.on_snapshot(snapshot, [view._replace(request_id="1")])  # not tried again
+    assert err.getvalue() == ""

@@ -6,13 +6,16 @@ and cover the paths a real engine rarely takes (faults, duplicate ids, start-up 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.results_file import ResultsWriter
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.engine_api import Engine
 from stepview.model.sampling import SamplingSpec
@@ -245,3 +248,38 @@ def test_stop_leaves_no_thread() -> None:
     assert not d.alive
     assert set(threading.enumerate()) <= before
     assert d.latest().engine_state is EngineState.STOPPED
+
+
+def test_stop_mid_run_ends_pending_and_running_requests_as_unfinished(tmp_path: Path) -> None:
+    """Quit, a signal or a closed pipe while requests are still to go: none of them vanishes.
+    Each reaches the sinks (the results file) as ``unfinished``, with its tokens so far."""
+    results = tmp_path / "results.jsonl"
+    d = make_driver(FakeEngine(max_num_seqs=2), sinks=[ResultsWriter(results)])
+    d.start()
+    add(d, "quick", max_tokens=2)
+    for i in range(6):
+        add(d, f"long{i}", max_tokens=1000)
+    wait_for(d, lambda s: len(s.finished) == 1 and any(v.output_tokens > 3 for v in s.active))
+    d.stop(timeout=5)
+    assert not d.alive and d.unfinished == 6
+    final = d.latest()
+    assert final.engine_state is EngineState.STOPPED and final.active == ()
+    assert [v.state for v in final.finished] == [RequestState.FINISHED] + [
+        RequestState.UNFINISHED
+    ] * 6
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [(r["id"], r["state"]) for r in records] == [
+        ("quick", "finished"),
+        *((f"long{i}", "unfinished") for i in range(6)),
+    ]
+    running = [r for r in records if r["state"] == "unfinished" and r["completions"]]
+    assert running and all(len(r["completions"][0]["token_ids"]) > 3 for r in running)
+    assert all(r["error"] == "stepview stopped before the request finished" for r in records[1:])
+
+
+def test_a_run_that_ends_with_nothing_to_go_has_none_unfinished(driver: Driver) -> None:
+    add(driver, "one", max_tokens=2)
+    wait_for(driver, lambda s: len(s.finished) == 1 and all_done(s))
+    driver.stop()
+    assert driver.unfinished == 0
+    assert [v.state for v in driver.latest().finished] == [RequestState.FINISHED]

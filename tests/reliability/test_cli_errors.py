@@ -14,13 +14,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
 import pytest
 
-from stepview.engine.engine_args import UsageError, check_option_names, vllm_version
+from stepview.engine.engine_args import UsageError, check_option_names, local_model_problem
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
 
@@ -28,10 +28,17 @@ USAGE = 2
 
 
 def run(
-    args: Sequence[str], tmp_path: Path, *, cache: Path | None = None, timeout: float = 120
+    args: Sequence[str],
+    tmp_path: Path,
+    *,
+    cache: Path | None = None,
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """The installed ``stepview`` with ``args``; ``cache`` replaces the user cache directory."""
+    """The installed ``stepview`` with ``args``; ``cache`` replaces the user cache directory,
+    ``env`` adds to the environment."""
     extra = {"XDG_CACHE_HOME": str(cache)} if cache is not None else {}
+    extra.update(env or {})
     return subprocess.run(
         [STEPVIEW, "--log-file", str(tmp_path / "log.txt"), *args],
         capture_output=True,
@@ -55,16 +62,6 @@ def assert_one_line_error(done: subprocess.CompletedProcess[str], *parts: str) -
         assert part in line, line
     assert "Traceback" not in done.stderr and "usage:" not in done.stderr
     return line
-
-
-@pytest.fixture
-def option_cache(tmp_path: Path) -> Path:
-    """A user cache directory holding vLLM's option names, as any run of stepview leaves it."""
-    cache = tmp_path / "cache"
-    (cache / "stepview").mkdir(parents=True)
-    names = ["--model", "--max-num-seqs", "--dtype", "--enforce-eager", "--max-model-len"]
-    (cache / "stepview" / f"vllm-options-{vllm_version()}.json").write_text(json.dumps(names))
-    return cache
 
 
 # -- unknown flags ------------------------------------------------------------------------------
@@ -126,6 +123,8 @@ def test_unknown_flag_tui_without_cache_app_leaves_by_itself_with_the_short_mess
     ("args", "parts"),
     [
         (["--history", "many"], ["argument --history: invalid int value: 'many'"]),
+        (["--history", "0"], ["argument --history: must be 1 or more, got 0"]),
+        (["--headless", "--history", "-5"], ["argument --history: must be 1 or more, got -5"]),
         (["--admit-per-step", "-1"], ["argument --admit-per-step: must be 0 or more, got -1"]),
         (["--headless", "--admit-per-step", "x"], ["argument --admit-per-step"]),
         (["--replay-speed", "0", "--replay", "t"], ["argument --replay-speed"]),
@@ -157,6 +156,62 @@ def test_unknown_hugging_face_model_offline_headless(tmp_path: Path) -> None:
     """vLLM resolves a model name while it builds its arguments; a refusal is one line."""
     done = run(["--headless", "--model", "no-such-org/no-such-model"], tmp_path)
     assert_one_line_error(done, "vLLM cannot use --model no-such-org/no-such-model")
+
+
+def unusable_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Local models vLLM cannot load, each with what the one line must say."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a model\n")
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    no_config = tmp_path / "weights-only"
+    no_config.mkdir()
+    (no_config / "model.safetensors").write_bytes(b"\0" * 16)
+    corrupt = tmp_path / "corrupt-model"
+    corrupt.mkdir()
+    (corrupt / "config.json").write_text('{"model_type": "qwen3", ')
+    return {
+        "file": (a_file, f"--model {a_file} is a file, not a model directory"),
+        "empty": (empty, f"model directory {empty} is empty: not a model"),
+        "no-config": (no_config, f"model directory {no_config} has no config.json"),
+        "corrupt": (corrupt, f"{corrupt / 'config.json'} is not valid JSON (Expecting"),
+    }
+
+
+def test_unusable_local_models_are_named_without_vllm(tmp_path: Path) -> None:
+    for path, message in unusable_models(tmp_path).values():
+        problem = local_model_problem(str(path))
+        assert problem is not None and problem.startswith(message), problem
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    mistral = tmp_path / "mistral"
+    mistral.mkdir()
+    (mistral / "params.json").write_text("{}")
+    for fine in (str(gguf), str(mistral), "Qwen/Qwen3-0.6B"):  # left to vLLM
+        assert local_model_problem(fine) is None
+
+
+@pytest.mark.engine
+def test_unusable_model_headless_is_one_line_once_before_any_request(tmp_path: Path) -> None:
+    """A file, an empty directory, a corrupt config.json: vLLM would say so seconds later in
+    a 9-line validation error, repeated for every request; stepview says it once, exit 2."""
+    for path, message in unusable_models(tmp_path).values():
+        done = run(["--headless", "--model", str(path)], tmp_path)
+        assert_one_line_error(done, message)
+
+
+@pytest.mark.engine
+def test_a_model_only_vllm_can_refuse_is_reported_once(tmp_path: Path) -> None:
+    """A config.json vLLM cannot use (no model_type): found while the engine starts. The
+    message comes once, no request is rejected with it, and stdout stays empty."""
+    model = tmp_path / "odd-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    done = run(["--headless", "--model", str(model)], tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("stepview: engine start-up failed: ")
+    assert done.stderr.count("stepview:") == 1 and "model_type" in done.stderr
+    assert "rejected" not in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.e2e

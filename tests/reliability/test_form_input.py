@@ -367,3 +367,33 @@ def test_stop_strings_survive_a_round_trip_through_the_form_fields() -> None:
     spec = SamplingSpec(stop=stops)
     assert form_values(spec)["stop"].count("\n") == len(stops) - 1  # one line per string
     assert parse_form(form_values(spec)) == (spec, {})
+
+
+@pytest.mark.parametrize("name", ["logprobs", "prompt_logprobs"])
+async def test_minus_one_logprobs_is_refused_as_vllm_would_refuse_it(name: str) -> None:
+    """-1 means the whole vocabulary, which vLLM then refuses as more than ``max_logprobs``
+    ("Requested prompt logprobs of 2048, which is greater than max allowed: 20"): the form
+    says so beside the field and sends nothing."""
+    engine = FaultyEngine()
+    driver = driver_for(engine)
+    app = new_app(driver)
+    async with app.run_test(size=SIZE) as pilot:
+        form = await open_form(pilot)
+        await fill(pilot, name, "-1")
+        assert f"{name} -1 means the whole vocabulary" in message_of(form, name)
+        assert "max_logprobs (20)" in message_of(form, name)
+        await pilot.press("ctrl+s")
+        assert app.screen is form
+        await pilot.press("ctrl+c")
+    assert engine.added == []
+
+
+def test_minus_one_logprobs_passes_when_the_engine_allows_any_count() -> None:
+    """``--max-logprobs -1`` lifts vLLM's limit: -1 and any count are then taken."""
+    for name in ("logprobs", "prompt_logprobs"):
+        for text in ("-1", "5000"):
+            spec, errors = parse_form({name: text}, max_logprobs=-1)
+            assert errors == {} and spec is not None and getattr(spec, name) == int(text)
+        assert parse_form({name: "-2"}, max_logprobs=-1)[1] == {
+            name: f"{name} must be non-negative or -1, got -2."
+        }

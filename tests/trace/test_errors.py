@@ -1,4 +1,5 @@
-"""Files that are not traces fail clearly; damaged traces load up to the damage and say where."""
+"""Files that are not traces fail clearly; damaged traces say where, skip the damaged lines
+and play the rest (a truncated last line ends them)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def test_truncated_last_line_keeps_everything_before(
     assert_same_run(driver.history()[:loaded], trace.snapshots)
 
 
-def test_corrupt_line_stops_reading_there(
+def test_corrupt_line_is_skipped_and_the_rest_played(
     tmp_path: Path, recorded: tuple[Driver, list[bytes]]
 ) -> None:
+    """Issue 13: reading used to stop here and silently drop every good line after it."""
     driver, lines = recorded
     bad = len(lines) // 3
     path = _write(tmp_path, [*lines[:bad], b"\x00\xff garbage\n", *lines[bad:]])
@@ -61,13 +63,59 @@ def test_corrupt_line_stops_reading_there(
     assert trace.warning is not None
     assert trace.warning.startswith(f"line {bad + 1} is corrupt")
     assert f"loaded {loaded} snapshots" in trace.warning
-    assert_same_run(driver.history()[:loaded], trace.snapshots)
+    assert "; skipped it, played the rest; " in trace.warning
+    assert_same_run(driver.history()[:loaded], trace.snapshots[:loaded])
+    assert_same_run(driver.history(), trace.snapshots)  # the garbage held nothing: all there
+
+
+def test_a_lost_step_line_costs_that_step_only(
+    tmp_path: Path, recorded: tuple[Driver, list[bytes]]
+) -> None:
+    """A step line overwritten in the middle: the deltas it held are lost (a token appended
+    then), yet every later step plays, and each request ends as it did (rebuilt from its add
+    event where its first delta was lost)."""
+    driver, lines = recorded
+    decoded = [json.loads(line) for line in lines]
+    adding = next(i for i, line in enumerate(decoded) if "new" in line)
+    steps = [i for i, line in enumerate(decoded) if i and line["k"] == "step" and "upd" in line]
+    for bad in (adding, steps[len(steps) // 2]):  # one that adds requests, one mid-run
+        damaged = [*lines[:bad], b'{"k": "step", "ste\x00\n', *lines[bad + 1 :]]
+        trace = load_trace(_write(tmp_path, damaged))
+        assert trace.warning is not None and trace.warning.startswith(f"line {bad + 1} is corrupt")
+        assert "; skipped it, played the rest; " in trace.warning
+        live = driver.history()
+        assert len(trace.snapshots) == len(live) - 1
+        last, live_last = trace.snapshots[-1], live[-1]
+        assert (last.step, last.engine_state) == (live_last.step, live_last.engine_state)
+        assert [(v.request_id, v.state, v.prompt) for v in last.finished] == [
+            (v.request_id, v.state, v.prompt) for v in live_last.finished
+        ]
+        for replayed, view in zip(last.finished, live_last.finished, strict=True):
+            # Tokens the lost line appended are lost (at most one step's), no more.
+            got, want = replayed.completions[0].token_ids, view.completions[0].token_ids
+            assert len(want) - 1 <= len(got) <= len(want)
+
+
+def test_several_damaged_lines_are_counted_and_a_cut_end_is_said_too(
+    tmp_path: Path, recorded: tuple[Driver, list[bytes]]
+) -> None:
+    driver, lines = recorded
+    a, b = len(lines) // 4, len(lines) // 2
+    damaged = [*lines[:a], b"oops\n", *lines[a:b], b"[1,\n", b"{}\n", *lines[b:-1], lines[-1][:9]]
+    trace = load_trace(_write(tmp_path, damaged))
+    assert trace.warning is not None
+    assert trace.warning.startswith(f"line {a + 1} is corrupt (JSONDecodeError)")
+    assert f"; skipped 3 damaged lines ({a + 1}, {b + 2}, {b + 3}), played the rest" in (
+        trace.warning
+    )
+    assert trace.warning.endswith(f"; line {len(damaged)} (the last) is truncated")
+    assert_same_run(driver.history()[:-1], trace.snapshots)
 
 
 def test_line_that_contradicts_the_trace_is_corrupt(
     tmp_path: Path, recorded: tuple[Driver, list[bytes]]
 ) -> None:
-    """Valid JSON that updates a request the trace never added: reading stops there."""
+    """Valid JSON that updates a request the trace never added: that line is skipped."""
     _, lines = recorded
     bogus = (
         b'{"k":"step","step":1,"clock":1.0,"state":"running","step_time":0.1,"upd":[{"id":"x"}]}\n'
@@ -75,6 +123,8 @@ def test_line_that_contradicts_the_trace_is_corrupt(
     path = _write(tmp_path, [*lines[:4], bogus, *lines[4:]])
     trace = load_trace(path)
     assert trace.warning is not None and trace.warning.startswith("line 5 is corrupt (KeyError")
+    driver, _ = recorded
+    assert_same_run(driver.history(), trace.snapshots)  # skipped; the rest plays
 
 
 def test_unknown_line_kinds_are_skipped(

@@ -131,6 +131,25 @@ async def test_a_damaged_trace_says_what_was_lost(tmp_path: Path) -> None:
         assert notices == [warning]
 
 
+async def test_a_damaged_line_in_the_middle_is_skipped_and_the_rest_plays(tmp_path: Path) -> None:
+    """Issue 13: replay used to stop at line 21 and silently drop the 35 steps after it."""
+    lines = TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("".join([*lines[:20], "{garbage\n", *lines[20:]]), encoding="utf-8")
+    app, source = replay_app(str(damaged))
+    notices: list[str] = []
+    app.notify = lambda message, **_: notices.append(message)  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 24)) as pilot:
+        await until(pilot, lambda: source.status.warning is not None)
+        await pilot.press("greater_than_sign")
+        await until(pilot, lambda: at(app, source, len(recorded()) - 1))
+        status = status_text(app)
+        assert "⚠ line 21 is corrupt" in status and "skipped it, played the rest" in status
+        assert f"step {LAST_STEP}/{LAST_STEP}" in status and "STOPPED" in status
+        assert_panes_show(app, recorded()[-1])
+        assert len(notices) == 1 and notices[0].startswith("line 21 is corrupt")
+
+
 async def test_the_status_follows_the_keys_during_the_recorded_start_up() -> None:
     app, source = replay_app(TRACE)
     async with app.run_test(size=SIZE) as pilot:
