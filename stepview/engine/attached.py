@@ -70,7 +70,7 @@ SILENT = "lost while disconnected: gone when the server came back"
 MAX_BACKLOG = 1024
 # One record per step while stepview keeps up; more than this many waiting (a fast server
 # on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once.
-CATCH_UP_AFTER = 16
+CATCH_UP_AFTER = 64
 CATCH_UP_STEP = 256
 # After a lost connection comes back, how long held requests wait for a record.
 SETTLE_S = 2.0

@@ -445,27 +445,28 @@ def test_samples_added_a_step_apart_make_one_request(
 def test_a_step_catches_up_on_many_records_at_once(server: Server, engine: AttachedEngine) -> None:
     watcher = Watcher(engine)
     records = [record(1, request("a-0123abcd", outputs=1, new=[1]))]
+    last = attached.CATCH_UP_AFTER + 10
     records += [
-        record(i, request("a-0123abcd", outputs=i, new=[i], intro=False)) for i in range(2, 40)
+        record(i, request("a-0123abcd", outputs=i, new=[i], intro=False)) for i in range(2, last)
     ]
     records.append(
         record(
-            40,
+            last,
             request("b-0123abcd"),
             finished=["a-0123abcd"],
-            ended=[EndedFacts("a-0123abcd", 40, list(range(1, 41)), "stop")],
+            ended=[EndedFacts("a-0123abcd", last, list(range(1, last + 1)), "stop")],
         )
     )
     server.send(*records)
-    wait_until(lambda: engine.has_unfinished() and len(engine._backlog) == 40)
+    wait_until(lambda: engine.has_unfinished() and len(engine._backlog) == last)
     result = watcher.step()  # more waiting than CATCH_UP_AFTER: all read in one step
     assert not engine.has_unfinished()
     assert [a.request_id for a in result.arrived] == ["a", "b"]
-    assert result.counters.generation_tokens == 40
+    assert result.counters.generation_tokens == last
     assert result.interval == pytest.approx(0.01)
     done = watcher.finished()["a"]
     assert (list(done.completions[0].token_ids), done.completions[0].finish_reason) == (
-        list(range(1, 41)),
+        list(range(1, last + 1)),
         "stop",
     )
     assert set(watcher.active()) == {"b"}
@@ -478,6 +479,7 @@ def test_records_dropped_unread_keep_what_is_sent_once(
     watcher = Watcher(engine)
     publisher = server.publisher
     assert publisher is not None
+    publisher.fresh = False  # (set by the first subscription)
     server.send(
         record(1, request("a-0123abcd", outputs=1, new=[1]), request("b-0123abcd")),
         record(
