@@ -3,6 +3,8 @@ before anything starts (no socket, no app, no vLLM)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,26 @@ def test_addresses_stepview_can_subscribe_to() -> None:
     for bad in ("tcp://h:0", "tcp://h:70000", "tcp://:5570", "udp://h:1", "ipc://"):
         with pytest.raises(ValueError):
             check_address(bad)
+
+
+ATTACH_IMPORTS = """
+import sys
+import stepview.cli, stepview.launch.attach, stepview.engine.attached
+from stepview.engine.attached import AttachedEngine
+AttachedEngine("ipc:///nonexistent/stepview.sock").shutdown()
+heavy = {"vllm", "torch", "transformers"}
+print(",".join(sorted(n for n in sys.modules if n.split(".")[0] in heavy)))
+"""
+
+
+def test_attaching_needs_no_vllm() -> None:
+    # A laptop watching a server through an ssh tunnel has no vLLM: a fresh interpreter
+    # proves the attach path imports none of it (this process may have imported anything).
+    result = subprocess.run(
+        [sys.executable, "-c", ATTACH_IMPORTS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == ""
