@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
+
+import psutil
 
 from stepview.model.snapshot import StepSnapshot
 from stepview.model.source import SnapshotSource
@@ -26,3 +29,25 @@ def wait_for(
 def all_done(snapshot: StepSnapshot) -> bool:
     """Every request reached a final state and the engine is idle."""
     return not snapshot.active and snapshot.engine_state.value == "idle"
+
+
+def live_children() -> set[psutil.Process]:
+    """This process's child processes that are still running.
+
+    Children that have exited are reaped first (``multiprocessing.active_children`` joins
+    them: vLLM does not always join its engine-core process at shutdown, which leaves a zombie
+    until someone does). Python's resource tracker does not count: the first engine core
+    spawned starts it, and it lives as long as the interpreter.
+    """
+    multiprocessing.active_children()
+    alive = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "multiprocessing.resource_tracker" in " ".join(child.cmdline()):
+                continue
+        except psutil.NoSuchProcess:  # gone meanwhile (ZombieProcess is one too)
+            continue
+        alive.add(child)
+    return alive

@@ -60,7 +60,7 @@ def output_path_problem(path: Path) -> str | None:
 def check_output_paths(named: Mapping[str, Path | None]) -> str | None:
     """The first problem with the output files ``{flag: path}`` that are given, as a line to
     show; None when all can be written. Two flags naming one file is a problem too: the
-    results and the trace would be written over each other."""
+    results and the trace would be written over each other (a device is no file to mix)."""
     seen: dict[Path, str] = {}
     for flag, path in named.items():
         if path is None:
@@ -69,7 +69,8 @@ def check_output_paths(named: Mapping[str, Path | None]) -> str | None:
         if problem is not None:
             return f"cannot write {flag} {path}: {problem}"
         key = path.resolve()
-        if key in seen:
+        # A device (/dev/null, /dev/full) takes any number of writers without mixing files.
+        if key in seen and not key.is_char_device():
             return f"{seen[key]} and {flag} name the same file, {path}"
         seen[key] = flag
     return None

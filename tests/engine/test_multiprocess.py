@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import psutil
 import pytest
 
 from stepview.engine.core_link import LocalLink
@@ -30,7 +29,7 @@ from stepview.model.core_facts import CoreState, StepFacts
 from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState
-from tests.helpers import all_done, wait_for
+from tests.helpers import all_done, live_children, wait_for
 
 from .conftest import EnginePool
 from .gated_scheduler import GATE_ENV
@@ -100,15 +99,6 @@ def _until_idle(subscriber: FactsSubscriber, records: list[StepFacts]) -> None:
         time.sleep(0.01)
 
 
-def _engine_children() -> set[psutil.Process]:
-    """This process's children, but Python's resource tracker (it lives as long as we do)."""
-    return {
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())
-    }
-
-
 @pytest.fixture(scope="module")
 def runs(engines: EnginePool) -> Iterator[dict[str, tuple[list[StepFacts], list[StepResult]]]]:
     """The workload's records and step results, with the core in this process and in its own."""
@@ -129,7 +119,7 @@ def runs(engines: EnginePool) -> Iterator[dict[str, tuple[list[StepFacts], list[
         out["in-process"] = (local_records, _run(local))
         engines.release()
 
-        children_before = _engine_children()
+        children_before = live_children()
         remote = engines.get(multiprocess=True, **SETTINGS)
         address = remote.facts_address
         assert address is not None and address.startswith("ipc://")
@@ -147,7 +137,7 @@ def runs(engines: EnginePool) -> Iterator[dict[str, tuple[list[StepFacts], list[
         assert not Path(address.removeprefix("ipc://")).exists()  # its private socket file
         # Shutting the engine down leaves no process behind.
         gone_by = time.monotonic() + 30
-        while left := _engine_children() - children_before:
+        while left := live_children() - children_before:
             assert time.monotonic() < gone_by, [p.cmdline() for p in left]
             time.sleep(0.2)
         yield out
@@ -251,7 +241,7 @@ def test_the_driver_shows_every_state_with_the_core_in_its_own_process(
             args, demo_model=True, model_label="demo", on_phase=on_phase, multiprocess=True
         )
 
-    before = _engine_children()
+    before = live_children()
     driver = Driver(build, history_size=1_000_000)
     driver.start()
     try:
@@ -275,6 +265,6 @@ def test_the_driver_shows_every_state_with_the_core_in_its_own_process(
     per_step = {s.step: s.counters.preemptions for s in history}
     assert sum(per_step.values()) == sum(v.num_preemptions for v in history[-1].finished) > 0
     gone_by = time.monotonic() + 30
-    while left := _engine_children() - before:
+    while left := live_children() - before:
         assert time.monotonic() < gone_by, [p.cmdline() for p in left]
         time.sleep(0.2)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import threading
 
-import psutil
-
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.sink import SnapshotSink
 from stepview.ui.app import StepviewApp
+from tests.helpers import live_children
 
 SIZE = (80, 24)
 
@@ -100,5 +99,5 @@ def leftovers(before: set[threading.Thread]) -> list[str]:
         for t in threading.enumerate()
         if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
     ]
-    children = [f"pid {p.pid}" for p in psutil.Process().children(recursive=True)]
+    children = [f"pid {p.pid}" for p in live_children()]
     return threads + children
