@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from stepview.cli_args import parse_own_args
+from stepview.cli_args import OwnOptions, parse_own_args
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 
 
@@ -44,6 +44,9 @@ def _run(argv: Sequence[str] | None) -> int:
         return fail("--json needs --headless")
     if own.replay is None and (own.paused or own.replay_speed != 1.0):
         return fail("--paused and --replay-speed go with --replay FILE")
+    attach_error = _attach_conflict(own, engine_argv)
+    if attach_error is not None:
+        return fail(attach_error)
     if own.replay is not None:
         if engine_argv:
             return fail(f"--replay takes no engine flags (got {' '.join(engine_argv)})")
@@ -62,6 +65,10 @@ def _run(argv: Sequence[str] | None) -> int:
         setup_logging(log_path)
     except OSError as exc:
         return fail(f"cannot write the log file {log_path}: {exc.strerror or exc}")
+    if own.attach is not None:
+        from stepview.launch.attach import run_attach
+
+        return run_attach(own, log_path)
     if own.headless:
         from stepview.launch.headless import run_headless
 
@@ -69,6 +76,26 @@ def _run(argv: Sequence[str] | None) -> int:
     from stepview.launch.tui import run_tui
 
     return run_tui(own, engine_argv, log_path)
+
+
+def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
+    """Why the flags cannot go together with (or without) ``--attach``, if they cannot."""
+    if own.attach is None:
+        if own.api is not None or own.attach_ranks is not None:
+            return "--api and --attach-ranks go with --attach ADDRESS"
+        return None
+    if own.replay is not None:
+        return "--attach and --replay exclude each other (watch a server, or replay a trace)"
+    if own.headless:
+        return "--attach runs the TUI only (no --headless)"
+    if engine_argv:
+        return (
+            f"--attach takes no engine flags: the server was started with its own "
+            f"(got {' '.join(engine_argv)})"
+        )
+    if own.prompts is not None and own.api is None:
+        return "--prompts with --attach needs --api URL: prompts go through the server's API"
+    return None
 
 
 if __name__ == "__main__":

@@ -37,6 +37,9 @@ class OwnOptions:
     paused: bool
     history: int
     log_file: Path | None
+    attach: str | None
+    attach_ranks: tuple[int, ...] | None
+    api: str | None
 
 
 def _speed(text: str) -> float:
@@ -56,6 +59,24 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
+
+
+def _ranks(text: str) -> tuple[int, ...]:
+    """``N`` (ranks 0 to N-1) or a comma-separated list of ranks (``0,2``)."""
+    try:
+        if "," not in text:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"must be 1 or more, got {count}")
+            return tuple(range(count))
+        ranks = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a count (2) or a list of ranks (0,1), got {text!r}"
+        ) from None
+    if any(rank < 0 for rank in ranks) or len(set(ranks)) != len(ranks):
+        raise argparse.ArgumentTypeError(f"ranks must be distinct and 0 or more, got {text!r}")
+    return ranks
 
 
 class _OwnParser(argparse.ArgumentParser):
@@ -125,6 +146,28 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--paused",
         action="store_true",
         help="with --replay: open paused at the first step (space plays)",
+    )
+    group.add_argument(
+        "--attach",
+        metavar="ADDRESS",
+        help="watch a running vLLM server instead of starting an engine: ADDRESS is the "
+        "STEPVIEW_PUBLISH address (tcp://HOST:PORT or ipc://PATH) of a server started with "
+        "--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler; takes no engine "
+        "flags; pause and single step only hold the view, the server runs on",
+    )
+    group.add_argument(
+        "--attach-ranks",
+        type=_ranks,
+        metavar="N|LIST",
+        default=None,
+        help="with --attach: the server's data-parallel ranks to watch, a count (2: ranks 0 "
+        "and 1) or a list (0,2); rank r publishes on ADDRESS's port + r (default: 1)",
+    )
+    group.add_argument(
+        "--api",
+        metavar="URL",
+        help="with --attach: the server's OpenAI-compatible API (http://HOST:PORT); new "
+        "prompts are sent to its /v1/completions (without it, adding is disabled)",
     )
     group.add_argument(
         "--history",

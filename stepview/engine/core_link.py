@@ -37,7 +37,7 @@ from stepview.engine.facts_channel import BASE_ENV, PUBLISH_ENV, FactsSubscriber
 from stepview.model.core_facts import StepFacts
 
 if TYPE_CHECKING:
-    from stepview.engine.scheduler_plugin import LocalBinding
+    from stepview.engine.plugin_setup import LocalBinding
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class LocalLink:
 
     @contextlib.contextmanager
     def building(self, base: str | None) -> Iterator[None]:
-        from stepview.engine.scheduler_plugin import local_listener  # imports vLLM
+        from stepview.engine.plugin_setup import local_listener
 
         env = {MULTIPROCESSING_ENV: "0", PUBLISH_ENV: None, BASE_ENV: base}
         with _environment(env), local_listener(self._receive) as binding:

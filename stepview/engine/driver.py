@@ -13,6 +13,9 @@ run on a worker thread, with three additions:
 
 The driver imports no vLLM: it talks to the :class:`~stepview.model.engine_api.Engine`
 protocol, so the same code runs the real engine and the deterministic fake used in UI tests.
+It also watches engines it does not drive (a :class:`WatchedEngine`: ``stepview --attach``):
+the same loop then reports each step the server made, pausing only holds the view, and the
+engine state (and its phase line) follow what the engine says of its link.
 The driver keeps the thread, the command queue, the loop, the stop deadline, the step
 figures and publishing; what happens to each request is the :class:`RequestLedger`'s.
 """
@@ -40,7 +43,7 @@ from stepview.model.commands import (
     Shutdown,
     SingleStep,
 )
-from stepview.model.engine_api import Engine, StepResult
+from stepview.model.engine_api import Engine, LinkState, StepResult, WatchedEngine
 from stepview.model.errors import describe
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import (
@@ -63,6 +66,8 @@ IDLE_WAIT_S = 0.05
 RECENT_STEPS = 120
 # The error of a request the run left unfinished.
 UNFINISHED_WHY = "stepview stopped before the request finished"
+# ... of a watched server's: it goes on there.
+UNWATCHED_WHY = "stepview stopped watching before the request finished (the server goes on)"
 
 
 class Driver:
@@ -70,8 +75,6 @@ class Driver:
 
     Implements :class:`~stepview.model.source.SnapshotSource`.
     """
-
-    accepts_requests = True
 
     def __init__(
         self,
@@ -82,7 +85,10 @@ class Driver:
         admit_per_step: int = 0,
         sinks: Sequence[SnapshotSink] = (),
         start_paused: bool = False,
+        read_only: str | None = None,
     ) -> None:
+        """``read_only``: why this source takes no new requests (``None``: it does)."""
+        self.read_only = read_only
         self._factory = engine_factory
         self._clock = clock
         self._t0 = clock()
@@ -94,6 +100,8 @@ class Driver:
         self._history_lock = threading.Lock()
         # Driver-thread state.
         self._engine: Engine | None = None
+        self._watched: WatchedEngine | None = None
+        self._link: LinkState | None = None  # the watched engine's, as last published
         self._info = EngineInfo()
         self._ledger = RequestLedger(self._now)
         self._recent: deque[StepStat] = deque(maxlen=RECENT_STEPS)
@@ -119,6 +127,10 @@ class Driver:
         self._latest = StepSnapshot(step=0, clock=0.0, engine_state=EngineState.STARTING)
 
     # -- SnapshotSource ----------------------------------------------------------------------
+
+    @property
+    def accepts_requests(self) -> bool:
+        return self.read_only is None
 
     def start(self) -> None:
         self._thread.start()
@@ -190,6 +202,8 @@ class Driver:
             self._set_phase("starting engine")
             self._engine = self._factory(self._set_phase)
             self._info = self._engine.info
+            if isinstance(self._engine, WatchedEngine):
+                self._watched = self._engine
         except BaseException as exc:  # start-up can fail any way at all; show it, don't die
             log.error("engine start-up failed\n%s", traceback.format_exc())
             self.startup_exception = exc
@@ -215,9 +229,8 @@ class Driver:
             if self._failed is None:
                 # Stopped (quit, a signal, a closed pipe) with requests still to go: they
                 # reach the sinks as unfinished, so the results file names every request.
-                self._unfinished = self._ledger.end_in_flight(
-                    UNFINISHED_WHY, RequestState.UNFINISHED
-                )
+                why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
+                self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
                 self._publish(EngineState.STOPPED)
             self._close_sinks()
             stats = self.run_stats
@@ -234,7 +247,10 @@ class Driver:
             if self._paused and self._single_steps == 0:
                 if dirty:
                     self._publish(EngineState.PAUSED)
-                continue
+                continue  # a watched engine's news waits too: pausing holds the view
+            watched = self._watched
+            if watched is not None and (watched.link() != self._link or watched.info != self._info):
+                dirty = True  # reached, lost, busy or idle, described: news without a step
             admitted = self._ledger.admit(engine, self._admit_per_step)
             if engine.has_unfinished():
                 if self._single_steps:
@@ -246,7 +262,7 @@ class Driver:
                 result = engine.step()
                 end = self._last_step_end = self._clock()
                 self._last_step_cpu = time.thread_time()
-                self._step_time = end - start
+                self._step_time = end - start if result.interval is None else result.interval
                 self._stepping_time += self._step_time
                 self._step += 1
                 self._apply(result)
@@ -258,6 +274,13 @@ class Driver:
     def _idle_state(self) -> EngineState:
         if self._paused:
             return EngineState.PAUSED
+        watched = self._watched
+        if watched is not None:
+            # A watched engine steps by itself: busy or not is its to say.
+            link = self._link = watched.link()
+            self._info = watched.info
+            self._phase = link.message
+            return link.state
         engine = self._engine
         busy = self._ledger.has_pending or (engine is not None and engine.has_unfinished())
         return EngineState.RUNNING if busy else EngineState.IDLE
@@ -306,7 +329,7 @@ class Driver:
     def _abort(self, request_id: str) -> None:
         engine = self._engine
         told = self._ledger.abort(request_id, engine)
-        if told and engine is not None and not engine.has_unfinished():
+        if told and engine is not None and self._watched is None and not engine.has_unfinished():
             # The engine is empty and no step will run to report it: the last step's
             # figures would go on counting the aborted request as running.
             self._counters = replace(self._counters, running=0, waiting=0, kv_cache_usage=0.0)
@@ -316,6 +339,8 @@ class Driver:
     def _apply(self, result: StepResult) -> None:
         """Fold a step's result into the requests (the ledger) and the step figures."""
         now = self._now()
+        if result.age:  # dated when it happened, in order
+            now = max(now - result.age, self._recent[-1].clock if self._recent else 0.0)
         self._ledger.apply(result, now)
         counters = result.counters
         self._counters = counters
@@ -354,6 +379,7 @@ class Driver:
             finished=self._ledger.finished(),
             recent=tuple(self._recent),
             total_generated=self._total_generated,
+            ranks=() if self._link is None else self._link.ranks,
         )
         self._latest = snapshot
         with self._history_lock:

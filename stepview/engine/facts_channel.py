@@ -85,6 +85,15 @@ def _set_heartbeats(sock: zmq.Socket[bytes]) -> None:
 class FactsSink(Protocol):
     """Where the plug-in hands its records: an in-process listener or a publisher."""
 
+    tails: bool
+    """Whether records should say how requests ended (:class:`EndedFacts`): only a client
+    that does not see vLLM's own outputs needs it (an attached stepview)."""
+
+    fresh: bool
+    """Someone (re)subscribed since the last record: the next one should carry what is sent
+    only once (every request's output tokens from the start, its intro). The plug-in clears
+    it when it builds that record."""
+
     def wanted(self) -> bool:
         """True when a record built now would be delivered to someone."""
 
@@ -106,6 +115,9 @@ class FactsPublisher:
         try:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
+            # Pass up every subscription, not only the first to a topic: each one (a new
+            # stepview, or one asking to resync) is told apart and gets a fresh record.
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)
             _set_heartbeats(sock)
             sock.bind(address)
         except BaseException:
@@ -115,6 +127,8 @@ class FactsPublisher:
         self._sock = sock
         self._topics: set[bytes] = set()
         self._subscribed = False
+        self.tails = True
+        self.fresh = False
         self._next_check = 0.0
         self._buffer = bytearray(FACTS_TOPIC)
 
@@ -128,8 +142,9 @@ class FactsPublisher:
     def _read_subscriptions(self) -> None:
         """Fold pending (un)subscribe messages into the set of subscribed prefixes.
 
-        XPUB passes up the first subscription to a prefix and the last unsubscription from
-        it, so the set holds exactly the prefixes someone is subscribed to.
+        XPUB passes up every subscription (``XPUB_VERBOSE``) and the last unsubscription
+        from a prefix, so the set holds exactly the prefixes someone is subscribed to, and a
+        subscription to ours marks the next record :attr:`fresh`.
         """
         sock = self._sock
         topics = self._topics
@@ -142,6 +157,8 @@ class FactsPublisher:
                 continue
             if message[0] == 1:
                 topics.add(message[1:])
+                if FACTS_TOPIC.startswith(message[1:]):
+                    self.fresh = True
             elif message[0] == 0:
                 topics.discard(message[1:])
         self._subscribed = any(FACTS_TOPIC.startswith(t) for t in topics)
@@ -259,6 +276,17 @@ class FactsSubscriber:
             elif event in _LOST and self.state is ChannelState.CONNECTED:
                 self.state = ChannelState.DISCONNECTED
                 self.disconnects += 1
+
+    def resync(self) -> None:
+        """Ask the publisher for a fresh record (every request's output from the start).
+
+        For a subscriber that lost records (it fell behind, or held them back): it
+        unsubscribes and subscribes again, and the publisher, which sees every subscription,
+        marks its next record fresh. Records sent in between may be lost; the fresh one
+        makes up for them.
+        """
+        self._sock.setsockopt(zmq.UNSUBSCRIBE, FACTS_TOPIC)
+        self._sock.setsockopt(zmq.SUBSCRIBE, FACTS_TOPIC)
 
     def _bad(self, why: str) -> None:
         if not self.bad_records:

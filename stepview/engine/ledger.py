@@ -16,6 +16,10 @@ How a request's state is derived, each step:
   ``ABORTED`` on an abort (or when the engine failed under it), ``REJECTED`` when the engine
   refused it; ``UNFINISHED`` when the run ended first (:meth:`RequestLedger.end_in_flight`).
 
+A watched engine (``stepview --attach``) also reports requests stepview did not add and
+requests that ended without an output; :mod:`stepview.engine.adoption` says how those enter
+and leave.
+
 Work per step is what the step changed: a request that made no progress keeps the same
 :class:`RequestView` object, and token lists grow in place behind frozen views.
 """
@@ -25,11 +29,14 @@ from __future__ import annotations
 import logging
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from stepview.engine.adoption import adopted_view, ended_view
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import (
+    ArrivedRequest,
+    EndedRequest,
     Engine,
     EngineRejected,
     OutputUpdate,
@@ -200,13 +207,19 @@ class RequestLedger:
     def abort(self, request_id: str, engine: Engine | None) -> bool:
         """End ``request_id`` as aborted by the user; True when ``engine`` held it (and was told).
 
-        A request that is finished, rejected or unknown is left alone.
+        A request that is finished, rejected or unknown is left alone; so is one the engine
+        cannot abort (a watched server's request from another client), whose view then
+        says why in its error.
         """
         track = self._tracks.get(request_id)
         if track is None:
             return False
         if track.in_engine and engine is not None:
-            engine.abort([request_id])
+            try:
+                engine.abort([request_id])
+            except EngineRejected as exc:
+                track.view = track.view._replace(error=str(exc))
+                return False
             told = True
         else:
             self._pending.remove(request_id)
@@ -242,6 +255,8 @@ class RequestLedger:
         waiting or decoding along).
         """
         tracks = self._tracks
+        if result.arrived:
+            self._adopt(result.arrived, now)
         touched: dict[str, _Track] = {}
         finished_ids: list[str] = []
         for update in result.outputs:
@@ -281,6 +296,30 @@ class RequestLedger:
                 computed_prompt_tokens=max(view.computed_prompt_tokens, view.prompt_tokens),
             )
             self._finish(state_view, RequestState.FINISHED, None)
+        if result.ended:
+            self._end(result.ended, now)
+
+    def _adopt(self, arrived: Sequence[ArrivedRequest], now: float) -> None:
+        """Requests a watched engine holds that stepview did not add: in the engine already."""
+        for request in arrived:
+            track = self._tracks.get(request.request_id)
+            if track is not None:  # more of its samples arrived: n grew
+                track.view = track.view._replace(spec=request.spec)
+                continue
+            if request.request_id in self._seen_ids:
+                continue  # seen before (it ended)
+            self._seen_ids.add(request.request_id)
+            self._tracks[request.request_id] = _Track(adopted_view(request, now), in_engine=True)
+
+    def _end(self, ended: Sequence[EndedRequest], now: float) -> None:
+        """Requests that ended without a final output (see :mod:`~stepview.engine.adoption`)."""
+        for end in ended:
+            track = self._tracks.get(end.request_id)
+            if track is None or not track.in_engine:
+                continue
+            del self._tracks[end.request_id]
+            view, error = ended_view(track.view, end, now)
+            self._finish(view, end.state, error)
 
     def _finish(self, view: RequestView, state: RequestState, error: str | None) -> None:
         timings = view.timings

@@ -11,8 +11,9 @@ core process, so stepview ships one: :class:`StepviewScheduler`
 After every ``schedule()`` it builds a :class:`~stepview.model.core_facts.StepFacts` with
 every request the scheduler holds and hands it to one sink:
 
-* an **in-process listener** registered with :func:`local_listener` while the engine is built
-  (stepview's own engine with the core in its process): a plain call, no encoding; or
+* an **in-process listener** registered with
+  :func:`~stepview.engine.plugin_setup.local_listener` while the engine is built (stepview's
+  own engine with the core in its process): a plain call, no encoding; or
 * a **publisher** when ``STEPVIEW_PUBLISH`` names a zmq address
   (:mod:`stepview.engine.facts_channel`; data-parallel ranks each publish on
   :func:`~stepview.engine.facts_channel.rank_address` of it). Nothing is built while nobody
@@ -20,6 +21,10 @@ every request the scheduler holds and hands it to one sink:
 
 When the scheduler empties (the last requests finished or were aborted) it sends one more,
 ``idle`` record: an idle core stops scheduling, and subscribers must still learn who left.
+For a client that did not add the requests (``stepview --attach``) a record also carries
+each request's output tokens not sent yet, once its prompt ids and sampling (``intro``), and
+how requests ended (last tokens, vLLM's finish reason: vLLM frees a request in the update
+that finishes it, so while someone listens the request map is copied before each update).
 
 The plug-in never raises into vLLM: a capture that fails logs once and switches the plug-in
 off for the rest of the run (vLLM keeps serving, stepview falls back to what outputs tell).
@@ -28,7 +33,8 @@ Base class: the plug-in is built over the class vLLM itself would have picked
 (``AsyncScheduler`` when async scheduling is on, as it is by default on GPUs; ``Scheduler``
 otherwise, always on CPU), or over the class named by ``STEPVIEW_SCHEDULER_BASE``
 (``package.module.Class``), so a user's own scheduler keeps working under stepview. A base
-that is not a vLLM ``Scheduler`` subclass is refused with a clear error at start-up.
+that is not a vLLM ``Scheduler`` subclass is refused with a clear error at start-up
+(:mod:`stepview.engine.plugin_setup` sets all this up; none of it reads internals).
 
 The client side lives here too (:func:`client_id_lookup`): vLLM's engine core only knows its
 own request ids; the ``LLMEngine``'s output processor maps them back to the caller's.
@@ -37,29 +43,22 @@ own request ids; the ``LLMEngine``'s output processor maps them back to the call
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
-from stepview.engine.facts_channel import (
-    BASE_ENV,
-    PUBLISH_ENV,
-    FactsPublisher,
-    FactsSink,
-    rank_address,
-)
-from stepview.model.core_facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.facts_channel import BASE_ENV, FactsSink
+from stepview.engine.plugin_setup import PLUGIN_QUALNAME as PLUGIN_QUALNAME  # re-exported
+from stepview.engine.plugin_setup import ListenerSink, open_sink, resolve_base
+from stepview.engine.plugin_setup import user_scheduler_base as user_scheduler_base
+from stepview.model.core_facts import CoreState, EndedFacts, RequestFacts, RequestIntro, StepFacts
 
 log = logging.getLogger(__name__)
-
-PLUGIN_QUALNAME = "stepview.engine.scheduler_plugin.StepviewScheduler"
 
 _PREEMPTED = RequestStatus.PREEMPTED
 _STATE_OF: dict[Any, int] = {
@@ -71,55 +70,7 @@ _STATE_OF: dict[Any, int] = {
     RequestStatus.PREEMPTED: CoreState.PREEMPTED,
 }
 _OTHER = int(CoreState.OTHER)
-
-
-# -- the in-process listener ---------------------------------------------------------------
-
-
-@dataclass
-class LocalBinding:
-    """A listener registered in this process, and what the plug-in reports back to it."""
-
-    callback: Callable[[StepFacts], None]
-    bound: bool = False  # a StepviewScheduler picked it up
-    failure: str | None = None  # why the plug-in switched itself off
-
-
-_local: LocalBinding | None = None
-
-
-@contextlib.contextmanager
-def local_listener(callback: Callable[[StepFacts], None]) -> Iterator[LocalBinding]:
-    """Hand the records of a scheduler built inside this block to ``callback``, in-process.
-
-    Wrap ``LLMEngine.from_engine_args`` in it: with the engine core in this process the
-    scheduler is built there and binds the callback for its whole life. With the core in its
-    own process nothing binds (``bound`` stays False).
-    """
-    global _local
-    binding = LocalBinding(callback)
-    previous, _local = _local, binding
-    try:
-        yield binding
-    finally:
-        _local = previous
-
-
-class _ListenerSink:
-    """The in-process listener as a sink: always wanted, records handed over as they are."""
-
-    __slots__ = ("binding", "deliver")
-
-    def __init__(self, binding: LocalBinding) -> None:
-        binding.bound = True
-        self.binding = binding
-        self.deliver = binding.callback
-
-    def wanted(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
+_NO_TOKENS: list[int] = []  # shared by every record that has no new token (never mutated)
 
 
 # -- capture ---------------------------------------------------------------------------------
@@ -141,6 +92,11 @@ class CoreCapture:
         self.started = time.time()
         self._cached: dict[str, int] = {}  # prefix-cache hits: vLLM drops them at 1st token
         self._reported: set[str] = set()  # finished ids already sent in an idle record
+        # Output tokens already sent, by request: records carry only the rest (and a request
+        # absent here gets its intro). Cleared when someone (re)subscribes.
+        self._sent: dict[str, int] = {}
+        self._ended: list[EndedFacts] = []  # how requests ended, for the next record
+        self._listening = False  # the last schedule() built a record
         self._groups: list[Mapping[str, list[Any]]] = []
         self.rank = 0
         try:
@@ -166,7 +122,10 @@ class CoreCapture:
                 self.iteration += 1
             sink = self.sink
             if sink is None or not sink.wanted():
+                self._listening = False
+                self._ended.clear()
                 return
+            self._listening = sink.tails
             finished = sorted(i for i in output.finished_req_ids if i not in reported)
             preempted = sorted(output.preempted_req_ids)
             sink.deliver(
@@ -174,6 +133,58 @@ class CoreCapture:
             )
         except Exception as exc:  # never into vLLM
             self._switch_off(exc)
+
+    def before_update(self, scheduler: Any) -> dict[str, Any] | None:
+        """The requests before ``update_from_output``, when records say how requests end.
+
+        vLLM frees a request in the update that finishes it: only a copy made before still
+        holds it, with its last tokens and its finish reason.
+        """
+        if not self._listening:
+            return None
+        try:
+            return dict(scheduler.requests)
+        except Exception as exc:  # never into vLLM
+            self._switch_off(exc)
+            return None
+
+    def after_update(self, scheduler: Any, before: dict[str, Any] | None) -> None:
+        """After outputs: how the requests this update finished ended, then the idle record."""
+        if before is not None:
+            try:
+                requests = scheduler.requests
+                for request_id in scheduler.finished_req_ids:
+                    req = before.get(request_id)
+                    if req is not None and request_id not in requests:
+                        self._end(req)
+            except Exception as exc:  # never into vLLM
+                self._switch_off(exc)
+        self.after_finish(scheduler)
+
+    def after_abort(self, scheduler: Any, aborted: Any) -> None:
+        """After ``finish_requests`` (aborts): how they ended, then the idle record."""
+        if self._listening:
+            try:
+                for req in aborted or ():
+                    self._end(req)
+            except Exception as exc:  # never into vLLM
+                self._switch_off(exc)
+        self.after_finish(scheduler)
+
+    def _end(self, req: Any) -> None:
+        """Keep how ``req`` ended (its tokens, its finish reason) for the next record."""
+        self._sent.pop(req.request_id, None)
+        reason = req.get_finished_reason()
+        stop = req.stop_reason
+        self._ended.append(
+            EndedFacts(
+                req.request_id,
+                req.num_output_tokens,
+                list(req.output_token_ids),
+                "abort" if reason is None else str(reason),
+                stop if isinstance(stop, str | int) else None,
+            )
+        )
 
     def after_finish(self, scheduler: Any) -> None:
         """After outputs or aborts: the idle record, when the scheduler has just emptied."""
@@ -193,7 +204,7 @@ class CoreCapture:
         self.failure = f"{type(exc).__name__}: {exc}"
         sink, self.sink = self.sink, None
         log.error("stepview: scheduler plug-in switched off (%s)", self.failure)
-        if isinstance(sink, _ListenerSink):
+        if isinstance(sink, ListenerSink):
             sink.binding.failure = self.failure
         if sink is not None:
             with contextlib.suppress(Exception):
@@ -209,11 +220,21 @@ class CoreCapture:
     ) -> StepFacts:
         """The record of the scheduler's state now (after ``schedule()``)."""
         cached = self._cached
+        sent = self._sent
+        sink = self.sink
+        if sink is not None and sink.fresh:
+            sink.fresh = False
+            sent.clear()
         for request_id in finished:
             cached.pop(request_id, None)
+            sent.pop(request_id, None)
         requests = scheduler.requests
         if len(cached) > len(requests) + 256:  # finishes nobody listened to
             self._cached = cached = {k: v for k, v in cached.items() if k in requests}
+        if len(sent) > len(requests) + 256:
+            self._sent = sent = {k: v for k, v in sent.items() if k in requests}
+        sent_get = sent.get
+        no_tokens = _NO_TOKENS
         groups = self._groups
         single = groups[0] if len(groups) == 1 else None
         deferred = scheduler.deferred_waiting
@@ -247,6 +268,16 @@ class CoreCapture:
                 blocks = len(single.get(request_id, ()))
             else:
                 blocks = sum(len(g.get(request_id, ())) for g in groups)
+            had = sent_get(request_id, -1)
+            intro = None
+            if had < 0:
+                intro = _intro(req)
+                had = 0
+                sent[request_id] = 0
+            new_tokens = no_tokens
+            if outputs > had:
+                new_tokens = req.output_token_ids[had:]
+                sent[request_id] = outputs
             facts.append(
                 RequestFacts(
                     request_id,
@@ -262,6 +293,8 @@ class CoreCapture:
                     req.priority,
                     req.max_tokens,
                     bool(deferred) and req in deferred,
+                    new_tokens,
+                    intro,
                 )
             )
         pool = self._pool
@@ -282,7 +315,14 @@ class CoreCapture:
             finished,
             facts,
             idle,
+            self._take_ended(),
         )
+
+    def _take_ended(self) -> list[EndedFacts]:
+        ended = self._ended
+        if ended:
+            self._ended = []
+        return ended
 
     def close(self) -> None:
         sink, self.sink = self.sink, None
@@ -290,22 +330,27 @@ class CoreCapture:
             sink.close()
 
 
-def _open_sink(rank: int) -> FactsSink | None:
-    """The in-process listener if one is registered, else a publisher if configured."""
-    if _local is not None:
-        return _ListenerSink(_local)
-    base = os.environ.get(PUBLISH_ENV)
-    if not base:
-        log.warning("stepview: scheduler plug-in loaded, but %s is not set", PUBLISH_ENV)
-        return None
-    try:
-        address = rank_address(base, rank)
-        publisher = FactsPublisher(address)
-    except Exception as exc:  # a taken port must not stop the server
-        log.error("stepview: cannot publish on %s=%s (rank %d): %s", PUBLISH_ENV, base, rank, exc)
-        return None
-    log.info("stepview: scheduler plug-in publishing on %s", address)
-    return publisher
+def _intro(req: Any) -> RequestIntro:
+    """What a client that did not add ``req`` needs to show it (once per request)."""
+    prompt = req.prompt_token_ids
+    params = req.sampling_params
+    if params is None:  # a pooling request: no sampling
+        return RequestIntro(list(prompt or ()))
+    stop = params.stop
+    return RequestIntro(
+        list(prompt or ()),
+        float(params.temperature),
+        float(params.top_p),
+        int(params.top_k),
+        float(params.min_p),
+        params.seed,
+        float(params.presence_penalty),
+        float(params.frequency_penalty),
+        float(params.repetition_penalty),
+        [stop] if isinstance(stop, str) else list(stop or ()),
+        params.logprobs,
+        params.prompt_logprobs,
+    )
 
 
 # -- the scheduler class ---------------------------------------------------------------------
@@ -318,6 +363,8 @@ class StepviewScheduler(Scheduler):
     (see the module docstring); the plug-in methods below run first in its MRO.
     """
 
+    STEPVIEW_PLUGIN = True  # how resolve_base tells the plug-in from a base to chain
+
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls is StepviewScheduler:
             config = kwargs.get("vllm_config", args[0] if args else None)
@@ -328,7 +375,7 @@ class StepviewScheduler(Scheduler):
         super().__init__(*args, **kwargs)
         capture = CoreCapture(self)
         if capture.failure is None:
-            capture.sink = _open_sink(capture.rank)
+            capture.sink = open_sink(capture.rank)
         self._stepview = capture
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
@@ -337,13 +384,14 @@ class StepviewScheduler(Scheduler):
         return output
 
     def update_from_output(self, *args: Any, **kwargs: Any) -> Any:
+        before = self._stepview.before_update(self)
         outputs = super().update_from_output(*args, **kwargs)
-        self._stepview.after_finish(self)
+        self._stepview.after_update(self, before)
         return outputs
 
     def finish_requests(self, *args: Any, **kwargs: Any) -> Any:
         aborted = super().finish_requests(*args, **kwargs)
-        self._stepview.after_finish(self)
+        self._stepview.after_abort(self, aborted)
         return aborted
 
     def shutdown(self) -> None:
@@ -351,30 +399,6 @@ class StepviewScheduler(Scheduler):
             self._stepview.close()
         finally:
             super().shutdown()
-
-
-def resolve_base(qualname: str | None, vllm_config: Any) -> type[Any]:
-    """The class the plug-in extends: ``qualname``'s, or the one vLLM would pick itself."""
-    if not qualname:
-        scheduler_config = getattr(vllm_config, "scheduler_config", None)
-        if getattr(scheduler_config, "async_scheduling", False):
-            from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-
-            return AsyncScheduler
-        return Scheduler
-    module_name, _, class_name = qualname.rpartition(".")
-    try:
-        base = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"stepview cannot load the scheduler class {qualname!r}: {exc}") from exc
-    if not (isinstance(base, type) and issubclass(base, Scheduler)):
-        raise ValueError(
-            f"stepview's scheduler plug-in can only extend a subclass of vLLM's Scheduler "
-            f"(vllm.v1.core.sched.scheduler.Scheduler); {qualname!r} is not one"
-        )
-    if issubclass(base, StepviewScheduler):
-        raise ValueError(f"{qualname!r} already is stepview's scheduler plug-in: nothing to chain")
-    return base
 
 
 _CHAINED: dict[type[Any], type[Any]] = {}
@@ -392,26 +416,6 @@ def chained_class(base: type[Any]) -> type[Any]:
         name = f"StepviewScheduler[{base.__module__}.{base.__qualname__}]"
         chained = _CHAINED[base] = type(name, (StepviewScheduler, base), {"__module__": __name__})
     return chained
-
-
-def user_scheduler_base(scheduler_cls: object) -> str | None:
-    """What to chain to for a user's ``--scheduler-cls`` (``None``: vLLM's own choice).
-
-    Checked here, in the caller's process, so a wrong class fails before an engine core
-    process is even started, with the same message the plug-in would give.
-    """
-    if scheduler_cls is None:
-        return None
-    if isinstance(scheduler_cls, str):
-        qualname = scheduler_cls
-    elif isinstance(scheduler_cls, type):
-        qualname = f"{scheduler_cls.__module__}.{scheduler_cls.__qualname__}"
-    else:
-        raise ValueError(f"--scheduler-cls must name a class, not {scheduler_cls!r}")
-    if qualname == PLUGIN_QUALNAME:
-        return None
-    resolve_base(qualname, None)
-    return qualname
 
 
 # -- the client side -------------------------------------------------------------------------

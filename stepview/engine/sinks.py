@@ -36,7 +36,7 @@ class EngineArgsHolder:
 
 
 def file_sinks(
-    holder: EngineArgsHolder,
+    header: Callable[[], Mapping[str, Any]],
     *,
     results: Path | None,
     append_results: bool,
@@ -45,16 +45,16 @@ def file_sinks(
     """Open the results file and the trace, those that are asked for (raises ``OSError``).
 
     ``append_results`` adds to an existing results file (one the user named) instead of
-    starting a new one. The trace header takes the engine's flags from ``holder`` when the
-    engine has started. The directories must exist (the launcher checked the paths); if one
-    file cannot be opened, the one already opened is closed again before the error goes up.
+    starting a new one. The trace header's extra fields come from ``header``, called when
+    the engine has started (e.g. :meth:`EngineArgsHolder.header_fields`: the engine's
+    flags). The directories must exist (the launcher checked the paths); if one file cannot
+    be opened, the one already opened is closed again before the error goes up.
     """
     sinks: list[SnapshotSink] = []
     try:
         if results is not None:
             sinks.append(ResultsWriter(results, append=append_results))
         if record is not None:
-            header: Callable[[], Mapping[str, Any]] = holder.header_fields
             sinks.append(TraceRecorder(record, header))
     except OSError:
         for sink in sinks:

@@ -184,7 +184,7 @@ class VllmEngine:
             handler.phase("importing vLLM")
         from vllm import LLMEngine
 
-        from stepview.engine.scheduler_plugin import PLUGIN_QUALNAME, user_scheduler_base
+        from stepview.engine.plugin_setup import PLUGIN_QUALNAME, user_scheduler_base
 
         base = user_scheduler_base(getattr(engine_args, "scheduler_cls", None))
         if multiprocess is None:

@@ -143,7 +143,10 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         holder = EngineArgsHolder(parsed)
         try:
             files = file_sinks(
-                holder, results=options.results, append_results=True, record=options.record
+                holder.header_fields,
+                results=options.results,
+                append_results=True,
+                record=options.record,
             )
         except OSError as exc:
             return fail(f"cannot open output file: {exc}")

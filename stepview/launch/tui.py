@@ -14,7 +14,9 @@ An engine that has not stopped by the deadline is left behind: the process exits
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
@@ -22,6 +24,10 @@ from stepview.launch.paths import default_results_path
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.model.prompts import PromptsFileError, read_prompts
+from stepview.model.sink import SnapshotSink
+
+if TYPE_CHECKING:
+    from stepview.engine.driver import Driver
 
 
 def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
@@ -29,7 +35,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     from stepview.engine.engine_args import UsageError, check_option_names
     from stepview.engine.environment import redirect_native_stderr
     from stepview.engine.live import live_driver
-    from stepview.engine.sinks import EngineArgsHolder, file_sinks, sink_errors
+    from stepview.engine.sinks import EngineArgsHolder
 
     try:
         check_option_names(engine_argv)
@@ -41,21 +47,11 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     problem = claim_terminal("; use --headless to run without the TUI")
     if problem is not None:
         return fail(problem)
-    default_results = options.results is None
-    results_path = options.results or default_results_path()
     holder = EngineArgsHolder()
-    try:
-        if default_results:
-            results_path.parent.mkdir(parents=True, exist_ok=True)
-        sinks = file_sinks(
-            holder,
-            results=results_path,
-            append_results=not default_results,
-            record=options.record,
-        )
-    except OSError as exc:
-        _drop_if_empty(results_path, default_results)
-        return fail(f"cannot open output file: {exc}")
+    outputs = open_outputs(options, holder.header_fields)
+    if isinstance(outputs, int):
+        return outputs
+    sinks, results_path, default_results = outputs
     admit = 0 if options.admit_per_step is None else options.admit_per_step
     driver = live_driver(
         engine_argv,
@@ -81,6 +77,46 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if usage is not None:
         _drop_if_empty(results_path, default_results)
         return fail(usage.message(also_known=own_option_names()))
+    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code)
+
+
+def open_outputs(
+    options: OwnOptions, header: Callable[[], Mapping[str, Any]]
+) -> tuple[list[SnapshotSink], Path, bool] | int:
+    """The results file and trace of a TUI run, their path, whether the path is the default.
+
+    An exit code instead when one cannot be opened (before anything starts).
+    """
+    from stepview.engine.sinks import file_sinks
+
+    default_results = options.results is None
+    results_path = options.results or default_results_path()
+    try:
+        if default_results:
+            results_path.parent.mkdir(parents=True, exist_ok=True)
+        sinks = file_sinks(
+            header,
+            results=results_path,
+            append_results=not default_results,
+            record=options.record,
+        )
+    except OSError as exc:
+        _drop_if_empty(results_path, default_results)
+        return fail(f"cannot open output file: {exc}")
+    return sinks, results_path, default_results
+
+
+def wrap_up(
+    driver: Driver,
+    sinks: list[SnapshotSink],
+    results_path: Path,
+    default_results: bool,
+    log_path: Path,
+    app_code: int,
+) -> int:
+    """After the app: name the results file, report what went wrong; the exit code."""
+    from stepview.engine.sinks import sink_errors
+
     _report_results(results_path, default=default_results, unfinished=driver.unfinished)
     file_errors = sink_errors(sinks)
     if driver.alive:

@@ -49,6 +49,30 @@ class CoreState(enum.IntEnum):
     OTHER = 6  # a status this stepview does not know (a newer vLLM)
 
 
+class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A request's prompt token ids and sampling parameters, as its engine core holds them.
+
+    Sent once per request (see :attr:`RequestFacts.intro`), so that a client that did not add
+    the request (``stepview --attach``) can still show what it is. Sampling parameters are
+    those of one sample: the engine core holds the samples of an ``n > 1`` request as
+    separate requests, each with ``n = 1``.
+    """
+
+    prompt_token_ids: list[int]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    stop: list[str] = []
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    # Append new fields here, each with a default.
+
+
 class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """One request the scheduler holds (waiting, deferred, running or preempted), after schedule.
 
@@ -73,6 +97,32 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     priority: int
     max_tokens: int
     deferred: bool = False
+    # Output token ids this publisher had not sent yet: the *tail* of the request's output,
+    # so they start at position ``num_output_tokens - len(new_token_ids)``. After a
+    # (re)subscription the next record carries every request's output from the start.
+    new_token_ids: list[int] = []
+    # What never changes over the request's life, sent with the first record that carries
+    # the request (after a (re)subscription too), ``None`` in every later one.
+    intro: RequestIntro | None = None
+    # Append new fields here, each with a default.
+
+
+class EndedFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A request (one sample) that finished since the previous record, as it ended.
+
+    A request leaves the scheduler in the step that finishes it, so no later record shows
+    it: this carries what the client would otherwise never see, the output tokens of its
+    last step(s) and vLLM's finish reason (``stop``, ``length``, ``abort``, ``error``,
+    ``repetition``; ``abort`` also when its client stopped it on a stop string). All its
+    output token ids come along, once: a client that lost records on the way (it fell
+    behind) still ends up with every one.
+    """
+
+    req_id: str
+    num_output_tokens: int
+    output_token_ids: list[int]
+    finish_reason: str
+    stop_reason: str | int | None = None
     # Append new fields here, each with a default.
 
 
@@ -90,8 +140,8 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     a subscriber would never learn that those requests left.
 
     ``finished`` are the ids that left the scheduler since the previous record (finished,
-    aborted); ``preempted`` those preempted in this step. ``requests`` is complete, so a
-    subscriber that joins late still sees every request in flight.
+    aborted), ``ended`` says how; ``preempted`` those preempted in this step. ``requests``
+    is complete, so a subscriber that joins late still sees every request in flight.
     """
 
     step: int
@@ -110,6 +160,9 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     finished: list[str]
     requests: list[RequestFacts]
     idle: bool = False
+    # How the requests in ``finished`` ended (those the plug-in saw end while someone
+    # listened): their last tokens and finish reasons.
+    ended: list[EndedFacts] = []
     # Append new fields here, each with a default.
 
 

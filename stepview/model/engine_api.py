@@ -10,16 +10,29 @@ driver copies what it keeps, on its own thread, before stepping again.
 ``scheduled`` is what only the scheduler knows (queue membership, prefill progress,
 preemptions); it is ``None`` when the engine cannot tell (vLLM in multiprocess mode, or a
 vLLM version whose internals moved), and the driver then derives states from outputs alone.
+
+A :class:`WatchedEngine` is one stepview does not drive: a running server it attached to
+(``stepview --attach``). It steps by itself; ``has_unfinished()`` means "has a step to
+report" and ``step()`` reports one. Its requests mostly come from other clients: a step
+names those it sees for the first time (``arrived``) and those that ended without a final
+output stepview could read (``ended``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineCounters, EngineInfo, PositionLogprobs, RequestState
+from stepview.model.snapshot import (
+    EngineCounters,
+    EngineInfo,
+    EngineState,
+    PositionLogprobs,
+    RankStatus,
+    RequestState,
+)
 
 
 class EngineRejected(Exception):
@@ -61,13 +74,48 @@ class SchedulerEntry(NamedTuple):
     num_preemptions: int
 
 
+class ArrivedRequest(NamedTuple):
+    """A request the engine holds that was not added through stepview (a watched server's).
+
+    ``prompt`` is the text when known, else says what is known (``(12 prompt tokens)``).
+    ``waited`` is how long it had been in the engine when it was first seen.
+    """
+
+    request_id: str
+    prompt: str
+    spec: SamplingSpec
+    waited: float
+    prompt_token_ids: tuple[int, ...] = ()
+
+
+class EndedRequest(NamedTuple):
+    """A request that ended without a final output: it left a watched engine, or its server
+    was lost. ``state`` is FINISHED (``reason`` is its finish reason), ABORTED or REJECTED
+    (``reason`` is why)."""
+
+    request_id: str
+    state: RequestState
+    reason: str
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
-    """What one ``step()`` did."""
+    """What one ``step()`` did.
+
+    ``arrived``, ``ended``, ``interval`` and ``age`` come only from a :class:`WatchedEngine`
+    (``interval``: seconds between this step and its previous one in the watched engine,
+    shown instead of the time ``step()`` took, which there is only the time to read it;
+    ``age``: how long ago the step happened, as the watched engine's steps are read a little
+    later, sometimes several at once).
+    """
 
     outputs: tuple[OutputUpdate, ...]
     scheduled: Mapping[str, SchedulerEntry] | None
     counters: EngineCounters
+    arrived: tuple[ArrivedRequest, ...] = ()
+    ended: tuple[EndedRequest, ...] = ()
+    interval: float | None = None
+    age: float = 0.0
 
 
 class Engine(Protocol):
@@ -87,3 +135,28 @@ class Engine(Protocol):
     def step(self) -> StepResult: ...
 
     def shutdown(self) -> None: ...
+
+
+class LinkState(NamedTuple):
+    """How a watched engine is doing between steps, for the status bar.
+
+    ``state`` is STARTING (never reached yet), RUNNING or IDLE (reached; requests in it or
+    not) or DISCONNECTED; ``message`` says it in words (where it is, what is being done).
+    """
+
+    state: EngineState
+    message: str = ""
+    ranks: tuple[RankStatus, ...] = ()  # each engine core's own figures, when several
+
+
+@runtime_checkable
+class WatchedEngine(Engine, Protocol):
+    """An engine that runs by itself, watched rather than driven (``stepview --attach``).
+
+    ``has_unfinished()`` is true when a step is ready to report, ``step()`` reports one;
+    pausing only stops reading them (the engine goes on). ``info`` may change once the
+    engine is reached.
+    """
+
+    def link(self) -> LinkState:
+        """How the engine is doing now (cheap; read after every step and command)."""

@@ -73,6 +73,7 @@ class EngineState(StrEnum):
     PAUSED = "paused"
     ERROR = "error"
     STOPPED = "stopped"
+    DISCONNECTED = "disconnected"  # a watched server went away; its requests are held
 
 
 class LogprobEntry(NamedTuple):
@@ -187,12 +188,23 @@ class EngineInfo:
     max_num_seqs: int = 0
     max_logprobs: int = 20
     detailed_states: bool = True  # False when the scheduler cannot be read (multiprocess mode)
+    attached: str = ""  # a server watched, not driven: where its records come from
 
     @property
     def label(self) -> str:
         if self.demo_model:
             return f"{self.model} (demo model, random weights)"
         return self.model
+
+
+class RankStatus(NamedTuple):
+    """One engine core (data-parallel rank) of a watched server, as of its latest record."""
+
+    rank: int
+    connected: bool
+    running: int = 0
+    waiting: int = 0
+    kv_cache_usage: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +223,7 @@ class StepSnapshot:
     finished: Frozen[RequestView] = field(default_factory=Frozen)  # in order of finishing
     recent: tuple[StepStat, ...] = ()  # the last steps, oldest first
     total_generated: int = 0  # output tokens since start
+    ranks: tuple[RankStatus, ...] = ()  # a watched server's engine cores, when it has several
 
     def requests(self) -> list[RequestView]:
         """Every request, active first."""

@@ -271,7 +271,9 @@ class StepviewApp(App[None]):
     def _read_only(self) -> bool:
         if self.source.accepts_requests:
             return False
-        self.notify(_READ_ONLY, severity="warning")
+        # A source may say why it takes no requests (attached without --api, say).
+        reason = getattr(self.source, "read_only", None)
+        self.notify(reason if isinstance(reason, str) else _READ_ONLY, severity="warning")
         return True
 
     def new_request_id(self) -> str:

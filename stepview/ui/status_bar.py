@@ -5,6 +5,11 @@ sparklines) and its mark (history or replay position, see ``scrub.py``), so the 
 same figures live and in a replay, and a snapshot test sees fixed text. It is re-rendered
 only when the shown snapshot or the mark changes.
 
+Attached to a server (``stepview --attach``), the first line says when the server is lost
+(``DISCONNECTED from ADDRESS — reconnecting``, where the model usually is) and that pausing
+only holds the view; with several data-parallel ranks the second line ends with each rank's
+own figures (``r1 3/1 12%``: running/waiting, KV cache; ``r1 lost`` while it is away).
+
 Each figure reads label first (``tok/s 338 ▁▂▃``). Gaps between figures are plain spaces
 between two styled runs, never the start of a run: SVG renderers such as librsvg drop the
 leading spaces of a text run, which made screenshots read ``RUNNINGstep 240``.
@@ -34,6 +39,7 @@ STATE_STYLES = {
     EngineState.PAUSED: "bold $warning",
     EngineState.ERROR: "bold $error",
     EngineState.STOPPED: "bold $text-muted",
+    EngineState.DISCONNECTED: "bold $error",
 }
 _SPARK_MAX = 40
 _MUTED = "$text-muted"
@@ -88,7 +94,12 @@ class StatusBar(Widget):
     def _first_line(self, snap: StepSnapshot, width: int) -> Content:
         """Model (or the history banner, or a damaged trace's warning) left; state right."""
         mark = self._mark
-        state = _spaced((snap.engine_state.value.upper(), STATE_STYLES[snap.engine_state]))
+        state_parts: list[_Part] = [
+            (snap.engine_state.value.upper(), STATE_STYLES[snap.engine_state])
+        ]
+        if snap.engine_state is EngineState.PAUSED and snap.info.attached:
+            state_parts.append(("view held", _MUTED))  # the server it watches runs on
+        state = _spaced(*state_parts)
         step = _spaced(("step", _MUTED), (str(snap.step), "bold"))
         left = _spaced(
             ("stepview", "bold"), (one_line(snap.info.label, 200) or "model not known yet", _PLAIN)
@@ -111,6 +122,9 @@ class StatusBar(Widget):
             right = _grouped(_spaced(("REPLAY", "bold $warning"), (playing, "bold")), state, step)
         else:
             right = _grouped(state, step)
+            if snap.engine_state is EngineState.DISCONNECTED:  # the state leads, on the left
+                left = _spaced(("⚠ " + one_line(snap.phase or "DISCONNECTED", 200), "bold $error"))
+                right = step
         left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         gap = max(1, width - left.cell_length - right.cell_length)
         return Content.assemble(left, " " * gap, right)
@@ -139,6 +153,12 @@ class StatusBar(Widget):
             ),
             ("step", seconds(snap.step_time) if snap.step else "-", 5, None, None),
         ]
+        for rank in snap.ranks:
+            if rank.connected:
+                value = f"{rank.running}/{rank.waiting} {percent(rank.kv_cache_usage)}"
+            else:
+                value = "lost"
+            figures.append((f"r{rank.rank}", value, 0, None, None))
         sparks = sum(values is not None for _, _, _, values, _ in figures)
         fixed = sum(len(label) + 1 + max(pad, len(value)) for label, value, pad, _, _ in figures)
         fixed += sparks + len(_GROUP_GAP) * (len(figures) - 1)

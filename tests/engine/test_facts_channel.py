@@ -215,6 +215,32 @@ def test_a_late_subscriber_gets_the_next_record_whole(address: str) -> None:
         publisher.close()
 
 
+def test_every_subscription_and_a_resync_mark_the_next_record_fresh(address: str) -> None:
+    publisher = FactsPublisher(address)
+    try:
+        first = FactsSubscriber(address)
+        second: FactsSubscriber | None = None
+        try:
+            _until(publisher.wanted)
+            assert publisher.fresh  # someone new: resend what goes once
+            publisher.fresh = False
+            second = FactsSubscriber(address)  # a second one, while the first listens
+            assert second.wait_connected(5.0)
+            _until(lambda: publisher.wanted() and publisher.fresh)
+            publisher.fresh = False
+            first.resync()  # a subscriber that lost records asks again
+            _until(lambda: publisher.wanted() and publisher.fresh)
+            publisher.deliver(_facts(3))
+            _until(lambda: bool(first.poll()))
+        finally:
+            first.close()
+            if second is not None:
+                second.close()
+        _until(lambda: not publisher.wanted())  # a resync leaves no extra subscription
+    finally:
+        publisher.close()
+
+
 # -- a publisher that dies and comes back ----------------------------------------------------
 
 _PUBLISHER = """

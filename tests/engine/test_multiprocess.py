@@ -59,12 +59,17 @@ def _norm(request_id: str) -> str:
 
 
 def _comparable(records: list[StepFacts]) -> list[StepFacts]:
-    """The records without wall-clock times and with vLLM's random id suffixes removed."""
+    """The records without wall-clock times and with vLLM's random id suffixes removed.
+
+    Also without how requests ended: only a publisher sends that (an attached client needs
+    it), the in-process listener's engine reads vLLM's outputs instead.
+    """
     replace = msgspec.structs.replace
     return [
         replace(
             f,
             time=0.0,
+            ended=[],
             core_started=0.0,
             preempted=sorted(map(_norm, f.preempted)),
             finished=sorted(map(_norm, f.finished)),

@@ -54,6 +54,14 @@ class FakeRequest:
     arrival_time: float = 1.0
     priority: int = 0
     max_tokens: int = 16
+    output_token_ids: list[int] = field(default_factory=list)
+    prompt_token_ids: list[int] | None = None
+    sampling_params: Any = None
+    request_id: str = ""
+    stop_reason: int | str | None = None
+
+    def get_finished_reason(self) -> Any:
+        return self.status.get_finished_reason(self.status)
 
     __hash__ = object.__hash__  # vLLM keeps requests in sets (deferred_waiting)
 
@@ -102,6 +110,8 @@ class ListSink:
         self.records: list[StepFacts] = []
         self.want = wanted
         self.closed = False
+        self.fresh = False
+        self.tails = True
 
     def wanted(self) -> bool:
         return self.want
@@ -260,6 +270,91 @@ def test_idle_record_when_the_scheduler_empties_and_no_duplicate_finishes() -> N
     capture.after_schedule(scheduler, _output({"b-1": 4}, finished={"a-1"}))
     last = sink.records[-1]
     assert last.step == 2 and last.finished == [] and [r.req_id for r in last.requests] == ["b-1"]
+
+
+def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() -> None:
+    from vllm import SamplingParams
+    from vllm.v1.request import RequestStatus as RS
+
+    params = SamplingParams(temperature=0.5, top_k=3, seed=11, stop="END", max_tokens=8)
+    req = FakeRequest(
+        RS.RUNNING,
+        3,
+        4,
+        num_output_tokens=1,
+        output_token_ids=[50],
+        prompt_token_ids=[1, 2, 3],
+        sampling_params=params,
+    )
+    scheduler = FakeScheduler({"a-1": req})
+    capture, sink = _captured(scheduler, {"a-1": 1})
+    first = sink.records[-1].requests[0]
+    assert first.new_token_ids == [50]
+    intro = first.intro
+    assert intro is not None and intro.prompt_token_ids == [1, 2, 3]
+    assert (intro.temperature, intro.top_k, intro.seed, intro.stop) == (0.5, 3, 11, ["END"])
+
+    def again(*tokens: int) -> Any:
+        req.output_token_ids.extend(tokens)
+        req.num_output_tokens = len(req.output_token_ids)
+        capture.after_schedule(scheduler, _output({"a-1": 1}))
+        return sink.records[-1].requests[0]
+
+    tail = again(51, 52)
+    assert (tail.new_token_ids, tail.intro, tail.num_output_tokens) == ([51, 52], None, 3)
+    assert again().new_token_ids == []  # nothing new this step
+    sink.fresh = True  # someone (re)subscribed: everything again, intro included
+    whole = again(53)
+    assert whole.new_token_ids == [50, 51, 52, 53] and whole.intro is not None
+    assert not sink.fresh
+    # A request vLLM does not sample for (pooling) still gets its prompt ids.
+    scheduler.requests["p-1"] = FakeRequest(RS.WAITING, 2, prompt_token_ids=[7, 8])
+    again()
+    pooled = next(r for r in sink.records[-1].requests if r.req_id == "p-1")
+    assert pooled.intro is not None and pooled.intro.prompt_token_ids == [7, 8]
+
+
+def test_the_record_after_a_request_ended_carries_its_tokens_and_reason() -> None:
+    from vllm.v1.request import RequestStatus as RS
+
+    def request(request_id: str, *tokens: int) -> FakeRequest:
+        return FakeRequest(
+            RS.RUNNING,
+            2,
+            2 + len(tokens),
+            num_output_tokens=len(tokens),
+            output_token_ids=list(tokens),
+            request_id=request_id,
+        )
+
+    a, b = request("a-1", 50), request("b-1", 60)
+    scheduler = FakeScheduler({"a-1": a, "b-1": b})
+    capture, sink = _captured(scheduler, {"a-1": 1, "b-1": 1})
+    # The update: a-1 gets its last token and finishes (vLLM frees it at once).
+    before = capture.before_update(scheduler)
+    assert before is not None
+    a.output_token_ids.append(51)
+    a.num_output_tokens, a.status, a.stop_reason = 2, RS.FINISHED_STOPPED, 7
+    del scheduler.requests["a-1"]
+    scheduler.finished_req_ids = {"a-1"}
+    capture.after_update(scheduler, before)
+    # b-1 is aborted between steps (its client went away), with a token never sent.
+    b.output_token_ids.append(61)
+    b.num_output_tokens, b.status = 2, RS.FINISHED_ABORTED
+    del scheduler.requests["b-1"]
+    scheduler.finished_req_ids = {"a-1", "b-1"}
+    scheduler.counts = (0, 0)
+    capture.after_abort(scheduler, [b])
+    idle = sink.records[-1]
+    assert idle.idle and idle.finished == ["a-1", "b-1"]
+    assert [
+        (e.req_id, e.num_output_tokens, e.output_token_ids, e.finish_reason, e.stop_reason)
+        for e in idle.ended
+    ] == [("a-1", 2, [50, 51], "stop", 7), ("b-1", 2, [60, 61], "abort", None)]
+    # Nobody listening: nothing is copied or kept.
+    sink.want = False
+    capture.after_schedule(scheduler, _output({"c-1": 1}))
+    assert capture.before_update(scheduler) is None
 
 
 # -- chaining to a user's scheduler ----------------------------------------------------------

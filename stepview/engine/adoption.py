@@ -1,0 +1,117 @@
+"""Requests stepview did not add: how a watched engine's requests enter and leave the ledger.
+
+Attached to a running server (``stepview --attach``), most requests come from the server's
+other clients. The engine core's records show each one from its first step on, and show it
+no more once it has left; that is all stepview learns of them. Two rules keep such requests
+honest in the panes, the detail view, the history and the results file:
+
+* **Adoption.** A request first seen in a record becomes a request of the ledger, already
+  in the engine (``WAITING``; the same record's scheduler entry says more), dated back by
+  how long it had already waited. Its prompt text is not in the record: the prompt shows as
+  ``(N prompt tokens)`` unless the caller could decode it.
+* **Ending without an output.** A request that leaves the record produced no final output
+  stepview could read, so it ends ``FINISHED`` with the finish reason the watched engine
+  gives (``left the engine``: vLLM's real reason is not in the record), or ``ABORTED`` /
+  ``REJECTED`` with why (its server was lost, the server refused it).
+
+What a record says of a request first seen becomes the ledger's :class:`ArrivedRequest`
+here too (:func:`arrival`), under a short id (:func:`short_id`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from stepview.model.core_facts import RequestFacts
+from stepview.model.engine_api import ArrivedRequest, EndedRequest
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import Completion, RequestState, RequestView, Timings
+
+
+def adopted_view(arrived: ArrivedRequest, now: float) -> RequestView:
+    """The first view of a request first seen in the engine at driver time ``now``.
+
+    Its arrival is ``waited`` seconds before ``now``: before the driver started (a negative
+    time) for a request already in flight when stepview attached.
+    """
+    ids = arrived.prompt_token_ids
+    return RequestView(
+        request_id=arrived.request_id,
+        prompt=arrived.prompt,
+        spec=arrived.spec,
+        state=RequestState.WAITING,
+        timings=Timings(arrival=now - max(0.0, arrived.waited)),
+        prompt_tokens=len(ids),
+        prompt_token_ids=ids,
+    )
+
+
+def ended_view(
+    view: RequestView, ended: EndedRequest, now: float
+) -> tuple[RequestView, str | None]:
+    """``view`` ended at driver time ``now`` as ``ended`` says, and the error to finish it
+    with (``None``: none).
+
+    FINISHED puts the reason on every sample that has none yet (a request that left before
+    producing a token gets one empty sample carrying it), so the panes and the results
+    file say why it finished, as they do with vLLM's own finish reasons.
+    """
+    view = view._replace(timings=view.timings._replace(finished=now))
+    if ended.state is not RequestState.FINISHED:
+        return view, ended.reason
+    completions = view.completions
+    if completions:
+        completions = tuple(
+            c if c.finish_reason else c._replace(finish_reason=ended.reason) for c in completions
+        )
+    else:
+        completions = (Completion(0, finish_reason=ended.reason),)
+    return view._replace(completions=completions), None
+
+
+# -- what the records say of a request first seen -------------------------------------------
+
+
+_RANDOM_ID = re.compile(r"^(?:[A-Za-z]+[-_])?([0-9a-f]{16,32})(?:-(\d+))?$")
+
+
+def short_id(client_id: str) -> str:
+    """A client id made of a random hex id, shortened to its first 8 hex digits.
+
+    vLLM's API server names requests ``cmpl-<16 hex>-<prompt index>`` (``chatcmpl-<16
+    hex>`` for chats; 32 in some versions): the panes' id column shows a few characters,
+    and the prefix never tells two requests apart. ``cmpl-3f9a1c2e…-0`` becomes
+    ``3f9a1c2e`` (a prompt index other than 0 stays: ``3f9a1c2e-1``), as vLLM's log lines
+    can be searched by; any other id is kept whole.
+    """
+    match = _RANDOM_ID.match(client_id)
+    if match is None:
+        return client_id
+    index = match.group(2)
+    return match.group(1)[:8] if index in (None, "0") else f"{match.group(1)[:8]}-{index}"
+
+
+def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> ArrivedRequest:
+    """An adopted request as the ledger takes it (``samples``: its samples seen so far)."""
+    intro = req.intro
+    prompt = f"({req.num_prompt_tokens} prompt tokens)"
+    waited = max(0.0, now - req.arrival_time)
+    if intro is None:
+        spec = SamplingSpec(max_tokens=req.max_tokens, n=samples)
+        return ArrivedRequest(request_id, prompt, spec, waited)
+    spec = SamplingSpec(
+        temperature=intro.temperature,
+        top_p=intro.top_p,
+        top_k=max(0, intro.top_k),
+        min_p=intro.min_p,
+        max_tokens=req.max_tokens,
+        n=samples,
+        seed=intro.seed,
+        presence_penalty=intro.presence_penalty,
+        frequency_penalty=intro.frequency_penalty,
+        repetition_penalty=intro.repetition_penalty,
+        stop=tuple(intro.stop),
+        logprobs=intro.logprobs,
+        prompt_logprobs=intro.prompt_logprobs,
+    )
+    return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids))

@@ -1,0 +1,95 @@
+"""``stepview --attach ADDRESS``: the TUI on a running vLLM server, watched, not driven.
+
+Nothing here starts or imports vLLM: the server runs elsewhere (another terminal, another
+machine through an ssh tunnel) with stepview's scheduler plug-in, and stepview subscribes to
+its records (:mod:`stepview.engine.attached`). Every flag is checked before the app starts
+(a wrong address or URL is a one-line usage error, exit code 2); a server that is not up
+yet is not an error: the app waits for it and says so.
+
+Adding a prompt needs ``--api URL``: it goes through the server's completions endpoint.
+Without it the add-prompt form is disabled, and says why. Quitting closes stepview's
+sockets only; the server, and any request stepview sent it, carry on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stepview.cli_args import OwnOptions
+from stepview.launch.exits import fail
+from stepview.launch.runner import run_app
+from stepview.launch.terminal import claim_terminal
+from stepview.launch.tui import open_outputs, wrap_up
+from stepview.model.prompts import PromptsFileError, read_prompts
+
+NO_API = (
+    "Attached without --api: stepview can only watch. Start it with --api URL (the "
+    "server's OpenAI-compatible address, e.g. http://127.0.0.1:8000) to add prompts."
+)
+
+
+def run_attach(options: OwnOptions, log_path: Path) -> int:
+    """Watch the server publishing at ``options.attach``; returns the exit code."""
+    from stepview.engine.attached import AttachedEngine
+    from stepview.engine.driver import Driver, PhaseCallback
+    from stepview.engine.facts_channel import rank_address
+    from stepview.engine.server_api import ServerApi
+    from stepview.model.engine_api import Engine
+
+    address = options.attach
+    assert address is not None
+    ranks = options.attach_ranks or (0,)
+    try:
+        for rank in ranks:
+            check_address(rank_address(address, rank))
+    except ValueError as exc:
+        return fail(f"--attach: {exc}")
+    try:
+        api = ServerApi(options.api) if options.api is not None else None
+    except ValueError as exc:
+        return fail(f"--api: {exc}")
+    try:
+        requests = read_prompts(options.prompts) if options.prompts else []
+    except PromptsFileError as exc:
+        return fail(str(exc))
+
+    problem = claim_terminal("")
+    if problem is not None:
+        return fail(problem)
+
+    def header() -> Mapping[str, Any]:
+        return {"attached": address, "ranks": list(ranks), "api": options.api}
+
+    outputs = open_outputs(options, header)
+    if isinstance(outputs, int):
+        return outputs
+    sinks, results_path, default_results = outputs
+
+    def factory(phase: PhaseCallback) -> Engine:
+        phase(f"connecting to {address}")
+        return AttachedEngine(address, ranks, api=api)
+
+    driver = Driver(
+        factory,
+        sinks=sinks,
+        history_size=options.history,
+        admit_per_step=options.admit_per_step or 0,
+        read_only=None if api is not None else NO_API,
+    )
+    for request in requests:
+        driver.send(request)
+    app_code = run_app(driver)
+    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code)
+
+
+def check_address(address: str) -> None:
+    """Refuse what is not a zmq endpoint stepview can subscribe to (``ValueError``)."""
+    scheme, sep, rest = address.partition("://")
+    if not sep or scheme not in ("tcp", "ipc") or not rest:
+        raise ValueError(f"{address!r} is not a tcp://HOST:PORT or ipc://PATH address")
+    if scheme == "tcp":
+        host, colon, port = rest.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{address!r} needs a host and a port: tcp://HOST:PORT")

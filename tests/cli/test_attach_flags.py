@@ -1,0 +1,90 @@
+"""``--attach``, ``--attach-ranks`` and ``--api``: every mistake is one line and exit code 2,
+before anything starts (no socket, no app, no vLLM)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stepview.cli import main
+from stepview.cli_args import parse_own_args
+from stepview.launch.attach import check_address
+
+
+def test_the_flags_are_read_with_stepviews_own() -> None:
+    own, rest = parse_own_args(
+        ["--attach", "tcp://h:5570", "--attach-ranks", "0,2", "--api", "http://h:8000"]
+    )
+    assert (own.attach, own.attach_ranks, own.api, rest) == (
+        "tcp://h:5570",
+        (0, 2),
+        "http://h:8000",
+        [],
+    )
+    assert parse_own_args(["--attach-ranks", "3"])[0].attach_ranks == (0, 1, 2)
+    assert parse_own_args([])[0].attach_ranks is None
+
+
+@pytest.mark.parametrize("ranks", ["0", "-1", "1,1", "a", "0,x"])
+def test_bad_ranks_are_a_usage_error(ranks: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_own_args(["--attach", "tcp://h:1", "--attach-ranks", ranks])
+    assert exit_info.value.code == 2
+    assert "--attach-ranks:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--api", "http://h:8000"], "--api and --attach-ranks go with --attach ADDRESS"),
+        (["--attach", "tcp://h:1", "--replay", "t.jsonl"], "--attach and --replay exclude"),
+        (["--attach", "tcp://h:1", "--headless"], "--attach runs the TUI only"),
+        (["--attach", "tcp://h:1", "--model", "m"], "takes no engine flags"),
+        (["--attach", "tcp://h:1", "--prompts", "p.jsonl"], "--prompts with --attach needs --api"),
+        (["--attach", "h:5570"], "--attach: 'h:5570' is not a tcp://HOST:PORT or ipc://PATH"),
+        (["--attach", "tcp://h"], "needs a host and a port"),
+        (["--attach", "tcp://h:1", "--api", "h:8000"], "--api: not an http(s) URL"),
+    ],
+)
+def test_mistakes_stop_before_anything_starts(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--log-file", str(tmp_path / "log"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("stepview: ") and err.count("\n") == 1
+    assert message in err
+
+
+def test_addresses_stepview_can_subscribe_to() -> None:
+    for good in ("tcp://127.0.0.1:5570", "tcp://[::1]:5570", "ipc:///tmp/x_dp1"):
+        check_address(good)
+    for bad in ("tcp://h:0", "tcp://h:70000", "tcp://:5570", "udp://h:1", "ipc://"):
+        with pytest.raises(ValueError):
+            check_address(bad)
+
+
+ATTACH_IMPORTS = """
+import sys
+import stepview.cli, stepview.launch.attach, stepview.engine.attached
+from stepview.engine.attached import AttachedEngine
+AttachedEngine("ipc:///nonexistent/stepview.sock").shutdown()
+heavy = {"vllm", "torch", "transformers"}
+print(",".join(sorted(n for n in sys.modules if n.split(".")[0] in heavy)))
+"""
+
+
+def test_attaching_needs_no_vllm() -> None:
+    # A laptop watching a server through an ssh tunnel has no vLLM: a fresh interpreter
+    # proves the attach path imports none of it (this process may have imported anything).
+    result = subprocess.run(
+        [sys.executable, "-c", ATTACH_IMPORTS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == ""

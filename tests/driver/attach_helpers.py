@@ -1,0 +1,150 @@
+"""Records and a publisher for testing ``stepview --attach`` without vLLM.
+
+A :class:`Server` stands for one engine core of a watched server: a real
+:class:`FactsPublisher` (zmq, ipc socket in a temporary folder) that tests make publish the
+records they write out with :func:`request` and :func:`record`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from stepview.engine.attached import AttachedEngine
+from stepview.engine.facts_channel import FactsPublisher
+from stepview.model.core_facts import (
+    CoreState,
+    EndedFacts,
+    RequestFacts,
+    RequestIntro,
+    StepFacts,
+)
+from stepview.model.engine_api import StepResult
+
+WAITING = int(CoreState.WAITING)
+RUNNING = int(CoreState.RUNNING)
+PREEMPTED = int(CoreState.PREEMPTED)
+NOW = 1_000_000.0  # the servers' wall clock in these records
+
+
+def request(
+    core_id: str,
+    state: int = RUNNING,
+    *,
+    prompt: int = 8,
+    computed: int | None = None,
+    outputs: int = 0,
+    new: Sequence[int] = (),
+    intro: bool = True,
+    temperature: float = 0.0,
+    max_tokens: int = 16,
+    preemptions: int = 0,
+    waited: float = 1.0,
+) -> RequestFacts:
+    """One engine-core request; ``computed`` defaults to prompt + outputs when running."""
+    if computed is None:
+        computed = prompt + outputs if state == RUNNING else 0
+    return RequestFacts(
+        core_id,
+        state,
+        prompt,
+        computed,
+        outputs,
+        preemptions,
+        1 if state == RUNNING else 0,
+        2,
+        0,
+        NOW - waited,
+        0,
+        max_tokens,
+        False,
+        list(new),
+        RequestIntro(list(range(100, 100 + prompt)), temperature, seed=7) if intro else None,
+    )
+
+
+def record(
+    step: int,
+    *requests: RequestFacts,
+    started: float = 1.0,
+    finished: Sequence[str] = (),
+    idle: bool = False,
+    rank: int = 0,
+    free: int = 60,
+    ended: Sequence[EndedFacts] = (),
+) -> StepFacts:
+    """One engine-core step of a core started at ``started``, 10 ms after the previous."""
+    decode = sum(1 for r in requests if r.state == RUNNING)
+    return StepFacts(
+        step,
+        step,
+        NOW + step * 0.01,
+        started,
+        rank,
+        2048,
+        0,
+        decode,
+        32,
+        free,
+        100,
+        16,
+        [],
+        list(finished),
+        list(requests),
+        idle,
+        list(ended),
+    )
+
+
+class Server:
+    """One engine core's publisher at ``address`` (``ipc://`` in a test's folder)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.publisher: FactsPublisher | None = FactsPublisher(address)
+
+    def wait_subscribed(self, timeout: float = 5.0) -> None:
+        publisher = self.publisher
+        assert publisher is not None
+        deadline = time.monotonic() + timeout
+        while not publisher.wanted():
+            assert time.monotonic() < deadline, "nobody subscribed"
+            time.sleep(0.01)
+
+    def send(self, *records: StepFacts) -> None:
+        publisher = self.publisher
+        assert publisher is not None
+        for facts in records:
+            publisher.deliver(facts)
+
+    def kill(self) -> None:
+        publisher, self.publisher = self.publisher, None
+        if publisher is not None:
+            publisher.close()
+
+    def restart(self) -> None:
+        self.kill()
+        self.publisher = FactsPublisher(self.address)
+
+
+def ipc_address(folder: Path, name: str = "facts.sock") -> str:
+    return f"ipc://{folder / name}"
+
+
+def next_step(engine: AttachedEngine, timeout: float = 5.0) -> StepResult:
+    """The engine's next step, once it has one to report (waits for the record to arrive)."""
+    deadline = time.monotonic() + timeout
+    while not engine.has_unfinished():
+        assert time.monotonic() < deadline, "no step to report"
+        time.sleep(0.005)
+    return engine.step()
+
+
+def wait_until(condition: object, timeout: float = 5.0) -> None:
+    """Poll ``condition()`` (a callable) until it is true."""
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met"
+        time.sleep(0.01)

