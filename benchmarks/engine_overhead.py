@@ -3,7 +3,10 @@
 One command measures, side by side and on the same workload, the throughput of
 
 * ``bare``: vLLM's ``llm_engine_example`` loop (``add_request`` every prompt, then ``step()``
-  until nothing is unfinished) on the engine flags stepview's demo defaults give;
+  until nothing is unfinished) on the engine flags stepview's demo defaults give, with vLLM's
+  default engine settings: the engine core (scheduler and model) in its own process. This is
+  what a user compares stepview with. ``bare-inproc`` is the same loop with the engine core in
+  the calling process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), printed for reference;
 * ``driver``: the same engine behind :class:`~stepview.engine.vllm_engine.VllmEngine` and
   :class:`~stepview.engine.driver.Driver`, building and publishing a snapshot after every step,
   with no UI;
@@ -13,6 +16,11 @@ One command measures, side by side and on the same workload, the throughput of
   the benchmark waits for the results file to hold every request, presses ``q``, and reads the
   driver's :class:`~stepview.engine.run_stats.RunStats`, which stepview writes as JSON to the
   file named by ``STEPVIEW_RUN_STATS`` as it stops.
+
+``driver``, ``driver+record`` and ``tui`` run in stepview's default engine-core mode;
+``--modes mp,inproc`` adds ``driver@mp``, ``tui@mp``, ``driver@inproc`` and ``tui@inproc``, the
+side-by-side figures that choose that default (whichever costs the engine less with the TUI
+running).
 
 Every variant is counted the same way: steps and output tokens (every sample of an ``n=2``
 request) over the engine-busy span, from the start of the first ``step()`` to the end of the
@@ -48,19 +56,22 @@ from pathlib import Path
 from typing import Any
 
 from stepview.engine import run_stats
+from stepview.engine.environment import DEFAULT_MULTIPROCESSING
 from stepview.model.commands import AddRequest
 from stepview.model.prompts import read_prompts
 from stepview.model.sampling import SamplingSpec
 
-VARIANTS = ("bare", "driver", "driver+record", "tui")
-# Same for every variant, forced (not defaults): one OpenMP thread, engine core in this
-# process, no hub, no torch.compile (see the platform notes for why each matters on 2 cores).
+BASE_VARIANTS = ("bare", "bare-inproc", "driver", "driver+record", "tui")
+MODES = ("mp", "inproc")
+# Same for every variant, forced (not defaults): one OpenMP thread, no hub, no torch.compile
+# (see the platform notes for why each matters on 2 cores). Where the engine core runs is
+# set per variant (:func:`mode_env`).
 BENCH_ENV = {
     "OMP_NUM_THREADS": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "HF_HUB_OFFLINE": "1",
     "TORCH_COMPILE_DISABLE": "1",
 }
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 TUI_SIZE = (120, 40)
 # The loading view's title: the first frame stepview draws (before vLLM is even imported).
 FIRST_FRAME_TEXT = "Starting the engine"
@@ -139,10 +150,41 @@ def write_workload(path: Path, requests: Sequence[tuple[str, SamplingSpec]]) -> 
             out.write(json.dumps(line) + "\n")
 
 
+def variants(modes: Sequence[str]) -> tuple[str, ...]:
+    """The variants of one round: the base ones, plus driver and tui in each mode asked for."""
+    extra = tuple(f"{kind}@{mode}" for mode in modes for kind in ("driver", "tui"))
+    return BASE_VARIANTS + extra
+
+
+def mode_env(variant: str) -> dict[str, str | None]:
+    """Where this variant's engine core runs: ``None`` leaves the choice to vLLM / stepview.
+
+    ``bare`` runs with vLLM's default, multiprocess (set explicitly: the child uses stepview's
+    environment set-up, whose default may differ); ``bare-inproc`` and ``…@inproc`` force the
+    core into the process, ``…@mp`` into its own; plain ``driver``/``tui`` take stepview's
+    default.
+    """
+    if variant == "bare-inproc" or variant.endswith("@inproc"):
+        return {MULTIPROCESSING_ENV: "0"}
+    if variant == "bare" or variant.endswith("@mp"):
+        return {MULTIPROCESSING_ENV: "1"}
+    return {MULTIPROCESSING_ENV: None}
+
+
+def _env_for(env: dict[str, str], variant: str) -> dict[str, str]:
+    merged = dict(env)
+    for name, value in mode_env(variant).items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    return merged
+
+
 # -- children: one engine each ---------------------------------------------------------------
 
 
-def _child_bare(requests: list[AddRequest], workdir: Path) -> Measurement:
+def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
     """vLLM's llm_engine_example loop, all requests added up front, nothing else."""
     from stepview.engine.engine_args import parse_engine_args
     from stepview.engine.environment import prepare_vllm_environment
@@ -173,10 +215,10 @@ def _child_bare(requests: list[AddRequest], workdir: Path) -> Measurement:
                 lengths[(output.request_id, completion.index)] = len(completion.token_ids)
     cpu = time.thread_time() - first_cpu
     engine.engine_core.shutdown()
-    return Measurement("bare", steps, end - first, sum(lengths.values()), stepping, cpu)
+    return Measurement(name, steps, end - first, sum(lengths.values()), stepping, cpu)
 
 
-def _child_driver(requests: list[AddRequest], workdir: Path, record: bool) -> Measurement:
+def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
     """The TUI's driver set-up (``live_driver``, default history) with no UI reading it."""
     from stepview.engine.environment import prepare_vllm_environment
     from stepview.engine.live import live_driver
@@ -195,7 +237,7 @@ def _child_driver(requests: list[AddRequest], workdir: Path, record: bool) -> Me
             TraceRecorder(workdir / "trace.jsonl", holder.header_fields),
             ResultsWriter(workdir / "results.jsonl"),
         ]
-        if record
+        if name == "driver+record"
         else []
     )
     driver = live_driver([], log_path, holder=holder, sinks=sinks)
@@ -212,7 +254,6 @@ def _child_driver(requests: list[AddRequest], workdir: Path, record: bool) -> Me
     driver.stop(timeout=60.0)
     stats = driver.run_stats
     tokens = sum(view.output_tokens for view in driver.latest().finished)
-    name = "driver+record" if record else "driver"
     return Measurement(
         name,
         stats.steps,
@@ -248,10 +289,10 @@ def _time_vllm_step() -> list[float]:
 def child_main(variant: str, workload_path: Path, workdir: Path) -> None:
     """Run one variant and print its :class:`Measurement` as the last line of stdout."""
     requests = read_prompts(workload_path)
-    if variant == "bare":
-        measurement = _child_bare(requests, workdir)
+    if variant.startswith("bare"):
+        measurement = _child_bare(requests, workdir, variant)
     else:
-        measurement = _child_driver(requests, workdir, record=variant == "driver+record")
+        measurement = _child_driver(requests, workdir, variant)
     print(json.dumps(asdict(measurement)), flush=True)
 
 
@@ -269,7 +310,12 @@ def _run_child(
         str(workdir),
     ]
     done = subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False
+        command,
+        env=_env_for(env, variant),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
     )
     if done.returncode != 0 or not done.stdout.strip():
         raise RuntimeError(
@@ -339,7 +385,9 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def run_tui(workload_path: Path, count: int, workdir: Path, env: dict[str, str]) -> Measurement:
+def run_tui(
+    workload_path: Path, count: int, workdir: Path, env: dict[str, str], name: str = "tui"
+) -> Measurement:
     """The real ``stepview`` in tmux: launch, first frame, all results, ``q``, its run stats."""
     results, log_path, rc_path = workdir / "results.jsonl", workdir / "stepview.log", workdir / "rc"
     stats_path = workdir / "run_stats.json"
@@ -356,7 +404,7 @@ def run_tui(workload_path: Path, count: int, workdir: Path, env: dict[str, str])
     # The run stats too: the driver writes them there as it stops.
     hand_over = f"{run_stats.RUN_STATS_ENV}={shlex.quote(str(stats_path))}"
     command = f"{hand_over} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc_path))}"
-    tmux = Tmux(f"stepview-bench-{os.getpid()}-{workdir.name}", env)
+    tmux = Tmux(f"stepview-bench-{os.getpid()}-{workdir.name}", _env_for(env, name))
     launched = time.perf_counter()
     tmux.start(command)
     try:
@@ -387,7 +435,7 @@ def run_tui(workload_path: Path, count: int, workdir: Path, env: dict[str, str])
         for line in handle:
             tokens += sum(len(c["token_ids"]) for c in json.loads(line)["completions"])
     return Measurement(
-        "tui",
+        name,
         stats.steps,
         stats.busy_span,
         tokens,
@@ -404,12 +452,19 @@ def _stats(values: Sequence[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
 
 
+def _mode_of(variant: str) -> str:
+    """``mp`` or ``inproc``: where the variant's engine core ran."""
+    forced = mode_env(variant)[MULTIPROCESSING_ENV]
+    if forced is None:
+        forced = DEFAULT_MULTIPROCESSING
+    return "inproc" if forced == "0" else "mp"
+
+
 def report(runs: dict[str, list[Measurement]], out: Callable[[str], None]) -> None:
     """Per-variant figures, consistency notes, and the ``ratios:`` line last."""
     steps_head, tokens_head = "steps/s  median     min     max", "tok/s  median     min     max"
     out(f"{'variant':<14} {steps_head:>31}   {tokens_head:>29}   in step()  CPU ms/step")
-    for variant in VARIANTS:
-        got = runs.get(variant)
+    for variant, got in runs.items():
         if not got:
             continue
         steps = _stats([m.steps_per_s for m in got])
@@ -429,20 +484,34 @@ def report(runs: dict[str, list[Measurement]], out: Callable[[str], None]) -> No
             f"min {low:.3f}, max {high:.3f}"
         )
     # Fixed seeds: every variant must do exactly the same work, or the comparison is void.
-    work = {(m.steps, m.output_tokens) for ms in runs.values() for m in ms}
-    if len(work) > 1:
-        out(f"WARNING: variants did different work (steps, output tokens): {sorted(work)}")
+    # With the engine core in its own process, ``step()`` is called once more at the end (the
+    # last outputs arrive after the core's last step), so steps are compared within a mode.
+    work = {(_mode_of(v), m.steps, m.output_tokens) for v, ms in runs.items() for m in ms}
+    per_mode = {mode for mode, _, _ in work}
+    if len(work) > len(per_mode) or len({tokens for _, _, tokens in work}) > 1:
+        out(f"WARNING: variants did different work (mode, steps, output tokens): {sorted(work)}")
     else:
-        n_steps, n_tokens = work.pop()
-        out(f"work per run: {n_steps} steps, {n_tokens} output tokens (identical in every run)")
+        steps_text = ", ".join(f"{steps} steps ({mode})" for mode, steps, _ in sorted(work))
+        n_tokens = work.pop()[2]
+        out(f"work per run: {steps_text}, {n_tokens} output tokens (identical in every run)")
     medians = {v: statistics.median(m.tokens_per_s for m in ms) for v, ms in runs.items() if ms}
     bare = medians["bare"]
+    out(
+        f"engine core: stepview's default is {_mode_of('driver')}; "
+        f"bare-inproc/bare={medians['bare-inproc'] / bare:.2f}"
+        + "".join(f" {v}/bare={medians[v] / bare:.2f}" for v in medians if "@" in v)
+    )
     # Engine-thread CPU per step does not grow when other processes take the CPU, so it shows
     # the driver's own cost on a busy machine; it misses the GIL waits a UI thread causes.
+    # Only comparable within one mode (with the core in its own process, the stepping thread
+    # only waits for outputs), so each variant is set against the bare loop of its own mode.
     cpu_s = {v: statistics.median(m.cpu_s for m in ms) for v, ms in runs.items() if ms}
+    bare_of = {"mp": cpu_s["bare"], "inproc": cpu_s["bare-inproc"]}
     out(
-        "cpu ratios (engine thread CPU, bare/variant): "
-        + " ".join(f"{v}={cpu_s['bare'] / cpu_s[v]:.2f}" for v in VARIANTS[1:] if v in cpu_s)
+        "cpu ratios (stepping thread CPU, bare of the same mode/variant): "
+        + " ".join(
+            f"{v}={bare_of[_mode_of(v)] / cpu_s[v]:.2f}" for v in cpu_s if not v.startswith("bare")
+        )
     )
     out(f"recording: driver+record/bare={medians.get('driver+record', 0.0) / bare:.2f}")
     # Same process, same steps: what stepview adds to each step, free of machine drift.
@@ -473,14 +542,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="CI smoke: 1 round of 16 requests x 16 tokens (< 1 min)",
     )
+    parser.add_argument(
+        "--modes",
+        default="",
+        help="also run driver and tui with the engine core in these modes, e.g. mp,inproc",
+    )
     parser.add_argument("--keep", type=Path, help="keep logs, results and traces in this folder")
-    parser.add_argument("--child", choices=VARIANTS[:-1], help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workload", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child_main(args.child, args.workload, args.workdir)
         return 0
+    modes = [mode for mode in args.modes.split(",") if mode]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        print(f"engine_overhead: unknown mode(s) {unknown}; choose from {MODES}", file=sys.stderr)
+        return 2
+    order = variants(modes)
     if args.quick:
         args.rounds, args.requests, args.max_tokens = 1, 16, 16
     if shutil.which("tmux") is None:
@@ -500,15 +580,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"demo model; figures over the engine-busy span (first step to last)",
         flush=True,
     )
-    runs: dict[str, list[Measurement]] = {v: [] for v in VARIANTS}
+    runs: dict[str, list[Measurement]] = {v: [] for v in order}
     try:
         for round_no in range(args.rounds):
-            shift = round_no % len(VARIANTS)
-            for variant in VARIANTS[shift:] + VARIANTS[:shift]:
-                workdir = root / f"r{round_no}-{variant.replace('+', '-')}"
+            shift = round_no % len(order)
+            for variant in order[shift:] + order[:shift]:
+                workdir = root / f"r{round_no}-{variant.replace('+', '-').replace('@', '-')}"
                 workdir.mkdir()
-                if variant == "tui":
-                    measurement = run_tui(workload_path, args.requests, workdir, env)
+                if variant.startswith("tui"):
+                    measurement = run_tui(workload_path, args.requests, workdir, env, variant)
                 else:
                     measurement = _run_child(variant, workload_path, workdir, env)
                 runs[variant].append(measurement)

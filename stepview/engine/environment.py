@@ -31,6 +31,12 @@ from typing import TextIO
 # transformers' image utilities. Text generation needs none of them.
 _BLOCKED_ON_CPU = ("torchvision", "torchaudio", "torchcodec")
 
+DEFAULT_MULTIPROCESSING = "0"
+"""stepview's default for ``VLLM_ENABLE_V1_MULTIPROCESSING`` when the user sets none: "0" keeps
+the engine core in stepview's process, "1" gives it its own (vLLM's default). Both show every
+request's state (the scheduler plug-in reports either way); the default is whichever the
+benchmark (``benchmarks/engine_overhead.py --modes mp,inproc``) shows costs the engine less."""
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """How every line of the log file looks (stepview's launcher uses it too)."""
 
@@ -44,6 +50,27 @@ def cpu_build_installed() -> bool:
     return True
 
 
+def engine_core_in_own_process() -> bool:
+    """Whether vLLM will run its engine core in a process of its own (stepview's default)."""
+    value = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", DEFAULT_MULTIPROCESSING)
+    return value.strip().lower() not in ("0", "false")
+
+
+def start_process_helpers() -> None:
+    """Start multiprocessing's resource tracker now, while ``sys.stderr`` is the real one.
+
+    vLLM spawns its engine-core process with multiprocessing, whose first spawn starts the
+    resource tracker and hands it ``sys.stderr.fileno()``. Inside the TUI, Textual has
+    replaced ``sys.stderr`` with a capture object whose ``fileno()`` is -1, and the spawn then
+    fails with "bad value(s) in fds_to_keep". Started before the app runs, the tracker is
+    simply reused. Costs one small process, so only when the core will run in its own process.
+    """
+    if engine_core_in_own_process():
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+
+
 def prepare_vllm_environment(log_path: Path) -> None:
     """Set vLLM's environment defaults and route its logging to ``log_path``.
 
@@ -52,9 +79,8 @@ def prepare_vllm_environment(log_path: Path) -> None:
     attempt to import it. Calling it again is harmless (the file handler is not duplicated).
     """
     # Where vLLM's engine core runs when the caller does not say (VllmEngine.create's
-    # ``multiprocess``): in this process. Both modes show every request's state (the
-    # scheduler plug-in reports either way); the default is whichever costs the engine less.
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # ``multiprocess``).
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", DEFAULT_MULTIPROCESSING)
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")  # no stdout handler of vLLM's own
     # A GPU worker otherwise starts a thread that posts usage statistics over the network.
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stepview.engine.driver import Driver, PhaseCallback
 from stepview.engine.engine_args import parse_engine_args
+from stepview.engine.environment import start_process_helpers
 from stepview.engine.sinks import EngineArgsHolder
 from stepview.model.engine_api import Engine
 from stepview.model.sink import SnapshotSink
@@ -49,4 +50,5 @@ def live_driver(
             on_phase=phase,
         )
 
+    start_process_helpers()
     return Driver(factory, sinks=sinks, history_size=history_size, admit_per_step=admit_per_step)

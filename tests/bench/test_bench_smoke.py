@@ -43,11 +43,17 @@ def assert_has_line(lines: list[str], pattern: str) -> None:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the tui variant runs stepview in tmux")
 def test_engine_overhead_quick() -> None:
     lines = run_quick("engine_overhead.py", timeout=240)
-    for variant in ("bare", "driver", "driver+record", "tui"):
+    for variant in ("bare", "bare-inproc", "driver", "driver+record", "tui"):
         figures = rf"{re.escape(variant)}\s+(?:{NUMBER}\s+){{6}}{NUMBER}%\s+{NUMBER}"
         assert_has_line(lines, figures)
     assert_has_line(lines, rf"first frame .*: median {NUMBER} s, min {NUMBER}, max {NUMBER}")
-    assert_has_line(lines, r"work per run: \d+ steps, \d+ output tokens \(identical in every run\)")
+    assert_has_line(
+        lines,
+        r"work per run: (\d+ steps \((mp|inproc)\), )+\d+ output tokens \(identical in every run\)",
+    )
+    assert_has_line(
+        lines, rf"engine core: stepview's default is (mp|inproc); bare-inproc/bare={NUMBER}"
+    )
     assert_has_line(
         lines, rf"cpu ratios \(.*\): driver={NUMBER} driver\+record={NUMBER} tui={NUMBER}"
     )
