@@ -138,6 +138,9 @@ class RequestTable(ScrollView, can_focus=True):
         self._filter = RequestFilter()
         self._index: list[int] | None = None  # rows passing the filter; None: all rows
         self._cursor = 0
+        # The chosen request left the pane (finished, aborted, scheduled): nothing is selected
+        # until the user moves, so a key meant for it never lands on the row that slid up.
+        self._detached = False
         self._cache: dict[int, tuple[RequestView, _LineKey, Strip]] = {}
         self._drawn: dict[int, _LineKey] = {}
         self._formatted_width = -1  # the width rows were last formatted for
@@ -160,8 +163,8 @@ class RequestTable(ScrollView, can_focus=True):
 
     @property
     def selected(self) -> RequestView | None:
-        """The request under the cursor, if any."""
-        if 0 <= self._cursor < self.row_count:
+        """The request under the cursor, if any (none after the chosen one left the pane)."""
+        if 0 <= self._cursor < self.row_count and not self._detached:
             return self.row(self._cursor)
         return None
 
@@ -184,7 +187,11 @@ class RequestTable(ScrollView, can_focus=True):
             if at_end:
                 self._cursor = count - 1
         elif selected is not None:
-            self._cursor = self._find(selected.request_id, fallback=self._cursor)
+            found = self._find(selected.request_id, fallback=-1)
+            if found < 0:
+                self._detached = True  # the cursor stays put, selecting nothing
+            else:
+                self._cursor = found
         self._cursor = max(0, min(self._cursor, count - 1))
         if count != old_count or len(rows) != len(old_rows):
             self._sync_size()
@@ -239,6 +246,7 @@ class RequestTable(ScrollView, can_focus=True):
     def move_cursor(self, row: int) -> None:
         count = self.row_count
         self._cursor = max(0, min(row, count - 1))
+        self._detached = False
         self._scroll_to_cursor()
         self._repaint_changed()
 
@@ -257,6 +265,8 @@ class RequestTable(ScrollView, can_focus=True):
         self.scroll_to(y=target, animate=False, force=True)
 
     def action_cursor(self, delta: int) -> None:
+        if self._detached and delta > 0:
+            delta -= 1  # the row below the one that left has slid up under the cursor
         self.move_cursor(self._cursor + delta)
 
     def action_page(self, direction: int) -> None:
@@ -320,7 +330,7 @@ class RequestTable(ScrollView, can_focus=True):
         if row >= self.row_count:
             return ("empty" if row == 0 else "blank", width, self._filter.active)
         view = self.row(row)
-        cursor = row == self._cursor
+        cursor = row == self._cursor and not self._detached
         now = None if view.state.done else self._now
         return (id(view), now, width, cursor and self.has_focus)
 
@@ -344,7 +354,7 @@ class RequestTable(ScrollView, can_focus=True):
             return Strip.blank(width, self.rich_style)
         view = self.row(row)
         strip = self._row_strip(view, key, width)
-        if row == self._cursor and self.has_focus:
+        if row == self._cursor and self.has_focus and not self._detached:
             strip = strip.apply_style(self._style("cursor"))
         return strip.apply_style(self.rich_style)
 
