@@ -47,6 +47,7 @@ from stepview.trace.playback import (
     StepBack,
     StepForward,
 )
+from stepview.ui.aborts import AbortTracker, Notice
 from stepview.ui.detail import DetailScreen
 from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
@@ -68,7 +69,7 @@ from stepview.ui.status_bar import StatusBar
 # Keys of the panes and the detail view. Over a modal they are off (letters belong to the
 # form's fields); over the error screen only quitting makes sense.
 _MAIN_ACTIONS = frozenset(
-    {"add", "pause", "step", "abort", "demo", "filter", "help", "quit"}
+    {"add", "pause", "step", "abort", "demo", "filter", "help", "quit", "read_only"}
     | {"older", "newer", "oldest", "newest", "goto", "speed"}
 )
 # Keys that need a live engine: dimmed while it starts and after it failed or stopped.
@@ -79,6 +80,11 @@ _TIME_ACTIONS = frozenset({"older", "newer", "oldest", "newest", "goto"})
 # Keys that only a recording can honour (a live engine has one speed: as fast as it can).
 _REPLAY_ACTIONS = frozenset({"speed"})
 _READ_ONLY = "This is a replay: adding and aborting requests is disabled."
+NEWCOMER_HINT = "none yet: press d for the demo prompts, a to add one, ? for help"
+"""What an empty live run says in its Pending pane, until the first request arrives."""
+# Over a source that takes no requests (a replay), Add and Demo leave the footer; their keys
+# fall through to this hidden binding, which says why they do nothing.
+_READ_ONLY_BINDING = Binding("a,d", "read_only", show=False)
 
 # The footer holds about 78 columns of keys at 80x24. It shows the keys a newcomer needs
 # (Demo to get going, [ to look back); abort, which needs a chosen row anyway, and the rest
@@ -224,6 +230,7 @@ class StepviewApp(App[None]):
         Binding(
             "shift+tab", "focus_previous", "Previous pane", show=False, tooltip="Previous pane"
         ),
+        _READ_ONLY_BINDING,
     ]
 
     def __init__(
@@ -242,8 +249,12 @@ class StepviewApp(App[None]):
         With ``replay`` the history keys drive the source's playback when it has any
         (:class:`ReplayControls`, as ``ReplaySource`` does).
         """
-        super().__init__()
+        # ansi_color: the theme is ANSI anyway; saying so up front makes NO_COLOR drop colour
+        # codes (the terminal's own colours) instead of a monochrome filter over the ANSI
+        # theme, which drew black on black.
+        super().__init__(ansi_color=True)
         self.source = source
+        self._aborts = AbortTracker()
         self.replay = replay
         self._playback = source if replay and isinstance(source, ReplayControls) else None
         self._cursor = HistoryCursor(source)
@@ -314,6 +325,8 @@ class StepviewApp(App[None]):
             return
         previous = self._pulled
         self._pulled = latest
+        for notice in self._aborts.settle(latest):
+            self._tell(notice)
         self._pulled_at = self.clock() if self.clock is not None else 0.0
         if previous is None or previous.engine_state is not latest.engine_state:
             self.refresh_bindings()  # engine keys follow the live engine, not the shown step
@@ -400,6 +413,8 @@ class StepviewApp(App[None]):
         now = snapshot.clock
         self._pending_pane.show(pending, now)
         self._running_pane.show(running, now)
+        empty = self.source.accepts_requests and not snapshot.active and not snapshot.finished
+        self._pending_pane.set_empty_text(NEWCOMER_HINT if empty else "none")
         # The Frozen view itself, never a copy: the pane reads only the rows on screen.
         self._finished_pane.show(snapshot.finished, now)
 
@@ -432,6 +447,11 @@ class StepviewApp(App[None]):
         if action == "filter" and self.screen is not self.screen_stack[0]:
             return False  # the filter bar belongs to the panes
         if action in _REPLAY_ACTIONS and self._playback is None:
+            return False
+        # Over a source that takes no requests, Add and Demo are hidden; read_only takes
+        # their keys to say why.
+        writing = action in {"add", "demo", "read_only"}
+        if writing and (action == "read_only") == self.source.accepts_requests:
             return False
         # The live state (or the replayed one), not the shown one: keys act on the engine.
         state = self._pulled.engine_state if self._pulled is not None else EngineState.STARTING
@@ -501,16 +521,22 @@ class StepviewApp(App[None]):
         self.source.send(SingleStep())
 
     def action_abort(self) -> None:
+        """Abort the request under the cursor now, once (see :mod:`stepview.ui.aborts`)."""
         if self._read_only():
             return
-        view = self.current_request()
-        if view is None:
-            self.notify("No request selected.", severity="warning")
-        elif view.state.done:
-            self.notify(f"{view.request_id} is already {view.state.value}.", severity="warning")
+        request_id, notice = self._aborts.ask(self.current_request())
+        if request_id is not None:
+            self.source.send(Abort(request_id))
+        self._tell(notice)
+
+    def _tell(self, notice: Notice) -> None:
+        if notice.warning:
+            self.notify(notice.text, severity="warning")
         else:
-            self.source.send(Abort(view.request_id))
-            self.notify(f"abort sent for {view.request_id}", timeout=2)
+            self.notify(notice.text, timeout=2)
+
+    def action_read_only(self) -> None:
+        self._read_only()
 
     @on(RequestTable.Chosen)
     def _open_detail(self, event: RequestTable.Chosen) -> None:
@@ -581,7 +607,14 @@ class StepviewApp(App[None]):
         self.push_screen(
             HelpScreen(
                 [
-                    ("Engine and requests", [b for b in self.BINDINGS if b not in _TIME_BINDINGS]),
+                    (
+                        "Engine and requests",
+                        [
+                            b
+                            for b in self.BINDINGS
+                            if b not in _TIME_BINDINGS and b is not _READ_ONLY_BINDING
+                        ],
+                    ),
                     ("History and replay", _TIME_BINDINGS),
                     ("In a pane", RequestTable.BINDINGS),
                     ("In the detail view", DetailScreen.BINDINGS),

@@ -141,6 +141,7 @@ class RequestTable(ScrollView, can_focus=True):
         # The chosen request left the pane (finished, aborted, scheduled): nothing is selected
         # until the user moves, so a key meant for it never lands on the row that slid up.
         self._detached = False
+        self._empty_text = "none"
         self._cache: dict[int, tuple[RequestView, _LineKey, Strip]] = {}
         self._drawn: dict[int, _LineKey] = {}
         self._formatted_width = -1  # the width rows were last formatted for
@@ -196,6 +197,12 @@ class RequestTable(ScrollView, can_focus=True):
         if count != old_count or len(rows) != len(old_rows):
             self._sync_size()
         self._repaint_changed()
+
+    def set_empty_text(self, text: str) -> None:
+        """What the pane says when it has no request ("none", or a hint for a newcomer)."""
+        if text != self._empty_text:
+            self._empty_text = text
+            self._repaint_changed()
 
     def set_filter(self, request_filter: RequestFilter) -> None:
         """Show only rows matching ``request_filter``; keeps the selected request if it passes."""
@@ -328,7 +335,9 @@ class RequestTable(ScrollView, can_focus=True):
             return ("header", width)
         row = round(self.scroll_y) + y - 1
         if row >= self.row_count:
-            return ("empty" if row == 0 else "blank", width, self._filter.active)
+            if row == 0:
+                return ("empty", width, self._filter.active, self._empty_text)
+            return ("blank", width)
         view = self.row(row)
         cursor = row == self._cursor and not self._detached
         now = None if view.state.done else self._now
@@ -368,7 +377,7 @@ class RequestTable(ScrollView, can_focus=True):
         return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
 
     def _empty_line(self, width: int) -> Strip:
-        message = "no matching requests" if self._filter.active else "none"
+        message = "no matching requests" if self._filter.active else self._empty_text
         text = Text(message, style=self._style("empty"), no_wrap=True, end="")
         text.truncate(width, pad=True)
         return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
