@@ -43,7 +43,7 @@ def history_app(snapshots: Sequence[StepSnapshot]) -> tuple[StepviewApp, History
 def replay_app(trace: str | os.PathLike[str]) -> tuple[StepviewApp, ReplaySource]:
     """The app over a paused replay of ``trace``: nothing moves until a key says so."""
     source = ReplaySource(trace, start_paused=True)
-    app = StepviewApp(source, replay=True, clock=None)
+    app = StepviewApp(source, clock=None)
     app.animation_level = "none"
     return app, source
 

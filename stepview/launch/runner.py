@@ -47,7 +47,7 @@ def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] 
         # asks (Textual reads it when the app is built), in the terminal's own colours.
         os.environ.setdefault("NO_COLOR", "1")
 
-    app = StepviewApp(source, replay=replay, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
+    app = StepviewApp(source, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
 
     def on_signal() -> None:
         # The same way out as ctrl+c: from any screen, one bounded wait for the engine.

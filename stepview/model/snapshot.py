@@ -16,6 +16,7 @@ the same figures on another machine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -224,8 +225,12 @@ class StepSnapshot:
                 return view
         return None
 
-    def pane(self, name: str) -> list[RequestView]:
-        """The requests of one pane: ``pending``, ``running`` or ``finished``."""
+    def pane(self, name: str) -> Sequence[RequestView]:
+        """The requests of one pane: ``pending``, ``running`` or ``finished``.
+
+        ``finished`` is the frozen list itself, never a copy: it holds every request the run
+        finished, and a pane reads only the rows on screen.
+        """
         if name == "finished":
-            return list(self.finished)
+            return self.finished
         return [v for v in self.active if v.state.pane == name]

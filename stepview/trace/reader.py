@@ -5,15 +5,13 @@ inverse of :func:`~stepview.trace.encoder.request_delta`), appending to the trac
 :class:`~stepview.trace.store.Store`. A file that is not a trace, or a newer version, raises
 :class:`~stepview.trace.format.TraceError` when opened. A damaged line in the middle (not
 JSON, or contradicting the lines before it) is skipped and the rest is read; a truncated last
-line (a crash mid-write) ends reading. Either way :attr:`Trace.warning` says which line, and
-how many were skipped. A large trace can be read a chunk of lines at a time (the replay
-thread does, between playback ticks).
+line (a crash mid-write) ends reading; :attr:`Trace.warning` says which line and how many were
+skipped. A large trace is read a chunk of lines at a time, between playback ticks.
 
-After a skipped line the decoder is *lenient*: the deltas that line held are lost, so a later
-line may update a request it never added, or finish one that is not active. Such a request
-is rebuilt from its ``add`` event (prompt, parameters, arrival) plus the later deltas, rather
-than costing every line after the damage. A strict decoder (no damage yet) treats the same
-contradictions as damage, since nothing excuses them.
+After a skipped line the decoder is *lenient*: that line's deltas are lost, so a later line
+may update a request it never added, or finish one that is not active; such a request is
+rebuilt from its ``add`` event plus the later deltas. A strict decoder (no damage yet) treats
+the same contradictions as damage, since nothing excuses them.
 """
 
 from __future__ import annotations

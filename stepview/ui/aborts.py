@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from textual.notifications import SeverityLevel
+
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
 
 
@@ -20,6 +22,15 @@ class Notice(NamedTuple):
 
     text: str
     warning: bool = False
+
+    @property
+    def severity(self) -> SeverityLevel:
+        return "warning" if self.warning else "information"
+
+    @property
+    def timeout(self) -> float:
+        """Seconds on screen: a warning stays longer than a plain acknowledgement."""
+        return 5.0 if self.warning else 2.0
 
 
 class AbortTracker:

@@ -5,33 +5,27 @@ Live runs have none. Scrubbing back through a live run's bounded history gives a
 :class:`HistoryMark`, and a replay a :class:`ReplayMark` built from the source's
 :class:`~stepview.trace.playback.PlaybackStatus`. Marks are small frozen values compared by
 equality, so the status bar and the detail view redraw only when what they say changed.
-
-A replay is controlled through :class:`ReplayControls`, the part of
-:class:`~stepview.trace.replay.ReplaySource` the UI needs, declared here so the UI depends on
-what it uses, not on the replay thread's code.
+:class:`Mode` says the same in one word, for deciding which keys apply.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from enum import StrEnum
 
-from stepview.model.commands import Command
-from stepview.trace.playback import PlaybackCommand, PlaybackStatus
+from stepview.trace.playback import PlaybackStatus
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Replay speeds ``+`` and ``-`` move through: slow enough to read a step, fast enough to
 skim a long run."""
 
 
-@runtime_checkable
-class ReplayControls(Protocol):
-    """A source that plays a recording: it reports where it is and takes playback commands."""
+class Mode(StrEnum):
+    """How the shown snapshot relates to the run."""
 
-    @property
-    def status(self) -> PlaybackStatus: ...
-
-    def send(self, command: Command | PlaybackCommand) -> None: ...
+    LIVE = "live"  # the newest snapshot of a live run
+    HISTORY = "history"  # a past snapshot of a live run, pinned while the engine runs on
+    REPLAY = "replay"  # a snapshot of a recording, wherever its playback is
 
 
 def next_speed(speed: float, faster: bool) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepview.ui.app import NEWCOMER_HINT
+from stepview.ui.bindings import NEWCOMER_HINT
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW, alive, command_env, process_tree, wait_gone
 from tests.reliability.test_cli_errors import assert_one_line_error

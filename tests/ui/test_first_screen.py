@@ -10,8 +10,10 @@ from stepview.demo.scenes import replay_app, until
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine
 from stepview.model.snapshot import EngineState
-from stepview.ui.app import NEWCOMER_HINT, StepviewApp
+from stepview.ui.app import StepviewApp
+from stepview.ui.bindings import NEWCOMER_HINT, Over, action_enabled
 from stepview.ui.request_table import RequestTable
+from stepview.ui.scrub import Mode
 from tests.ui.replay_trace import TRACE
 
 SIZE = (80, 24)
@@ -47,3 +49,19 @@ async def test_a_replay_offers_no_add_or_demo_and_no_hint() -> None:
         assert "add" not in shown and "demo" not in shown
         assert {"pause", "step", "quit"} <= shown
         assert NEWCOMER_HINT not in first_row(app, "pending")
+
+
+def test_add_and_demo_give_their_keys_to_read_only_where_nothing_can_be_added() -> None:
+    def enabled(action: str, writable: bool, engine: EngineState = EngineState.IDLE) -> object:
+        return action_enabled(
+            action, over=Over.PANES, mode=Mode.LIVE, engine=engine, ready=True, writable=writable
+        )
+
+    assert [enabled(a, writable=False) for a in ("add", "demo", "read_only")] == [
+        False,
+        False,
+        True,
+    ]
+    assert [enabled(a, writable=True) for a in ("add", "demo", "read_only")] == [True, True, False]
+    # While the engine starts, Add is dimmed, and its key must not reach read_only's notice.
+    assert enabled("read_only", writable=True, engine=EngineState.STARTING) is False
