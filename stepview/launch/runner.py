@@ -10,6 +10,7 @@ the first ask), so a stuck engine is left behind instead of holding the terminal
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable
 
@@ -40,6 +41,11 @@ def run_app(
 
 def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] | None) -> int:
     from stepview.ui.app import StepviewApp
+
+    if os.environ.get("TERM") == "dumb":
+        # A terminal that declares no capabilities gets no colour codes: drawn as NO_COLOR
+        # asks (Textual reads it when the app is built), in the terminal's own colours.
+        os.environ.setdefault("NO_COLOR", "1")
 
     app = StepviewApp(source, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
 

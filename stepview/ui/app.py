@@ -38,7 +38,15 @@ from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
-from stepview.ui.bindings import APP_BINDINGS, MAIN_ACTIONS, TIME_BINDINGS, Over, action_enabled
+from stepview.ui.aborts import AbortTracker, Notice
+from stepview.ui.bindings import (
+    APP_BINDINGS,
+    MAIN_ACTIONS,
+    NEWCOMER_HINT,
+    TIME_BINDINGS,
+    Over,
+    action_enabled,
+)
 from stepview.ui.detail import DetailScreen
 from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
@@ -92,8 +100,11 @@ class StepviewApp(App[None]):
         A source with playback controls (``ReplaySource``) is replayed: the history keys
         drive its playback.
         """
-        super().__init__()
+        # ansi_color: the theme is ANSI; said up front, NO_COLOR drops colour codes instead of
+        # putting a monochrome filter over ANSI colours (which drew black on black).
+        super().__init__(ansi_color=True)
         self.source = source
+        self._aborts = AbortTracker()
         self._timeline = timeline_for(source)
         self._warned = False
         self._replay_ready = False  # the replay has a snapshot to move over
@@ -160,6 +171,8 @@ class StepviewApp(App[None]):
             return
         previous = self._pulled
         self._pulled = latest
+        for notice in self._aborts.settle(latest):
+            self._tell(notice)
         self._pulled_at = self.clock() if self.clock is not None else 0.0
         if previous is None or previous.engine_state is not latest.engine_state:
             self.refresh_bindings()  # engine keys follow the live engine, not the shown step
@@ -225,6 +238,8 @@ class StepviewApp(App[None]):
         now = snapshot.clock
         self._pending_pane.show(snapshot.pane("pending"), now)
         self._running_pane.show(snapshot.pane("running"), now)
+        empty = self.source.accepts_requests and not snapshot.active and not snapshot.finished
+        self._pending_pane.set_empty_text(NEWCOMER_HINT if empty else "none")
         # The Frozen view itself, never a copy: the pane reads only the rows on screen.
         self._finished_pane.show(snapshot.pane("finished"), now)
 
@@ -257,6 +272,7 @@ class StepviewApp(App[None]):
             # The live state (or the replayed one), not the shown one: keys act on the engine.
             engine=self._pulled.engine_state if self._pulled is not None else EngineState.STARTING,
             ready=self._timeline.ready,
+            writable=self.source.accepts_requests,
         )
 
     def _over(self) -> Over:
@@ -317,16 +333,19 @@ class StepviewApp(App[None]):
         self.source.send(SingleStep())
 
     def action_abort(self) -> None:
+        """Abort the request under the cursor now, once (see :mod:`stepview.ui.aborts`)."""
         if self._read_only():
             return
-        view = self.current_request()
-        if view is None:
-            self.notify("No request selected.", severity="warning")
-        elif view.state.done:
-            self.notify(f"{view.request_id} is already {view.state.value}.", severity="warning")
-        else:
-            self.source.send(Abort(view.request_id))
-            self.notify(f"abort sent for {view.request_id}", timeout=2)
+        request_id, notice = self._aborts.ask(self.current_request())
+        if request_id is not None:
+            self.source.send(Abort(request_id))
+        self._tell(notice)
+
+    def _tell(self, notice: Notice) -> None:
+        self.notify(notice.text, severity=notice.severity, timeout=notice.timeout)
+
+    def action_read_only(self) -> None:
+        self._read_only()
 
     @on(RequestTable.Chosen)
     def _open_detail(self, event: RequestTable.Chosen) -> None:

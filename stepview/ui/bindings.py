@@ -134,15 +134,23 @@ APP_BINDINGS: list[BindingType] = [
         tooltip="Next pane (Pending, Running, Finished)",
     ),
     Binding("shift+tab", "focus_previous", "Previous pane", show=False, tooltip="Previous pane"),
+    # Over a source that takes no requests (a replay) Add and Demo leave the footer; their
+    # keys fall through to this one, which says why they do nothing. Not on the help screen.
+    Binding("a,d", "read_only", show=False, system=True),
 ]
 """Every key of the app itself (``StepviewApp.BINDINGS``)."""
+
+NEWCOMER_HINT = "none yet: press d for the demo prompts, a to add one, ? for help"
+"""What an empty live run says in its Pending pane, until the first request arrives."""
 
 # Keys of the panes and the detail view. Over a modal they are off (letters belong to the
 # form's fields); over the error screen only quitting makes sense.
 MAIN_ACTIONS = frozenset(
-    {"add", "pause", "step", "abort", "demo", "filter", "help", "quit"}
+    {"add", "pause", "step", "abort", "demo", "filter", "help", "quit", "read_only"}
     | {"older", "newer", "oldest", "newest", "goto", "speed"}
 )
+# Keys that add requests, and the one that takes their keys where nothing can be added.
+_WRITING_ACTIONS = frozenset({"add", "demo", "read_only"})
 # Keys that need a live engine: dimmed while it starts and after it failed or stopped.
 _ENGINE_ACTIONS = frozenset({"add", "pause", "step", "abort", "demo"})
 _NO_ENGINE = frozenset({EngineState.STARTING, EngineState.ERROR, EngineState.STOPPED})
@@ -164,13 +172,21 @@ class Over(StrEnum):
 
 
 def action_enabled(
-    action: str, *, over: Over, mode: Mode, engine: EngineState, ready: bool
+    action: str,
+    *,
+    over: Over,
+    mode: Mode,
+    engine: EngineState,
+    ready: bool,
+    writable: bool = True,
 ) -> bool | None:
     """True: the key is shown and works; None: shown dimmed (not *now*); False: hidden.
 
     ``engine`` is the state of the newest snapshot pulled (keys act on the engine, not on
     the step on screen); ``ready`` says a replay has read a snapshot to move over (a live
-    run is ready once its engine has started, which ``engine`` says).
+    run is ready once its engine has started, which ``engine`` says); ``writable`` says the
+    source takes requests (a replay does not: Add and Demo are hidden, ``read_only`` has
+    their keys).
     """
     if action not in MAIN_ACTIONS:
         return True
@@ -178,13 +194,15 @@ def action_enabled(
         return False
     if over is Over.ERROR:
         return action == "quit"
+    if action in _WRITING_ACTIONS and (action == "read_only") == writable:
+        return False
     if action == "filter" and over is not Over.PANES:
         return False  # the filter bar belongs to the panes
     if action in _REPLAY_ACTIONS and mode is not Mode.REPLAY:
         return False
     if mode is Mode.REPLAY:
         # Playback keys work on any recorded state (start-up included) once the trace
-        # has a snapshot; add, abort and demo stay on to say why they do nothing.
+        # has a snapshot; abort (never in the footer) stays on to say why it does nothing.
         if action in _PLAYBACK_ACTIONS:
             return True if ready else None
         return True

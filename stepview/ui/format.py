@@ -224,6 +224,10 @@ def sparkline(values: Sequence[float], width: int, top: float | None = None) -> 
     return "".join(SPARK_CHARS[max(0, min(last, round(v / peak * last)))] for v in values)
 
 
+IDLE_GAP_S = 1.0
+"""Seconds between two steps that end a busy window (see :func:`busy_window`)."""
+
+
 def step_throughputs(recent: Sequence[StepStat]) -> list[float]:
     """Generated tokens per second for each recent step, over the time since the step before.
 
@@ -241,11 +245,30 @@ def step_throughputs(recent: Sequence[StepStat]) -> list[float]:
     return out
 
 
+def busy_window(recent: Sequence[StepStat]) -> Sequence[StepStat]:
+    """The last run of ``recent`` steps taken one after another, with no idle gap between.
+
+    A busy engine steps back to back (milliseconds apart); more than :data:`IDLE_GAP_S`
+    between one step's end and the next step's start means it had nothing to do, or was
+    paused. An average over such a gap says nothing about the engine ("1.4 tok/s" after
+    a few bursts): the figures stop at it.
+    """
+    start = len(recent) - 1
+    while start > 0:
+        current, before = recent[start], recent[start - 1]
+        if current.clock - current.step_time - before.clock > IDLE_GAP_S:
+            break
+        start -= 1
+    return recent[max(0, start) :]
+
+
 def throughput(recent: Sequence[StepStat]) -> float | None:
-    """Tokens per second over the recent window (``None`` before two steps)."""
-    if len(recent) < 2:
+    """Tokens per second over the last busy window of ``recent`` (:func:`busy_window`);
+    ``None`` ("-") before it holds two steps."""
+    window = busy_window(recent)
+    if len(window) < 2:
         return None
-    span = recent[-1].clock - recent[0].clock
+    span = window[-1].clock - window[0].clock
     if span <= 0:
         return None
-    return sum(s.generation_tokens for s in recent[1:]) / span
+    return sum(s.generation_tokens for s in window[1:]) / span

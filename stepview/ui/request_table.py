@@ -138,6 +138,10 @@ class RequestTable(ScrollView, can_focus=True):
         self._filter = RequestFilter()
         self._index: list[int] | None = None  # rows passing the filter; None: all rows
         self._cursor = 0
+        # The chosen request left the pane (finished, aborted, scheduled): nothing is selected
+        # until the user moves, so a key meant for it never lands on the row that slid up.
+        self._detached = False
+        self._empty_text = "none"
         self._cache: dict[int, tuple[RequestView, _LineKey, Strip]] = {}
         self._drawn: dict[int, _LineKey] = {}
         self._formatted_width = -1  # the width rows were last formatted for
@@ -160,8 +164,8 @@ class RequestTable(ScrollView, can_focus=True):
 
     @property
     def selected(self) -> RequestView | None:
-        """The request under the cursor, if any."""
-        if 0 <= self._cursor < self.row_count:
+        """The request under the cursor, if any (none after the chosen one left the pane)."""
+        if 0 <= self._cursor < self.row_count and not self._detached:
             return self.row(self._cursor)
         return None
 
@@ -184,11 +188,21 @@ class RequestTable(ScrollView, can_focus=True):
             if at_end:
                 self._cursor = count - 1
         elif selected is not None:
-            self._cursor = self._find(selected.request_id, fallback=self._cursor)
+            found = self._find(selected.request_id, fallback=-1)
+            if found < 0:
+                self._detached = True  # the cursor stays put, selecting nothing
+            else:
+                self._cursor = found
         self._cursor = max(0, min(self._cursor, count - 1))
         if count != old_count or len(rows) != len(old_rows):
             self._sync_size()
         self._repaint_changed()
+
+    def set_empty_text(self, text: str) -> None:
+        """What the pane says when it has no request ("none", or a hint for a newcomer)."""
+        if text != self._empty_text:
+            self._empty_text = text
+            self._repaint_changed()
 
     def set_filter(self, request_filter: RequestFilter) -> None:
         """Show only rows matching ``request_filter``; keeps the selected request if it passes."""
@@ -239,6 +253,7 @@ class RequestTable(ScrollView, can_focus=True):
     def move_cursor(self, row: int) -> None:
         count = self.row_count
         self._cursor = max(0, min(row, count - 1))
+        self._detached = False
         self._scroll_to_cursor()
         self._repaint_changed()
 
@@ -257,6 +272,8 @@ class RequestTable(ScrollView, can_focus=True):
         self.scroll_to(y=target, animate=False, force=True)
 
     def action_cursor(self, delta: int) -> None:
+        if self._detached and delta > 0:
+            delta -= 1  # the row below the one that left has slid up under the cursor
         self.move_cursor(self._cursor + delta)
 
     def action_page(self, direction: int) -> None:
@@ -318,9 +335,11 @@ class RequestTable(ScrollView, can_focus=True):
             return ("header", width)
         row = round(self.scroll_y) + y - 1
         if row >= self.row_count:
-            return ("empty" if row == 0 else "blank", width, self._filter.active)
+            if row == 0:
+                return ("empty", width, self._filter.active, self._empty_text)
+            return ("blank", width)
         view = self.row(row)
-        cursor = row == self._cursor
+        cursor = row == self._cursor and not self._detached
         now = None if view.state.done else self._now
         return (id(view), now, width, cursor and self.has_focus)
 
@@ -344,7 +363,7 @@ class RequestTable(ScrollView, can_focus=True):
             return Strip.blank(width, self.rich_style)
         view = self.row(row)
         strip = self._row_strip(view, key, width)
-        if row == self._cursor and self.has_focus:
+        if row == self._cursor and self.has_focus and not self._detached:
             strip = strip.apply_style(self._style("cursor"))
         return strip.apply_style(self.rich_style)
 
@@ -358,7 +377,7 @@ class RequestTable(ScrollView, can_focus=True):
         return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
 
     def _empty_line(self, width: int) -> Strip:
-        message = "no matching requests" if self._filter.active else "none"
+        message = "no matching requests" if self._filter.active else self._empty_text
         text = Text(message, style=self._style("empty"), no_wrap=True, end="")
         text.truncate(width, pad=True)
         return Strip(text.render(self.app.console), width).apply_style(self.rich_style)

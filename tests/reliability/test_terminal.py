@@ -9,6 +9,7 @@ redirected output.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -16,11 +17,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from stepview.ui.bindings import NEWCOMER_HINT
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW, alive, command_env, process_tree, wait_gone
 from tests.reliability.test_cli_errors import assert_one_line_error
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "replay.trace.jsonl"
+_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+# SGR parameters that set a colour (30-37, 38, 40-47, 48, 90-97, 100-107); 39 and 49 reset.
+_COLOUR = re.compile(r"^(3[0-8]|4[0-8]|9[0-7]|10[0-7])$")
 
 
 def run_without_terminal(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -76,13 +81,15 @@ def test_stdin_from_dev_null_reads_keys_from_the_terminal(
     open_terminal: OpenTerminal, tmp_path: Path
 ) -> None:
     """``stepview < /dev/null`` in a terminal: the keys work (``d`` runs the demo prompts,
-    ``q`` quits, exit 0) and the idle app does not spin."""
+    ``q`` quits, exit 0) and the idle app does not spin. The first screen, before any
+    request, says what to press."""
     term = open_terminal(80, 24)
     log = str(tmp_path / "log.txt")
     term.type(f"{STEPVIEW} --log-file {log} --results r.jsonl < /dev/null; echo EXIT=$?")
     term.keys("Enter")
     stepview = term.command_process()
-    term.wait_for(lambda s: "Running 0" in s and "IDLE" in s, timeout=120)
+    first = term.wait_for(lambda s: "Running 0" in s and "IDLE" in s, timeout=120)
+    assert NEWCOMER_HINT in first  # the first screen says what to do (issue 13, case 11)
     tree = process_tree(stepview)
     term.keys("d")
     term.wait_for(lambda s: "Finished 3" in s and "IDLE" in s, timeout=60)  # d was read
@@ -96,3 +103,39 @@ def test_stdin_from_dev_null_reads_keys_from_the_terminal(
     assert term.wait_for_exit(timeout=5) == 0
     assert alive(tree) == []
     assert term.flag("alternate_on") == "0"
+
+
+def colour_codes(screen: str) -> set[str]:
+    """Every colour-setting SGR parameter in ``screen`` (tmux's ``capture-pane -e``)."""
+    found: set[str] = set()
+    for match in _SGR.finditer(screen):
+        params = match.group(1).replace(":", ";").split(";")
+        found.update(p for p in params if _COLOUR.match(p))
+    return found
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}], ids=["no-color", "term-dumb"]
+)
+def test_without_colour_the_screen_is_readable(
+    env: dict[str, str], open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    """NO_COLOR=1 drew black text on a black background (Textual's monochrome filter over
+    the ANSI theme); TERM=dumb got colour codes anyway. Both now draw in the terminal's own
+    colours: no colour code at all, text, focus (heavy border) and cursor (reverse) kept."""
+    term = open_terminal(100, 24)
+    # Set on the command itself: tmux gives the shell its own TERM.
+    assignments = [f"{name}={value}" for name, value in env.items()]
+    log = str(tmp_path / "log.txt")
+    term.run(["env", *assignments, STEPVIEW, "--log-file", log, "--replay", str(TRACE)])
+    term.wait_for(lambda s: "STOPPED" in s and "Finished 6" in s, timeout=30)
+    term.keys("Tab")  # the Finished pane: its cursor row is drawn in reverse
+    time.sleep(0.5)
+    screen = term.tmux("capture-pane", "-p", "-e", "-t", "main")
+    assert colour_codes(screen) == set(), sorted(colour_codes(screen))
+    assert "\x1b[7m" in screen or ";7m" in screen or "[7;" in screen  # the cursor row
+    text = term.screen()
+    assert "A robot may not injure a human being" in text and "REPLAY" in text
+    term.keys("q")
+    assert term.wait_for_exit(timeout=10) == 0

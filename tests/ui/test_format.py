@@ -182,3 +182,15 @@ def test_throughput_from_recent_steps() -> None:
 def test_filter(query: str, ids: set[str]) -> None:
     f = RequestFilter.parse(query)
     assert {v.request_id for v in mid_run().requests() if f.matches(v)} == ids
+
+
+def test_throughput_is_the_last_busy_windows_not_an_average_over_idle_time() -> None:
+    """Issue 13: two bursts with an idle minute between them showed "1.4 tok/s"."""
+
+    def burst(first: int, start: float, count: int) -> list[StepStat]:
+        return [StepStat(first + i, start + i * 0.01, 0.01, 2, 0, 0.1, 4) for i in range(count)]
+
+    steps = [*burst(0, 0.0, 20), *burst(20, 60.0, 11)]
+    assert throughput(steps) == pytest.approx(40 / 0.1)  # the second burst alone
+    assert throughput(steps[:20]) == pytest.approx(76 / 0.19)
+    assert throughput([*steps[:20], *burst(20, 60.0, 1)]) is None  # one step: no rate yet
