@@ -287,8 +287,7 @@ class StepviewApp(App[None]):
     def _read_only(self) -> bool:
         if self.source.accepts_requests:
             return False
-        # A source may say why it takes no requests (attached without --api, say).
-        reason = getattr(self.source, "read_only", None)
+        reason = getattr(self.source, "read_only", None)  # why (attached without --api, say)
         self.notify(reason if isinstance(reason, str) else _READ_ONLY, severity="warning")
         return True
 
