@@ -196,7 +196,11 @@ def test_missing_internals_mean_unavailable_and_one_log_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="stepview.engine.scheduler_plugin")
-    logging.getLogger("stepview.engine").propagate = True  # let caplog see it
+    # caplog's handler on the logger itself: an in-process CLI run earlier in the session
+    # (launch/logs.py) stops "stepview" records from propagating to the root logger.
+    plugin_log = logging.getLogger("stepview.engine.scheduler_plugin")
+    plugin_log.addHandler(caplog.handler)
+    propagate, plugin_log.propagate = plugin_log.propagate, False  # each record seen once
     try:
         assert client_id_lookup(SimpleNamespace(engine_core=object())) is None
         odd = CoreCapture(SimpleNamespace(parallel_config=SimpleNamespace()))  # another vLLM
@@ -213,7 +217,8 @@ def test_missing_internals_mean_unavailable_and_one_log_line(
         capture.after_finish(broken)
         assert sink.records == []
     finally:
-        logging.getLogger("stepview.engine").propagate = False
+        plugin_log.removeHandler(caplog.handler)
+        plugin_log.propagate = propagate
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 3, messages
     assert "scheduler states unavailable" in messages[0]
