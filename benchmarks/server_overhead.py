@@ -1,0 +1,181 @@
+"""What stepview costs a running vLLM server: its throughput alone, with the plug-in, and watched.
+
+One command measures, side by side and under the same fixed request load, the completions
+throughput of vLLM's OpenAI API server on the demo model (CPU, the README's command):
+
+* ``alone``: the server as vLLM ships it, no ``--scheduler-cls``;
+* ``plugin``: with stepview's scheduler plug-in publishing, and nobody attached (the plug-in
+  then captures nothing: it checks for subscribers once per step);
+* ``attached``: with the plug-in, and ``stepview --attach ADDRESS`` drawing the run in a
+  120x40 tmux pane on the same machine (2 cores here: the attached TUI competes with the
+  server's own front-end process for the second one).
+
+Each measurement starts a fresh server, sends a warm-up completion, then the load: ``--requests``
+greedy completions of ``--max-tokens`` tokens each (``ignore_eos``), all sent at once from as
+many client threads. Throughput is completion tokens over the span from the first send to the
+last answer. The variants take turns (the order rotates each round) and each figure is the
+median over rounds. The last line is ``ratios: plugin/alone=X attached/alone=Y``.
+
+Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``); each server start takes
+~25 s, so a round of three variants takes about two minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine_overhead import Tmux, stepview_command
+from vllm_server import (
+    ApiServer,
+    complete,
+    free_port,
+    server_command,
+    server_env,
+)
+
+VARIANTS = ("alone", "plugin", "attached")
+ATTACH_TIMEOUT_S = 60.0
+
+
+def send_load(port: int, requests: int, max_tokens: int) -> tuple[int, float]:
+    """Send the load at once; completion tokens and the span from first send to last answer."""
+    tokens: list[int] = []
+    failures: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            answer = complete(
+                port,
+                f"request {i}: tell me about the sea",
+                max_tokens,
+                timeout=600,
+                ignore_eos=True,
+            )
+            tokens.append(int(answer["usage"]["completion_tokens"]))
+        except BaseException as exc:  # reported below, after every thread is done
+            failures.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(requests)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    span = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"{len(failures)} completions failed: {failures[0]!r}")
+    return sum(tokens), span
+
+
+def attach(publish: str, port: int, workdir: Path) -> Tmux:
+    """``stepview --attach`` in tmux, once its screen shows the server."""
+    argv = [
+        *stepview_command(),
+        "--attach",
+        publish,
+        "--api",
+        f"http://127.0.0.1:{port}",
+        "--results",
+        str(workdir / "attached.jsonl"),
+        "--log-file",
+        str(workdir / "stepview.log"),
+    ]
+    tmux = Tmux(f"stepview-server-bench-{workdir.name}", server_env(None))
+    tmux.start(shlex.join(argv))
+    deadline = time.monotonic() + ATTACH_TIMEOUT_S
+    while f"@ {publish}" not in tmux.screen():
+        if time.monotonic() > deadline or not tmux.alive():
+            tmux.kill()
+            raise RuntimeError(f"stepview --attach did not show the server; see {workdir}")
+        time.sleep(0.2)
+    return tmux
+
+
+def measure(variant: str, model: Path, args: argparse.Namespace, workdir: Path) -> float:
+    """One fresh server of ``variant`` under the load: completion tokens per second."""
+    port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
+    plugin = variant != "alone"
+    server = ApiServer(
+        server_command(model, port, plugin=plugin),
+        server_env(publish if plugin else None),
+        port,
+        workdir / f"server-{variant}.log",
+    )
+    tmux: Tmux | None = None
+    try:
+        server.start()
+        complete(port, "warm up", 4)
+        if variant == "attached":
+            tmux = attach(publish, port, workdir)
+        tokens, span = send_load(port, args.requests, args.max_tokens)
+        if tokens != args.requests * args.max_tokens:
+            raise RuntimeError(f"{variant}: {tokens} tokens, expected every max_tokens")
+        if tmux is not None:
+            tmux.press("q")
+            time.sleep(1.0)
+            if not server.healthy():
+                raise RuntimeError("the server stopped answering when stepview quit")
+        return tokens / span
+    finally:
+        if tmux is not None:
+            tmux.kill()
+        server.kill()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of each variant (default 5)")
+    parser.add_argument(
+        "--requests", type=int, default=48, help="completions per load (default 48)"
+    )
+    parser.add_argument("--max-tokens", type=int, default=96, help="tokens each (default 96)")
+    parser.add_argument("--quick", action="store_true", help="1 round of 8 x 16 (smoke test)")
+    parser.add_argument("--keep", type=Path, help="keep server and stepview logs here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.requests, args.max_tokens = 1, 8, 16
+    if shutil.which("tmux") is None:
+        print("server_overhead: the attached variant needs tmux", file=sys.stderr)
+        return 2
+    from stepview.engine.demo_model import ensure_demo_model
+
+    model = ensure_demo_model()
+    workdir = args.keep or Path(tempfile.mkdtemp(prefix="stepview-server-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    rates: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    print(
+        f"server_overhead: {args.rounds} rounds, {args.requests} completions x "
+        f"{args.max_tokens} tokens, demo model, API server",
+        flush=True,
+    )
+    for round_no in range(args.rounds):
+        order = VARIANTS[round_no % 3 :] + VARIANTS[: round_no % 3]
+        for variant in order:
+            rate = measure(variant, model, args, workdir)
+            rates[variant].append(rate)
+            print(f"  round {round_no + 1} {variant:<8} {rate:8.1f} tok/s", flush=True)
+    medians = {variant: statistics.median(values) for variant, values in rates.items()}
+    for variant in VARIANTS:
+        values = " ".join(f"{v:.1f}" for v in rates[variant])
+        print(f"{variant:<8} median {medians[variant]:8.1f} tok/s   ({values})")
+    if args.keep is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    alone = medians["alone"]
+    print(
+        f"ratios: plugin/alone={medians['plugin'] / alone:.2f} "
+        f"attached/alone={medians['attached'] / alone:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

