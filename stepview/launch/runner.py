@@ -4,20 +4,42 @@ Ctrl+C (a key inside the TUI), SIGINT, SIGTERM and SIGHUP end the app the way ``
 source stops (the engine between two steps, files flushed) and the terminal is restored. All
 of it is bounded by one deadline, :data:`~stepview.model.source.STOP_TIMEOUT_S`: the app's
 quit asks the source to stop, and the stop here shares that deadline (the driver counts it from
-the first ask), so a stuck engine is left behind instead of holding the terminal.
+the first ask), so a stuck engine is left behind instead of holding the terminal. A signal
+also arms a last-resort watchdog (:func:`arm_exit_watchdog`): a terminal that vanished can
+leave Textual's writer blocked for ever, and a hung-up stepview must still go away.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
+import threading
 from collections.abc import Callable
 
+from stepview.launch.exits import exit_now
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 
 # How often the app checks whether it should leave by itself (a start-up usage error).
 _WATCH_INTERVAL_S = 0.05
+# After a signal, how long the orderly way out may take before the process leaves anyway:
+# the stop deadline, plus time to restore the terminal and flush.
+EXIT_WATCHDOG_S = STOP_TIMEOUT_S + 3.0
+
+
+def arm_exit_watchdog(delay: float, code: int) -> threading.Timer:
+    """Leave the process with ``code`` after ``delay`` seconds, unless it has left by then.
+
+    Results and traces are flushed line by line as the run goes, so nothing is lost: this
+    only ends a process whose way out is stuck (seen once: SIGHUP over ssh, Textual's writer
+    thread waiting on a terminal that was gone). Exit handlers are skipped, as they may wait
+    on the very thing that is stuck.
+    """
+    timer = threading.Timer(delay, functools.partial(exit_now, code, run_exit_handlers=False))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def run_app(
@@ -49,8 +71,9 @@ def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] 
 
     app = StepviewApp(source, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
 
-    def on_signal() -> None:
+    def on_signal(signum: int) -> None:
         # The same way out as ctrl+c: from any screen, one bounded wait for the engine.
+        arm_exit_watchdog(EXIT_WATCHDOG_S, 128 + signum)
         app.call_next(app.action_interrupt)
 
     async def leave_when(condition: Callable[[], bool]) -> None:
@@ -61,7 +84,7 @@ def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            loop.add_signal_handler(sig, on_signal)
+            loop.add_signal_handler(sig, on_signal, sig)
         watcher = None if exit_when is None else asyncio.create_task(leave_when(exit_when))
         try:
             await app.run_async()
