@@ -443,3 +443,40 @@ def client_id_lookup(llm_engine: Any) -> Callable[[str], str | None] | None:
         return external
 
     return lookup
+
+
+class ProcessCoreHold:
+    """vLLM's own pause for an engine core in its own process (see ``CoreHold``).
+
+    ``pause_scheduler("keep")`` (PAUSED_ALL: schedule nothing, keep every request and its
+    KV blocks) and ``resume_scheduler`` are the engine core's utility calls, the ones
+    vLLM's ``/pause`` endpoint uses. A utility answer comes back on the same socket as the
+    step outputs, after them, so once it is in, every step the core made before it waits in
+    the client's output queue: its size is what the driver has yet to read.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._call = client.call_utility
+        self._outputs = client.outputs_queue
+
+    def hold(self) -> int:
+        self._call("pause_scheduler", "keep", False)
+        return int(self._outputs.qsize())
+
+    def release(self) -> None:
+        self._call("resume_scheduler")
+
+    def step_once(self) -> int:
+        # The resume is answered before the core steps; the pause arrives during that step
+        # (milliseconds, against a fraction of one for the round trip) and takes effect
+        # after it. Whatever the core did, the driver reads it all.
+        self.release()
+        return self.hold()
+
+
+def process_core_hold(llm_engine: Any) -> ProcessCoreHold | None:
+    """The hold for ``llm_engine``'s core if it runs in its own process, else ``None``."""
+    client = getattr(llm_engine, "engine_core", None)
+    if not callable(getattr(client, "call_utility", None)) or not hasattr(client, "outputs_queue"):
+        return None  # in-process (InprocClient): the driver's pause is exact by itself
+    return ProcessCoreHold(client)

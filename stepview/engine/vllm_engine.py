@@ -31,6 +31,7 @@ from stepview.engine.vllm_logprobs import LogprobsView, convert_prompt_logprobs
 from stepview.engine.vllm_stats import StatsSink, stat_logger_factory
 from stepview.model.engine_api import (
     CompletionUpdate,
+    CoreHold,
     EngineRejected,
     OutputUpdate,
     SchedulerEntry,
@@ -117,7 +118,7 @@ class VllmEngine:
         from vllm.outputs import RequestOutput
         from vllm.sampling_params import RequestOutputKind, SamplingParams
 
-        from stepview.engine.scheduler_plugin import client_id_lookup
+        from stepview.engine.scheduler_plugin import client_id_lookup, process_core_hold
         from stepview.engine.scheduler_view import SchedulerView
 
         self._engine: Any = llm_engine
@@ -127,6 +128,8 @@ class VllmEngine:
         lookup = client_id_lookup(llm_engine) if link is not None and link.available else None
         self._view: SchedulerView | None = None if lookup is None else SchedulerView(lookup)
         self._facts: StepFacts | None = None  # the newest record read
+        self.core_hold: CoreHold | None = process_core_hold(llm_engine)
+        """Pause and single-step for a core in its own process (``None``: in-process)."""
         self._sampling_params = SamplingParams
         self._cumulative = RequestOutputKind.CUMULATIVE
         self._request_output = RequestOutput

@@ -137,6 +137,26 @@ class Engine(Protocol):
     def shutdown(self) -> None: ...
 
 
+class CoreHold(Protocol):
+    """Pause and single-step for an engine core that steps by itself, in its own process.
+
+    With the core in the driver's process, not calling ``step()`` is pause enough. A core in
+    its own process steps on its own while it has requests, so pausing the driver alone
+    would only freeze the view. Each call returns how many steps the core had already made
+    that the driver has not read yet (``step()`` reads one each; it must not be called
+    beyond them while held, it would wait for ever).
+    """
+
+    def hold(self) -> int:
+        """Stop the core between two steps, keeping every request and its KV cache."""
+
+    def release(self) -> None:
+        """Let the core step on."""
+
+    def step_once(self) -> int:
+        """While held: let the core make one step, and hold it again."""
+
+
 class LinkState(NamedTuple):
     """How a watched engine is doing between steps, for the status bar.
 
