@@ -414,12 +414,19 @@ def _disable_tqdm_monitor() -> None:
     tqdm.tqdm.monitor_interval = 0
 
 
+# How long an engine core in its own process may take to exit after SIGTERM before it is
+# killed. vLLM's own default is 5 s, longer than the whole stop deadline
+# (model.source.STOP_TIMEOUT_S = 4 s): on a busy machine a quit then ended "the engine did not
+# stop in time", exit 1. The core has nothing to save (stepview's files are written as it goes).
+CORE_EXIT_GRACE_S = 2.5
+
+
 def _shutdown_llm_engine(engine: Any) -> None:
     """Shut down the engine core (in-process: the executor and its worker)."""
     core = getattr(engine, "engine_core", None)
     if core is not None:
         try:
-            core.shutdown()
+            core.shutdown(timeout=CORE_EXIT_GRACE_S)
         except Exception:
             log.exception("stepview: vLLM engine shutdown failed")
 
