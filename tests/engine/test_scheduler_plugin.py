@@ -59,6 +59,7 @@ class FakeRequest:
     sampling_params: Any = None
     request_id: str = ""
     stop_reason: int | str | None = None
+    lora_request: Any = None
 
     def get_finished_reason(self) -> Any:
         return self.status.get_finished_reason(self.status)
@@ -86,6 +87,14 @@ class FakeScheduler:
         self.max_num_scheduled_tokens = 2048
         self.max_num_running_reqs = 32
         self.block_size = 16
+        self.scheduler_config = SimpleNamespace(
+            enable_chunked_prefill=True, long_prefill_token_threshold=0
+        )
+        self.lora_config = None
+        self.policy = SimpleNamespace(value="fcfs")
+        # vLLM's waiting queues: requests holding KV blocks first, then the rest.
+        self.kv_holding_waiting: list[FakeRequest] = []
+        self.waiting = [r for r in self.requests.values() if r.status in (S.WAITING, S.PREEMPTED)]
 
     def get_request_counts(self) -> tuple[int, int]:
         return self.counts
