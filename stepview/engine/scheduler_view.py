@@ -115,7 +115,8 @@ class SchedulerView:
                     max(prompt, other.prompt_tokens),
                     max(computed, other.computed_prompt_tokens),
                     preemptions + other.num_preemptions,
-                    other.wait_reason or reason,
+                    # A sample that waits says why only while none of the others runs.
+                    other.wait_reason or reason if _RANK[state] < _RANK[_PREFILLING] else None,
                     scheduled + other.scheduled_tokens,
                     blocks + other.kv_blocks,
                     max(cached, other.cached_prompt_tokens),
