@@ -80,17 +80,17 @@ def wait_reasons(facts: StepFacts, name: Callable[[str], str] = str) -> dict[str
     caller's), for the texts and :attr:`WaitReason.blocker`. Requests that run, or that were
     scheduled, have no entry. Work is O(waiting requests) plus a pass over the record.
     """
-    waiting: dict[str, RequestFacts] = {}
-    running = 0
-    for req in facts.requests:
-        state = req.state
-        if state == _RUNNING or req.num_scheduled_tokens:
-            running += 1
-        elif state <= _PREEMPTED:  # not OTHER: a status this stepview does not know
-            waiting[req.req_id] = req
-            running += state == _STREAMING  # holds a model-runner slot all the same
+    # One comprehension over the record: with nobody waiting (the common case) that is all.
+    waiting = {
+        r.req_id: r
+        for r in facts.requests
+        if r.state != _RUNNING and r.state <= _PREEMPTED and not r.num_scheduled_tokens
+    }
     if not waiting:
         return {}
+    # Running slots taken: the running requests, and paused streaming sessions (which hold a
+    # model-runner slot all the same).
+    running = sum(r.state == _RUNNING or r.state == _STREAMING for r in facts.requests)
     reasons: dict[str, WaitReason] = {}
     # Step-wide: whoever is not blocked gets the same reason.
     common: WaitReason | None = None
