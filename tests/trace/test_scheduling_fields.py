@@ -75,3 +75,10 @@ def test_a_version_1_trace_replays_without_the_new_fields() -> None:
     views = [v for s in snapshots for v in s.active]
     assert views and all(v.wait_reason is None and v.kv_blocks == 0 for v in views)
     assert all(s.budget is None for s in snapshots)
+
+
+def test_results_records_carry_the_kv_peak_and_the_prefix_cache_hit() -> None:
+    from stepview.model.records import request_record
+
+    record = request_record(_view("a", kv_blocks=2, peak_kv_blocks=5, cached_prompt_tokens=32))
+    assert (record["kv_peak_blocks"], record["cached_prompt_tokens"]) == (5, 32)
