@@ -108,7 +108,7 @@ def wait_reasons(facts: StepFacts, name: Callable[[str], str] = str) -> dict[str
             MAX_NUM_SEQS, f"all {facts.max_num_running_reqs} running slots taken (max_num_seqs)"
         )
     preempted_now = set(facts.preempted)
-    head: RequestFacts | None = None  # where the scan stopped
+    behind: WaitReason | None = None  # everyone's after the scan stopped (one shared object)
     for req_id in _queue_order(facts, waiting):
         req = waiting[req_id]
         blocked = _BLOCKED.get(req.state)
@@ -124,15 +124,14 @@ def wait_reasons(facts: StepFacts, name: Callable[[str], str] = str) -> dict[str
             reasons[req_id] = common
         elif req.deferred:
             reasons[req_id] = _deferred(req, facts)
-        elif head is None:
-            head = req
+        elif behind is None:  # the first one left: where the scan stopped
             reasons[req_id] = _stopped_at(req, facts, len(waiting) + running)
-        else:
-            who = name(head.req_id)
+            who = name(req_id)
             order = "priority order" if facts.priority_policy else "first come, first served"
-            reasons[req_id] = WaitReason(
-                BEHIND, f"behind {who}, which vLLM could not schedule ({order})", who
-            )
+            text = f"behind {who}, which vLLM could not schedule ({order})"
+            behind = WaitReason(BEHIND, text, who)
+        else:
+            reasons[req_id] = behind
     return reasons
 
 
