@@ -13,6 +13,7 @@ from dataclasses import replace
 from stepview.model.grow import Frozen
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import BEHIND, KV_CACHE, WaitReason
 from stepview.model.snapshot import (
     Completion,
     EngineCounters,
@@ -92,6 +93,7 @@ def request(
     reason: str | None = None,
     preemptions: int = 0,
     error: str | None = None,
+    wait: WaitReason | None = None,
 ) -> RequestView:
     """A request in any state, with ``tokens`` output tokens per sample."""
     spec = spec or SamplingSpec()
@@ -122,6 +124,7 @@ def request(
             completion(i, tokens, reason=reason, logprobs=logprobs) for i in range(samples)
         ),
         error=error,
+        wait_reason=wait,
     )
 
 
@@ -158,6 +161,7 @@ def mid_run(now: float = 11.2) -> StepSnapshot:
             spec=TOPK,
             arrival=10.4,
             prompt_tokens=40,
+            wait=WaitReason(BEHIND, "behind u4, which vLLM could not schedule", "u4"),
         ),
         request(
             "u4",
@@ -168,6 +172,7 @@ def mid_run(now: float = 11.2) -> StepSnapshot:
             scheduled=9.6,
             prompt_tokens=30,
             preemptions=2,
+            wait=WaitReason(KV_CACHE, "needs 3 more KV blocks, 1 free"),
         ),
         request(
             "u5",

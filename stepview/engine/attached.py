@@ -198,6 +198,7 @@ class AttachedEngine:
             ended=tuple(ended),
             interval=step.interval,
             age=step.age,
+            budget=core.view.budget,  # the last record's (one engine core's, with several)
         )
 
     def link(self) -> LinkState:

@@ -45,6 +45,7 @@ from stepview.model.commands import (
 )
 from stepview.model.engine_api import CoreHold, Engine, LinkState, StepResult, WatchedEngine
 from stepview.model.errors import describe
+from stepview.model.scheduling import StepBudget
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import (
     EngineCounters,
@@ -114,6 +115,7 @@ class Driver:
         self._last_step_cpu = 0.0  # ... when the latest step() returned
         self._counters = EngineCounters()
         self._total_generated = 0
+        self._budget: StepBudget | None = None  # the last step's, when the engine tells
         self._paused = start_paused
         self._single_steps = 0
         # A core in its own process is held by vLLM's pause (``CoreHold``); ``_behind``: the
@@ -375,6 +377,7 @@ class Driver:
         self._ledger.apply(result, now)
         counters = result.counters
         self._counters = counters
+        self._budget = result.budget
         self._total_generated += counters.generation_tokens
         self._recent.append(
             StepStat(
@@ -411,6 +414,7 @@ class Driver:
             recent=tuple(self._recent),
             total_generated=self._total_generated,
             ranks=() if self._link is None else self._link.ranks,
+            budget=self._budget,
         )
         self._latest = snapshot
         with self._history_lock:

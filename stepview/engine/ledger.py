@@ -30,24 +30,21 @@ import logging
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from stepview.engine.adoption import adopted_view, ended_view
+from stepview.engine.tracks import Track, fold_output
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import (
     ArrivedRequest,
     EndedRequest,
     Engine,
     EngineRejected,
-    OutputUpdate,
-    SchedulerEntry,
     StepResult,
 )
 from stepview.model.errors import describe
 from stepview.model.grow import Frozen, Growing
+from stepview.model.scheduling import NOT_ADMITTED, WaitReason
 from stepview.model.snapshot import (
-    Completion,
-    PositionLogprobs,
     RequestState,
     RequestView,
     Timings,
@@ -55,59 +52,7 @@ from stepview.model.snapshot import (
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(slots=True)
-class _CompletionTrack:
-    """Mutable, driver-only state of one sample; frozen into a :class:`Completion` per step."""
-
-    index: int
-    tokens: Growing[int] = field(default_factory=Growing)
-    logprobs: Growing[PositionLogprobs] | None = None
-    text: Growing[str] = field(default_factory=Growing)
-    text_len: int = 0
-    last_piece: str = ""
-    view: Completion | None = None
-
-    def take_text(self, text: str) -> None:
-        """Keep vLLM's cumulative ``text`` as the piece this step appended.
-
-        vLLM's text only grows (stop strings are held back until decided), so normally the new
-        text is the old one plus a suffix; that is checked on the last piece only, O(piece).
-        Anything else starts the pieces afresh.
-        """
-        have = self.text_len
-        if len(text) == have and (not have or text.endswith(self.last_piece)):
-            return
-        last = self.last_piece
-        if len(text) > have and text[have - len(last) : have] == last:
-            piece = text[have:]
-        else:
-            self.text = Growing()
-            piece = text
-        self.text.append(piece)
-        self.text_len = len(text)
-        self.last_piece = piece
-
-
-@dataclass(slots=True)
-class _Track:
-    """Mutable, driver-only state of one request; ``view`` is its latest frozen picture.
-
-    A step first folds every output and the scheduler's entry into the fields below, then
-    freezes the request into one new ``view`` (an ``n=2`` request that moved on both samples
-    and changed state is still frozen once).
-    """
-
-    view: RequestView
-    completions: dict[int, _CompletionTrack] = field(default_factory=dict)
-    in_engine: bool = False
-    entry: SchedulerEntry | None = None  # the last scheduler entry seen (reused while unchanged)
-    # Set while folding one step's result, cleared when the view is rebuilt:
-    moved: bool = False  # an output arrived
-    got_tokens: bool = False  # ... with new tokens
-    new_entry: SchedulerEntry | None = None  # the scheduler's view changed
-    prompt_token_ids: tuple[int, ...] | None = None  # first seen this step
-    prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None  # first seen this step
+_NOT_ADMITTED = WaitReason(NOT_ADMITTED, "in stepview's own queue, not handed to vLLM yet")
 
 
 class RequestLedger:
@@ -119,7 +64,7 @@ class RequestLedger:
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
-        self._tracks: dict[str, _Track] = {}  # not finished yet, in arrival order
+        self._tracks: dict[str, Track] = {}  # not finished yet, in arrival order
         self._pending: deque[str] = deque()  # accepted, not yet handed to the engine
         self._finished: Growing[RequestView] = Growing()
         self._finished_since_take: list[RequestView] = []
@@ -163,6 +108,7 @@ class RequestLedger:
             spec=command.spec,
             state=RequestState.PENDING,
             timings=Timings(arrival=self._now()),
+            wait_reason=_NOT_ADMITTED,
         )
         if command.request_id in self._seen_ids:
             message = f"duplicate request id {command.request_id!r}"
@@ -172,7 +118,7 @@ class RequestLedger:
         if refusal is not None:
             self._finish(view, RequestState.REJECTED, refusal)
             return
-        self._tracks[command.request_id] = _Track(view)
+        self._tracks[command.request_id] = Track(view)
         self._pending.append(command.request_id)
 
     def admit(self, engine: Engine, limit: int = 0) -> bool:
@@ -198,7 +144,7 @@ class RequestLedger:
                 message = describe(exc)
             else:
                 track.in_engine = True
-                track.view = view._replace(state=RequestState.WAITING)
+                track.view = view._replace(state=RequestState.WAITING, wait_reason=None)
                 continue
             del self._tracks[request_id]
             self._finish(view, RequestState.REJECTED, message)
@@ -257,13 +203,13 @@ class RequestLedger:
         tracks = self._tracks
         if result.arrived:
             self._adopt(result.arrived, now)
-        touched: dict[str, _Track] = {}
+        touched: dict[str, Track] = {}
         finished_ids: list[str] = []
         for update in result.outputs:
             track = tracks.get(update.request_id)
             if track is None:
                 continue  # aborted this step
-            if _fold_output(track, update):
+            if fold_output(track, update):
                 finished_ids.append(update.request_id)
             touched[update.request_id] = track
         scheduled = result.scheduled
@@ -278,6 +224,10 @@ class RequestLedger:
                     entry.state is view.state
                     and entry.computed_prompt_tokens == view.computed_prompt_tokens
                     and entry.num_preemptions == view.num_preemptions
+                    and entry.scheduled_tokens == view.scheduled_tokens
+                    and entry.kv_blocks == view.kv_blocks
+                    and entry.cached_prompt_tokens == view.cached_prompt_tokens
+                    and entry.wait_reason == view.wait_reason
                 ):
                     continue
                 track.new_entry = entry
@@ -309,7 +259,7 @@ class RequestLedger:
             if request.request_id in self._seen_ids:
                 continue  # seen before (it ended)
             self._seen_ids.add(request.request_id)
-            self._tracks[request.request_id] = _Track(adopted_view(request, now), in_engine=True)
+            self._tracks[request.request_id] = Track(adopted_view(request, now), in_engine=True)
 
     def _end(self, ended: Sequence[EndedRequest], now: float) -> None:
         """Requests that ended without a final output (see :mod:`~stepview.engine.adoption`)."""
@@ -330,51 +280,7 @@ class RequestLedger:
         self._finished_since_take.append(final)
 
 
-def _fold_output(track: _Track, update: OutputUpdate) -> bool:
-    """Copy what is new in one output into the track; True when the request is finished.
-
-    Token ids and logprobs are vLLM's live, growing lists: only the positions past what the
-    track already holds are copied (O(new tokens) per step, not O(length)).
-    """
-    track.moved = True
-    if update.prompt_token_ids and not track.view.prompt_token_ids:
-        track.prompt_token_ids = tuple(update.prompt_token_ids)
-    if update.prompt_logprobs is not None and track.view.prompt_logprobs is None:
-        track.prompt_logprobs = tuple(update.prompt_logprobs)
-    completions = track.completions
-    for update_c in update.completions:
-        ct = completions.get(update_c.index)
-        if ct is None:
-            ct = completions[update_c.index] = _CompletionTrack(update_c.index)
-        tokens = ct.tokens
-        have = len(tokens)
-        if len(update_c.token_ids) > have:
-            tokens.extend(update_c.token_ids[have:])
-            track.got_tokens = True
-        logprobs = ct.logprobs
-        new_logprobs = update_c.logprobs
-        if new_logprobs is not None:
-            if logprobs is None:
-                logprobs = ct.logprobs = Growing()
-            have = len(logprobs)
-            if len(new_logprobs) > have:
-                logprobs.extend(new_logprobs[have:])
-        ct.take_text(update_c.text)
-        # Positional (here and in _freeze): with keywords the call costs twice as much, and
-        # this runs for every sample of every running request, every step.
-        ct.view = Completion(
-            update_c.index,
-            ct.text.view(),
-            tokens.view(),
-            update_c.cumulative_logprob,
-            logprobs.view() if logprobs is not None else None,
-            update_c.finish_reason,
-            update_c.stop_reason,
-        )
-    return update.finished
-
-
-def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
+def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
     """The track's new frozen view after a step, and the per-step marks cleared.
 
     State comes from the scheduler's entry when the engine has one; without a scheduler
@@ -388,6 +294,8 @@ def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
     computed = view.computed_prompt_tokens
     preemptions = view.num_preemptions
     completions = view.completions
+    reason, scheduled, blocks = view.wait_reason, view.scheduled_tokens, view.kv_blocks
+    cached = view.cached_prompt_tokens
     if track.moved:
         if track.prompt_token_ids is not None:
             prompt_token_ids = track.prompt_token_ids
@@ -410,6 +318,8 @@ def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
         prompt_tokens = entry.prompt_tokens
         computed = entry.computed_prompt_tokens
         preemptions = entry.num_preemptions
+        reason, scheduled, blocks = entry.wait_reason, entry.scheduled_tokens, entry.kv_blocks
+        cached = entry.cached_prompt_tokens
     elif track.moved and not scheduler_known and state is not RequestState.DECODING:
         state = RequestState.DECODING
         if timings.scheduled is None:
@@ -436,4 +346,9 @@ def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
         prompt_logprobs,
         completions,
         view.error,
+        reason,
+        scheduled,
+        blocks,
+        max(blocks, view.peak_kv_blocks),
+        cached,
     )

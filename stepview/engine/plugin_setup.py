@@ -140,3 +140,22 @@ def user_scheduler_base(scheduler_cls: object) -> str | None:
         return None
     resolve_base(qualname, None)
     return qualname
+
+
+# -- the class the plug-in is built over -------------------------------------------------------
+
+_CHAINED: dict[tuple[type[Any], type[Any]], type[Any]] = {}
+
+
+def chain_over(plugin: type[Any], base: type[Any]) -> type[Any]:
+    """``plugin`` placed in front of ``base`` in a class of both (its methods run first).
+
+    One class per base, made once: an engine core builds one scheduler, tests several. It
+    lives in ``plugin``'s module, so it pickles and prints as the plug-in's.
+    """
+    chained = _CHAINED.get((plugin, base))
+    if chained is None:
+        name = f"{plugin.__name__}[{base.__module__}.{base.__qualname__}]"
+        namespace = {"__module__": plugin.__module__}
+        chained = _CHAINED[(plugin, base)] = type(name, (plugin, base), namespace)
+    return chained

@@ -54,7 +54,7 @@ from vllm.v1.request import RequestStatus
 
 from stepview.engine.facts_channel import BASE_ENV, FactsSink
 from stepview.engine.plugin_setup import PLUGIN_QUALNAME as PLUGIN_QUALNAME  # re-exported
-from stepview.engine.plugin_setup import ListenerSink, open_sink, resolve_base
+from stepview.engine.plugin_setup import ListenerSink, chain_over, open_sink, resolve_base
 from stepview.engine.plugin_setup import user_scheduler_base as user_scheduler_base
 from stepview.model.core_facts import CoreState, EndedFacts, RequestFacts, RequestIntro, StepFacts
 
@@ -98,6 +98,7 @@ class CoreCapture:
         self._ended: list[EndedFacts] = []  # how requests ended, for the next record
         self._listening = False  # the last schedule() built a record
         self._groups: list[Mapping[str, list[Any]]] = []
+        self._settings: tuple[Any, ...] = ()  # StepFacts' last fields, read once
         self.rank = 0
         try:
             parallel = scheduler.parallel_config
@@ -107,6 +108,10 @@ class CoreCapture:
             self._pool = manager.block_pool
             # req_to_blocks of each KV cache group (defaultdicts: only ever .get() them).
             self._groups = [m.req_to_blocks for m in manager.coordinator.single_type_managers]
+            config, lora = scheduler.scheduler_config, scheduler.lora_config
+            cap, loras = config.long_prefill_token_threshold, lora.max_loras if lora else 0
+            priority = scheduler.policy.value == "priority"
+            self._settings = (bool(config.enable_chunked_prefill), cap, loras, priority)
         except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
             self._switch_off(exc)
 
@@ -268,6 +273,7 @@ class CoreCapture:
                 blocks = len(single.get(request_id, ()))
             else:
                 blocks = sum(len(g.get(request_id, ())) for g in groups)
+            lora = req.lora_request
             had = sent_get(request_id, -1)
             intro = None
             if had < 0:
@@ -295,6 +301,7 @@ class CoreCapture:
                     bool(deferred) and req in deferred,
                     new_tokens,
                     intro,
+                    lora.lora_int_id if lora is not None else 0,
                 )
             )
         pool = self._pool
@@ -316,6 +323,9 @@ class CoreCapture:
             facts,
             idle,
             self._take_ended(),
+            # vLLM's scan order (each queue iterates in its policy's order).
+            [r.request_id for q in (scheduler.kv_holding_waiting, scheduler.waiting) for r in q],
+            *self._settings,
         )
 
     def _take_ended(self) -> list[EndedFacts]:
@@ -401,21 +411,9 @@ class StepviewScheduler(Scheduler):
             super().shutdown()
 
 
-_CHAINED: dict[type[Any], type[Any]] = {}
-
-
 def chained_class(base: type[Any]) -> type[Any]:
-    """``StepviewScheduler`` over ``base`` (itself when ``base`` is vLLM's ``Scheduler``).
-
-    One class per base, made once: an engine core builds one scheduler, tests several.
-    """
-    if base is Scheduler:
-        return StepviewScheduler
-    chained = _CHAINED.get(base)
-    if chained is None:
-        name = f"StepviewScheduler[{base.__module__}.{base.__qualname__}]"
-        chained = _CHAINED[base] = type(name, (StepviewScheduler, base), {"__module__": __name__})
-    return chained
+    """``StepviewScheduler`` over ``base``: itself for vLLM's ``Scheduler`` (see chain_over)."""
+    return StepviewScheduler if base is Scheduler else chain_over(StepviewScheduler, base)
 
 
 # -- the client side -------------------------------------------------------------------------

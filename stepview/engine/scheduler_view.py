@@ -18,10 +18,15 @@ How a record's request becomes an entry:
   PREEMPTED if ``num_preemptions > 0`` (vLLM only parks a preempted request in those states
   transiently, e.g. during a KV load).
 
+Each entry also carries what the step did for the request: the tokens it got, the KV blocks
+it holds, its prefix-cache hit, and, for a request that waits, why it got nothing
+(:func:`~stepview.engine.waiting_reasons.wait_reasons`, its blocker named by the caller's id);
+:attr:`SchedulerView.budget` is how the step spent its token budget.
+
 A request the client no longer tracks is skipped: the record was captured when ``schedule()``
 ran, before the step's outputs finished it, and the step's outputs report it. Children of an
 ``n > 1`` request are merged: the most advanced state wins (in :class:`RequestState` order),
-computed tokens are the maximum, preemptions the sum.
+computed tokens are the maximum, preemptions, scheduled tokens and KV blocks the sum.
 
 Cost matters because this runs after every step: one pass over the record, and entries reused
 from the previous step when nothing about the request changed (the common case for decoding
@@ -32,8 +37,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stepview.engine.waiting_reasons import step_budget, wait_reasons
 from stepview.model.core_facts import CoreState, StepFacts
 from stepview.model.engine_api import SchedulerEntry
+from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import RequestState
 
 _WAITING = RequestState.WAITING
@@ -59,6 +66,11 @@ class SchedulerView:
         self._client_id = client_id
         self._last: dict[str, SchedulerEntry] = {}
         self.new_preemptions = 0
+        self.budget: StepBudget | None = None  # of the last record read
+
+    def _name(self, internal_id: str) -> str:
+        """The caller's id for an engine-core id, or the core's when the caller has none."""
+        return self._client_id(internal_id) or internal_id
 
     def read(self, facts: StepFacts) -> dict[str, SchedulerEntry]:
         """The scheduler's view of every unfinished request, keyed by the caller's id.
@@ -69,6 +81,10 @@ class SchedulerView:
         last = self._last
         result: dict[str, SchedulerEntry] = {}
         merged: list[str] = []  # ids seen more than once (children of n > 1)
+        budget = step_budget(facts)
+        if budget != self.budget:
+            self.budget = budget
+        reasons = wait_reasons(facts, self._name)
         for req in facts.requests:
             external_id = client_id(req.req_id)
             if external_id is None:  # finished or aborted on the client's side
@@ -85,6 +101,10 @@ class SchedulerView:
                 state = _WAITING
             if computed > prompt:
                 computed = prompt
+            reason = reasons.get(req.req_id) if reasons else None
+            scheduled = req.num_scheduled_tokens
+            blocks = req.num_kv_blocks
+            cached = req.num_cached_tokens
 
             other = result.get(external_id)
             if other is not None:  # another child of the same request: merge
@@ -95,6 +115,11 @@ class SchedulerView:
                     max(prompt, other.prompt_tokens),
                     max(computed, other.computed_prompt_tokens),
                     preemptions + other.num_preemptions,
+                    # A sample that waits says why only while none of the others runs.
+                    other.wait_reason or reason if _RANK[state] < _RANK[_PREFILLING] else None,
+                    scheduled + other.scheduled_tokens,
+                    blocks + other.kv_blocks,
+                    max(cached, other.cached_prompt_tokens),
                 )
                 merged.append(external_id)
                 continue
@@ -105,10 +130,16 @@ class SchedulerView:
                 and previous.computed_prompt_tokens == computed
                 and previous.num_preemptions == preemptions
                 and previous.prompt_tokens == prompt
+                and previous.scheduled_tokens == scheduled
+                and previous.kv_blocks == blocks
+                and previous.cached_prompt_tokens == cached
+                and previous.wait_reason == reason
             ):
                 result[external_id] = previous
             else:
-                result[external_id] = SchedulerEntry(state, prompt, computed, preemptions)
+                result[external_id] = SchedulerEntry(
+                    state, prompt, computed, preemptions, reason, scheduled, blocks, cached
+                )
 
         for external_id in merged:
             previous = last.get(external_id)

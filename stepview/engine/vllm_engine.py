@@ -294,6 +294,7 @@ class VllmEngine:
             outputs=outputs,
             scheduled=scheduled,
             counters=self._counters(scheduled is not None),
+            budget=None if scheduled is None or self._view is None else self._view.budget,
         )
 
     def shutdown(self) -> None:

@@ -104,6 +104,9 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # What never changes over the request's life, sent with the first record that carries
     # the request (after a (re)subscription too), ``None`` in every later one.
     intro: RequestIntro | None = None
+    # The LoRA adapter it uses (vLLM's lora_int_id; 0 for none): vLLM defers a waiting
+    # request whose adapter would exceed ``StepFacts.max_loras`` in this step.
+    lora_id: int = 0
     # Append new fields here, each with a default.
 
 
@@ -163,6 +166,16 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # How the requests in ``finished`` ended (those the plug-in saw end while someone
     # listened): their last tokens and finish reasons.
     ended: list[EndedFacts] = []
+    # What the waiting-reason rules (stepview.engine.waiting_reasons) need beyond the above:
+    # the waiting queue(s) after schedule(), in the order vLLM scans them (requests holding KV
+    # blocks first, then the rest; FCFS or priority order), so "behind whom" is vLLM's own
+    # answer rather than a guess from arrival times; and the scheduler settings that decide
+    # whether a request that is next in line can be scheduled at all.
+    waiting_order: list[str] = []
+    chunked_prefill: bool = True  # enable_chunked_prefill: a prompt may be split over steps
+    long_prefill_threshold: int = 0  # long_prefill_token_threshold (0: no cap per step)
+    max_loras: int = 0  # LoRA adapters one step may use (0: LoRA off)
+    priority_policy: bool = False  # scheduling policy "priority" (else first come, first served)
     # Append new fields here, each with a default.
 
 

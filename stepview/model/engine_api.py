@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import (
     EngineCounters,
     EngineInfo,
@@ -72,6 +73,10 @@ class SchedulerEntry(NamedTuple):
     prompt_tokens: int
     computed_prompt_tokens: int
     num_preemptions: int
+    wait_reason: WaitReason | None = None  # why it got no token this step, if it waits
+    scheduled_tokens: int = 0  # tokens it got this step
+    kv_blocks: int = 0  # KV cache blocks it holds
+    cached_prompt_tokens: int = 0  # prompt tokens the prefix cache served
 
 
 class ArrivedRequest(NamedTuple):
@@ -116,6 +121,7 @@ class StepResult:
     ended: tuple[EndedRequest, ...] = ()
     interval: float | None = None
     age: float = 0.0
+    budget: StepBudget | None = None  # how the step spent its token budget (the plug-in's)
 
 
 class Engine(Protocol):

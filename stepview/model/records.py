@@ -73,6 +73,10 @@ def request_record(view: RequestView) -> dict[str, Any]:
             None if view.prompt_logprobs is None else _logprobs_out(view.prompt_logprobs)
         ),
         "num_preemptions": view.num_preemptions,
+        # The most KV cache blocks it held, and prompt tokens the prefix cache spared it
+        # (0 without the scheduler plug-in, which is what tells them).
+        "kv_peak_blocks": view.peak_kv_blocks,
+        "cached_prompt_tokens": view.cached_prompt_tokens,
         "completions": [completion_record(c) for c in view.completions],
         "timings": {
             "arrival": t.arrival,

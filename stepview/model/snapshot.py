@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import StepBudget, WaitReason
 
 
 class RequestState(StrEnum):
@@ -144,6 +145,11 @@ class RequestView(NamedTuple):
     prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None
     completions: tuple[Completion, ...] = ()
     error: str | None = None  # vLLM's message for a rejected request, or why it was aborted
+    wait_reason: WaitReason | None = None  # why it was not scheduled in this step, if it waits
+    scheduled_tokens: int = 0  # tokens the scheduler gave it in this step
+    kv_blocks: int = 0  # KV cache blocks it holds now
+    peak_kv_blocks: int = 0  # the most it has held
+    cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
 
     @property
     def output_tokens(self) -> int:
@@ -224,6 +230,7 @@ class StepSnapshot:
     recent: tuple[StepStat, ...] = ()  # the last steps, oldest first
     total_generated: int = 0  # output tokens since start
     ranks: tuple[RankStatus, ...] = ()  # a watched server's engine cores, when it has several
+    budget: StepBudget | None = None  # the step's token budget and KV blocks (the plug-in's)
 
     def requests(self) -> list[RequestView]:
         """Every request, active first."""

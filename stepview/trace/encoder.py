@@ -23,7 +23,13 @@ from stepview.model.snapshot import (
     StepSnapshot,
     StepStat,
 )
-from stepview.trace.format import BLANK_REQUEST, positions_out, stat_out
+from stepview.trace.format import (
+    BLANK_REQUEST,
+    budget_out,
+    positions_out,
+    scheduling_out,
+    stat_out,
+)
 
 _COUNTER_FIELDS = tuple(f.name for f in fields(EngineCounters))
 
@@ -164,6 +170,7 @@ def request_delta(old: RequestView | None, new: RequestView) -> dict[str, Any]:
         delta["pl"] = None if new.prompt_logprobs is None else positions_out(new.prompt_logprobs)
     if new.error != base.error:
         delta["e"] = new.error
+    scheduling_out(new, base, delta)
     if new.completions is not base.completions:
         old_completions = base.completions
         delta["c"] = [
@@ -217,6 +224,9 @@ class TraceEncoder:
                 line["counters"] = changed
         if prev is None or snapshot.total_generated != prev.total_generated:
             line["total_generated"] = snapshot.total_generated
+        budget = snapshot.budget
+        if budget != (prev.budget if prev is not None else None):
+            line["budget"] = budget_out(budget)
         self._encode_recent(prev.recent if prev is not None else (), snapshot.recent, line)
         events = self._encode_requests(prev, snapshot, line)
         events.append(line)

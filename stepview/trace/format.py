@@ -3,7 +3,7 @@
 A trace is JSON Lines, written while the engine runs and flushed after every step, so a crash
 loses at most the step in flight. Line 1 is a header::
 
-    {"kind": "stepview-trace", "version": 1, "stepview": "0.1.0", "vllm": "0.32.0",
+    {"kind": "stepview-trace", "version": 2, "stepview": "0.1.0", "vllm": "0.32.0",
      "model": "...", "engine_args": {...}, "info": {EngineInfo fields}, "created": "..."}
 
 Every later line is an object with a ``"k"`` (kind):
@@ -31,9 +31,13 @@ prompt token ids, ``pl`` prompt logprobs, ``e`` error, and ``c``: one entry per 
 ``null`` where the completion is the same object as before, else its delta: ``i`` index,
 ``t+``/``x+``/``l+`` tokens, text and logprob positions appended (``t``/``x``/``l`` replace
 them when they do not extend), ``cl`` cumulative logprob, ``f`` finish reason, ``sr`` stop
-reason. A logprob position is ``null`` or a list of ``[token_id, logprob, rank, decoded]``. So
-a decoding step costs a few dozen bytes per request however long the run, and applying a delta
-rebuilds exactly the view that was shown.
+reason. Version 2 adds what the scheduler decided: per request ``wr`` its wait reason
+``[code, text, blocker]`` (``null`` when it has none), ``st`` its tokens scheduled this step,
+``kv``/``kp`` the KV blocks it holds now / at most, ``cc`` prompt tokens from the prefix
+cache; per step ``budget`` ``[max_tokens, prefill, decode, free_blocks, total_blocks]`` when it
+changed (``null`` once it is unknown). A logprob position is ``null`` or a list of
+``[token_id, logprob, rank, decoded]``. So a decoding step costs a few dozen bytes per request
+however long the run, and applying a delta rebuilds exactly the view that was shown.
 
 This module holds what both directions share: the header, the errors, and the codecs of the
 small values (a line, a logprob position, a sparkline entry). Writing deltas is
@@ -50,6 +54,7 @@ from importlib import metadata
 from typing import Any
 
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import (
     EngineInfo,
     LogprobEntry,
@@ -61,7 +66,9 @@ from stepview.model.snapshot import (
 )
 
 TRACE_KIND = "stepview-trace"
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+"""Version 2 added what the scheduler decided (module docstring); version 1 traces still read,
+their requests without wait reasons, KV blocks or budgets."""
 
 _INFO_FIELDS = frozenset(f.name for f in fields(EngineInfo))
 
@@ -201,3 +208,46 @@ def stat_in(data: Sequence[Any]) -> StepStat:
         float(kv_cache_usage),
         int(generation_tokens),
     )
+
+
+# -- what the scheduler decided (version 2) --------------------------------------------------
+
+
+def scheduling_out(new: RequestView, base: RequestView, delta: dict[str, Any]) -> None:
+    """Write into ``delta`` the scheduler's figures of ``new`` that differ from ``base``'s."""
+    if new.wait_reason != base.wait_reason:
+        reason = new.wait_reason
+        delta["wr"] = None if reason is None else [reason.code, reason.text, reason.blocker]
+    if new.scheduled_tokens != base.scheduled_tokens:
+        delta["st"] = new.scheduled_tokens
+    if new.kv_blocks != base.kv_blocks:
+        delta["kv"] = new.kv_blocks
+    if new.peak_kv_blocks != base.peak_kv_blocks:
+        delta["kp"] = new.peak_kv_blocks
+    if new.cached_prompt_tokens != base.cached_prompt_tokens:
+        delta["cc"] = new.cached_prompt_tokens
+
+
+def scheduling_in(delta: Mapping[str, Any], base: RequestView) -> dict[str, Any]:
+    """The inverse of :func:`scheduling_out`: ``RequestView`` fields (``base``'s when absent)."""
+    reason = base.wait_reason
+    if "wr" in delta:
+        data = delta["wr"]
+        reason = None if data is None else WaitReason(str(data[0]), str(data[1]), data[2])
+    return {
+        "wait_reason": reason,
+        "scheduled_tokens": int(delta.get("st", base.scheduled_tokens)),
+        "kv_blocks": int(delta.get("kv", base.kv_blocks)),
+        "peak_kv_blocks": int(delta.get("kp", base.peak_kv_blocks)),
+        "cached_prompt_tokens": int(delta.get("cc", base.cached_prompt_tokens)),
+    }
+
+
+def budget_out(budget: StepBudget | None) -> list[int] | None:
+    """A step's budget as the trace writes it (see the module docstring)."""
+    return None if budget is None else list(budget)
+
+
+def budget_in(data: Sequence[int] | None) -> StepBudget | None:
+    """The inverse of :func:`budget_out`."""
+    return None if data is None else StepBudget(*(int(v) for v in data[:5]))

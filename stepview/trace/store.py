@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepview.model.grow import Frozen, Growing, PrefixView
+from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import (
     EngineCounters,
     EngineInfo,
@@ -111,6 +112,7 @@ class Row:
     recent_end: int
     recent_len: int
     total_generated: int
+    budget: StepBudget | None = None  # trace version 2 on
 
 
 def with_text(request: StoredRequest) -> RequestView:
@@ -175,6 +177,7 @@ class Store:
                 finished=Frozen(self.finished, row.finished_len),
                 recent=tuple(self.stats[row.recent_end - row.recent_len : row.recent_end]),
                 total_generated=row.total_generated,
+                budget=row.budget,
             )
             self._snapshots[index] = snapshot
             if len(self._snapshots) > _SNAPSHOT_CACHE:

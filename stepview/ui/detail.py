@@ -129,6 +129,23 @@ def _completion(c: Completion, n: int) -> list[_Part]:
     return parts
 
 
+def _scheduling(view: RequestView) -> list[_Part]:
+    """Why it waits (while it does), and what it holds of the KV cache (when the engine says)."""
+    parts: list[_Part] = []
+    reason = view.wait_reason
+    if reason is not None and not view.state.done:
+        parts += [("waiting: ", "bold $warning"), (multi_line(reason.text), "$warning"), "\n"]
+    if view.peak_kv_blocks or view.cached_prompt_tokens:
+        parts += [
+            ("KV blocks ", _MUTED),
+            f"{view.kv_blocks} now, {view.peak_kv_blocks} at most",
+            ("  prefix cache ", _MUTED),
+            f"{view.cached_prompt_tokens} prompt tokens",
+            "\n",
+        ]
+    return parts
+
+
 def describe(view: RequestView, now: float) -> Content:
     """The whole detail text of ``view`` as of the snapshot clock ``now``."""
     parts: list[_Part] = [
@@ -148,6 +165,7 @@ def describe(view: RequestView, now: float) -> Content:
     parts.append("\n")
     if view.error:
         parts += [("error ", "bold $error"), (multi_line(view.error), "$error"), "\n"]
+    parts += _scheduling(view)
     parts += _heading("Timings (driver clock)") + _timings(view, now)
     parts += _heading("Sampling") + _sampling(view)
     parts += [*_heading("Prompt"), multi_line(view.prompt), "\n"]

@@ -20,6 +20,7 @@ from stepview.engine.watched_core import ABORTED_BY_CLIENT, LEFT, RESTARTED
 from stepview.model.core_facts import EndedFacts
 from stepview.model.engine_api import EngineRejected, StepResult
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import BEHIND, StepBudget
 from stepview.model.snapshot import EngineState, RequestState, RequestView
 from tests.driver.attach_helpers import (
     NOW,
@@ -134,6 +135,12 @@ def test_requests_in_flight_are_adopted_with_what_the_record_says(
     assert (counters.running, counters.waiting) == (2, 2)
     assert counters.kv_cache_usage == pytest.approx(0.4)
     assert counters.generation_tokens == 2
+    # What the scheduler decided, read from the same record: the budget, KV blocks, and why
+    # chat-a waits (vLLM put the preempted sample of cmpl-c-0 back in front of it).
+    assert result.budget == StepBudget(2048, 0, 2, 60, 100)
+    assert (views["chat-b"].kv_blocks, views["chat-b"].scheduled_tokens) == (2, 1)
+    reason = views["chat-a"].wait_reason
+    assert reason is not None and (reason.code, reason.blocker) == (BEHIND, "cmpl-c-0")
 
 
 def test_token_tails_append_and_a_gap_asks_for_a_fresh_record(

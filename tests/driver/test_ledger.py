@@ -225,3 +225,38 @@ def test_n2_keeps_every_sample_though_the_final_output_carries_one() -> None:
     (done,) = ledger.finished()
     assert [c.text for c in done.completions] == [" a", " a c"]
     assert done.output_tokens == 3
+
+
+def test_scheduler_figures_and_wait_reasons_reach_the_views() -> None:
+    from stepview.model.scheduling import KV_CACHE, NOT_ADMITTED, WaitReason
+
+    clock = Clock()
+    ledger = RequestLedger(clock)
+    engine = FakeEngine(max_num_seqs=4)
+    ledger.accept(add("a"))
+    ledger.accept(add("b"))
+    held = ledger.active()[1]
+    assert held.wait_reason is not None and held.wait_reason.code == NOT_ADMITTED
+    ledger.admit(engine, limit=1)  # b stays in stepview's own queue
+    a = ledger.active()[0]
+    assert a.state is S.WAITING and a.wait_reason is None
+    assert ledger.active()[1] is held
+
+    kv = WaitReason(KV_CACHE, "needs 2 more KV blocks, 0 free")
+    ledger.apply(result(scheduled={"a": SchedulerEntry(S.WAITING, 3, 0, 0, kv)}), 1.0)
+    waiting = ledger.active()[0]
+    assert waiting.wait_reason == kv and waiting.kv_blocks == 0
+    # The same figures again (a new but equal entry): the very same view.
+    same = SchedulerEntry(S.WAITING, 3, 0, 0, WaitReason(KV_CACHE, kv.text))
+    ledger.apply(result(scheduled={"a": same}), 1.5)
+    assert ledger.active()[0] is waiting
+
+    running = SchedulerEntry(S.PREFILLING, 3, 2, 0, None, 2, 3, 1)
+    ledger.apply(result(scheduled={"a": running}), 2.0)
+    view = ledger.active()[0]
+    assert (view.wait_reason, view.scheduled_tokens, view.kv_blocks) == (None, 2, 3)
+    assert (view.peak_kv_blocks, view.cached_prompt_tokens) == (3, 1)
+    preempted = SchedulerEntry(S.PREEMPTED, 3, 0, 1, kv, 0, 0, 1)
+    ledger.apply(result(scheduled={"a": preempted}), 3.0)
+    view = ledger.active()[0]
+    assert (view.kv_blocks, view.peak_kv_blocks, view.wait_reason) == (0, 3, kv)

@@ -73,6 +73,7 @@ def _comparable(records: list[StepFacts]) -> list[StepFacts]:
             core_started=0.0,
             preempted=sorted(map(_norm, f.preempted)),
             finished=sorted(map(_norm, f.finished)),
+            waiting_order=[_norm(i) for i in f.waiting_order],
             requests=[replace(r, req_id=_norm(r.req_id), arrival_time=0.0) for r in f.requests],
         )
         for f in records

@@ -28,6 +28,7 @@ from stepview.engine.scheduler_view import SchedulerView
 from stepview.model.core_facts import CoreState, StepFacts
 from stepview.model.engine_api import SchedulerEntry, StepResult
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import RequestState
 
 from .conftest import EnginePool
@@ -59,6 +60,7 @@ class FakeRequest:
     sampling_params: Any = None
     request_id: str = ""
     stop_reason: int | str | None = None
+    lora_request: Any = None
 
     def get_finished_reason(self) -> Any:
         return self.status.get_finished_reason(self.status)
@@ -77,6 +79,9 @@ class FakeScheduler:
     counts: tuple[int, int] = (1, 0)
 
     def __post_init__(self) -> None:
+        requests: dict[str, FakeRequest] = self.__dict__.get("requests", {})
+        for request_id, req in requests.items():
+            req.request_id = req.request_id or request_id
         self.parallel_config = SimpleNamespace(data_parallel_index=0, data_parallel_rank=0)
         pool = SimpleNamespace(num_gpu_blocks=101, get_num_free_blocks=lambda: 60)
         manager = SimpleNamespace(req_to_blocks=self.blocks)
@@ -86,6 +91,14 @@ class FakeScheduler:
         self.max_num_scheduled_tokens = 2048
         self.max_num_running_reqs = 32
         self.block_size = 16
+        self.scheduler_config = SimpleNamespace(
+            enable_chunked_prefill=True, long_prefill_token_threshold=0
+        )
+        self.lora_config = None
+        self.policy = SimpleNamespace(value="fcfs")
+        # vLLM's waiting queues: requests holding KV blocks first, then the rest.
+        self.kv_holding_waiting: list[FakeRequest] = []
+        self.waiting = [r for r in requests.values() if r.status in (S.WAITING, S.PREEMPTED)]
 
     def get_request_counts(self) -> tuple[int, int]:
         return self.counts
@@ -159,7 +172,7 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
 
     view = SchedulerView(external.get)
     got = view.read(facts)
-    assert got == {
+    assert {k: SchedulerEntry(*v[:4]) for k, v in got.items()} == {
         "a": SchedulerEntry(S.WAITING, 10, 0, 0),
         "b": SchedulerEntry(S.PREFILLING, 100, 64, 0),
         "c": SchedulerEntry(S.DECODING, 10, 10, 0),  # computed includes decoded tokens
@@ -168,9 +181,20 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
         "g": SchedulerEntry(S.PREEMPTED, 10, 0, 1),
     }
     assert view.new_preemptions == 4  # first sight: everything counts
+    # What the step did for each, and why the waiting ones got nothing (vLLM's queue order:
+    # the preempted d first; e's waiting sample says nothing while its other one runs).
+    assert (got["b"].scheduled_tokens, got["b"].kv_blocks, got["c"].kv_blocks) == (64, 4, 1)
+    assert got["e"].wait_reason is None and got["e"].scheduled_tokens == 1
+    assert got["d"].wait_reason is not None and got["d"].wait_reason.code == "kv_cache"
+    assert got["a"].wait_reason == WaitReason(
+        "behind", "behind d, which vLLM could not schedule (first come, first served)", "d"
+    )
+    assert got["g"].wait_reason is not None and got["g"].wait_reason.code == "deferred"
+    assert view.budget == StepBudget(2048, 64, 2, 60, 100)
 
-    # Nothing changed: the very same entry objects come back, no new preemptions.
-    capture.after_schedule(scheduler, _output({}))
+    # Nothing changed (the same tokens scheduled again): the very same entry objects come
+    # back, no new preemptions.
+    capture.after_schedule(scheduler, _output({"b-1": 64, "c-1": 1, "0_e-1": 1}))
     again = view.read(sink.records[-1])
     assert again is not got
     assert all(again[k] is got[k] for k in got)
@@ -185,10 +209,14 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
     record = sink.records[-1]
     assert (record.finished, record.preempted) == (["c-1"], ["b-1"])
     third = view.read(record)
-    assert third["b"] == SchedulerEntry(S.PREEMPTED, 100, 0, 1)
-    assert third["a"] == SchedulerEntry(S.PREFILLING, 10, 4, 0)
+    assert SchedulerEntry(*third["b"][:4]) == SchedulerEntry(S.PREEMPTED, 100, 0, 1)
+    assert third["a"] == SchedulerEntry(S.PREFILLING, 10, 4, 0, None, 4)
     assert "c" not in third
-    assert third["d"] is again["d"]
+    # A step that preempted admits nobody: d now waits for that, not behind anyone.
+    assert third["b"].wait_reason is not None
+    assert third["b"].wait_reason.text.startswith("preempted this step")
+    assert third["d"].wait_reason is not None
+    assert third["d"].wait_reason.text.startswith("KV cache full: this step preempted b,")
     assert view.new_preemptions == 1
 
 

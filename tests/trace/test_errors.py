@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.driver import Driver
-from stepview.trace.format import TraceError
+from stepview.trace.format import TRACE_VERSION, TraceError
 from stepview.trace.reader import load_trace
 from stepview.trace.replay import ReplaySource
 from tests.trace.compare import assert_same_run
@@ -141,9 +141,11 @@ def test_unknown_line_kinds_are_skipped(
 def test_newer_version_is_refused(tmp_path: Path, recorded: tuple[Driver, list[bytes]]) -> None:
     _, lines = recorded
     header = json.loads(lines[0])
-    header["version"] = 2
+    header["version"] = TRACE_VERSION + 1
     path = _write(tmp_path, [json.dumps(header).encode() + b"\n", *lines[1:]])
-    with pytest.raises(TraceError, match="trace version 2, written by a newer stepview"):
+    with pytest.raises(
+        TraceError, match=f"trace version {TRACE_VERSION + 1}, written by a newer stepview"
+    ):
         load_trace(path)
     header["version"] = "one"
     path = _write(tmp_path, [json.dumps(header).encode() + b"\n", *lines[1:]])
