@@ -32,6 +32,8 @@ from typing import TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver import Driver
+from stepview.insight.report import format_summary
+from stepview.insight.run import RunInsight
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -42,7 +44,7 @@ from stepview.launch.exits import (
 from stepview.model.commands import AddRequest, Shutdown
 from stepview.model.errors import describe
 from stepview.model.prompts import PromptsFileError, read_prompts, seed_requests
-from stepview.model.records import format_request_output, request_record
+from stepview.model.records import Annotate, format_request_output, request_record
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
 DASHES = "-" * 50
@@ -55,8 +57,18 @@ class HeadlessPrinter:
     """Always None: a reader that went away (:attr:`pipe_closed`) ends the run quietly, it is
     not a failure to report."""
 
-    def __init__(self, expected: int, *, json_lines: bool, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self,
+        expected: int,
+        *,
+        json_lines: bool,
+        out: TextIO,
+        err: TextIO,
+        annotate: Annotate | None = None,
+    ) -> None:
+        """``annotate`` adds fields to each JSON record (the run insight's timeline)."""
         self.expected = expected
+        self.annotate = annotate
         self.json_lines = json_lines
         self.out = out
         self.err = err
@@ -104,7 +116,7 @@ class HeadlessPrinter:
                 if not self.json_lines:
                     continue
             if self.json_lines:
-                self._write(json.dumps(request_record(view), ensure_ascii=False))
+                self._write(json.dumps(request_record(view, self.annotate), ensure_ascii=False))
             else:
                 self._write(f"{format_request_output(view)}\n{DASHES}")
         if snapshot.engine_state is EngineState.ERROR or self.seen >= self.expected:
@@ -141,29 +153,50 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             logging.getLogger("stepview").exception("preparing the engine failed")
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
+        insight = RunInsight()
         try:
             files = file_sinks(
                 holder.header_fields,
                 results=options.results,
                 append_results=True,
                 record=options.record,
+                annotate=insight.request_fields,
             )
         except OSError as exc:
             return fail(f"cannot open output file: {exc}")
         printer = HeadlessPrinter(
-            len(requests), json_lines=options.json, out=sys.stdout, err=sys.stderr
+            len(requests),
+            json_lines=options.json,
+            out=sys.stdout,
+            err=sys.stderr,
+            annotate=insight.request_fields,
         )
         sinks = [printer, *files]
         admit = 1 if options.admit_per_step is None else options.admit_per_step
         driver = live_driver(
-            engine_argv, log_path, holder=holder, sinks=sinks, history_size=1, admit_per_step=admit
+            engine_argv,
+            log_path,
+            holder=holder,
+            sinks=sinks,
+            history_size=1,
+            admit_per_step=admit,
+            insight=insight,
         )
         code = _drive(driver, requests, printer, options.results)
+        if driver.run_stats.steps:
+            _say(sys.stderr, format_summary(insight.summary()))
         for error in sink_errors(sinks):
             code = fail(error, EXIT_FAILED)
         return code
     finally:
         restore_stderr()
+
+
+def _say(stream: TextIO, text: str) -> None:
+    """One block of text on ``stream``, flushed; a stream gone away is not an error."""
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(text + "\n")
+        stream.flush()
 
 
 def _drive(
