@@ -11,6 +11,10 @@ it leaves unfinished are counted on stderr and recorded in the results file (``-
 not printed. Rejected requests are reported on stderr; the exit code is 0 when every request
 finished, 1 when any was rejected or the engine failed, 2 for a usage error.
 
+At the end, the run's latency percentiles, preemptions and alerts go to stderr (see
+:mod:`stepview.insight.report`); each JSON record also carries the request's ``timeline``
+and ``preemptions``.
+
 Like any Unix filter, a reader that goes away (``stepview --headless | head -1``) ends the run
 at once and quietly: the engine is shut down, the results file keeps every request, and the
 exit code is the shell's for a filter stopped by a closed pipe (141).
@@ -183,7 +187,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             insight=insight,
         )
         code = _drive(driver, requests, printer, options.results)
-        if driver.run_stats.steps:
+        if driver.run_stats.steps and not printer.pipe_closed:  # a closed pipe ends quietly
             _say(sys.stderr, format_summary(insight.summary()))
         for error in sink_errors(sinks):
             code = fail(error, EXIT_FAILED)
