@@ -125,7 +125,8 @@ def test_summary_goes_with_replay_only() -> None:
 
 
 def test_insight_cost_per_step(tmp_path: Path) -> None:
-    """RunInsight.observe over a recorded 64-request run (the driver does it every step)."""
+    """RunInsight.observe over a recorded 64-request run (the driver does it every step);
+    ``pytest -s`` prints the cost per snapshot (about 30 us on the 2-core dev box)."""
 
     def script(driver: Driver) -> None:
         for i in range(64):
@@ -144,5 +145,5 @@ def test_insight_cost_per_step(tmp_path: Path) -> None:
         best = min(best, time.perf_counter() - started)
     per_step = best / len(history)
     print(f"insight: {per_step * 1e6:.1f} us per snapshot over {len(history)} snapshots")
+    # No timed assertion (shared CI machines, see tests/bench): the figure is for people.
     assert insight.summary()["latency"]["finished"] == 64
-    assert per_step < 1e-3  # generous: ~20-40 us on a laptop
