@@ -186,10 +186,13 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             admit_per_step=admit,
             insight=insight,
         )
-        code = _drive(driver, requests, printer, options.results)
-        if driver.run_stats.steps and not printer.pipe_closed:  # a closed pipe ends quietly
+        code, completed = _drive(driver, requests, printer, options.results)
+        errors = sink_errors(sinks)
+        if completed and not errors:
+            # Only after a run that went to its end: an interrupted or failed one says why in
+            # one line, and a closed pipe ends quietly.
             _say(sys.stderr, format_summary(insight.summary()))
-        for error in sink_errors(sinks):
+        for error in errors:
             code = fail(error, EXIT_FAILED)
         return code
     finally:
@@ -208,12 +211,13 @@ def _drive(
     requests: Sequence[AddRequest],
     printer: HeadlessPrinter,
     results: Path | None,
-) -> int:
+) -> tuple[int, bool]:
     """Run until every request is printed, the engine fails, the reader of stdout goes away,
     or a signal asks to stop.
 
     The requests are handed over once the engine is up: an engine that cannot start is one
-    message, not one rejection per request followed by the same message again.
+    message, not one rejection per request followed by the same message again. Returns the
+    exit code and whether the run went to its end (every request printed, no stop, no failure).
     """
     stop = threading.Event()
 
@@ -242,13 +246,14 @@ def _drive(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if printer.pipe_closed:
-        return EXIT_BROKEN_PIPE
+        return EXIT_BROKEN_PIPE, False
     if driver.error:
-        return fail(driver.error, EXIT_FAILED)
+        return fail(driver.error, EXIT_FAILED), False
     if stop.is_set():
         note = unfinished_note(driver.unfinished, results)
-        return fail(
+        code = fail(
             "interrupted; requests that finished were printed" + (f" ({note})" if note else ""),
             EXIT_FAILED,
         )
-    return EXIT_FAILED if printer.rejected else EXIT_OK
+        return code, False
+    return (EXIT_FAILED if printer.rejected else EXIT_OK), True
