@@ -42,14 +42,18 @@ def _run(argv: Sequence[str] | None) -> int:
     own, engine_argv = parse_own_args(args_list)
     if own.json and not own.headless:
         return fail("--json needs --headless")
-    if own.replay is None and (own.paused or own.replay_speed != 1.0):
-        return fail("--paused and --replay-speed go with --replay FILE")
+    if own.replay is None and (own.paused or own.replay_speed != 1.0 or own.summary):
+        return fail("--paused, --replay-speed and --summary go with --replay FILE")
     attach_error = _attach_conflict(own, engine_argv)
     if attach_error is not None:
         return fail(attach_error)
     if own.replay is not None:
         if engine_argv:
             return fail(f"--replay takes no engine flags (got {' '.join(engine_argv)})")
+        if own.summary:
+            from stepview.launch.summary import run_summary
+
+            return run_summary(own.replay)
         from stepview.launch.replay import run_replay
 
         return run_replay(own.replay, speed=own.replay_speed, paused=own.paused)

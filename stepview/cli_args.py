@@ -35,6 +35,7 @@ class OwnOptions:
     replay: Path | None
     replay_speed: float
     paused: bool
+    summary: bool
     history: int
     log_file: Path | None
     attach: str | None
@@ -146,6 +147,12 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--paused",
         action="store_true",
         help="with --replay: open paused at the first step (space plays)",
+    )
+    group.add_argument(
+        "--summary",
+        action="store_true",
+        help="with --replay: print the run's latency percentiles, preemptions and alerts "
+        "instead of opening the TUI",
     )
     group.add_argument(
         "--attach",

@@ -34,6 +34,7 @@ from dataclasses import replace
 from stepview.engine.ledger import RequestLedger
 from stepview.engine.run_stats import RunStats, hand_over
 from stepview.engine.step_faults import explain_step_failure
+from stepview.insight.run import RunInsight
 from stepview.model.commands import (
     Abort,
     AddRequest,
@@ -87,9 +88,16 @@ class Driver:
         sinks: Sequence[SnapshotSink] = (),
         start_paused: bool = False,
         read_only: str | None = None,
+        insight: RunInsight | None = None,
     ) -> None:
-        """``read_only``: why this source takes no new requests (``None``: it does)."""
+        """``read_only``: why this source takes no new requests (``None``: it does).
+
+        ``insight`` sees every snapshot before the sinks do (its alerts go into the snapshot,
+        its timelines into the results); pass one to share it with sinks that read it.
+        """
         self.read_only = read_only
+        self.insight = insight if insight is not None else RunInsight()
+        self._insight_on: RunInsight | None = self.insight
         self._factory = engine_factory
         self._clock = clock
         self._t0 = clock()
@@ -416,12 +424,27 @@ class Driver:
             ranks=() if self._link is None else self._link.ranks,
             budget=self._budget,
         )
+        snapshot = self._with_alerts(snapshot)
         self._latest = snapshot
         with self._history_lock:
             self._history.append(snapshot)
         finished = self._ledger.take_finished()
         for sink in self._sinks:
             sink.on_snapshot(snapshot, finished)
+
+    def _with_alerts(self, snapshot: StepSnapshot) -> StepSnapshot:
+        """Feed the insight; the snapshot with the alerts that hold (a failing insight is
+        dropped with a log line, never the engine)."""
+        insight = self._insight_on
+        if insight is None:
+            return snapshot
+        try:
+            alerts = insight.observe(snapshot)
+        except Exception:
+            log.exception("run insight failed at step %d; it is turned off", snapshot.step)
+            self._insight_on = None
+            return snapshot
+        return replace(snapshot, alerts=alerts) if alerts else snapshot
 
     def _close_sinks(self) -> None:
         for sink in self._sinks:

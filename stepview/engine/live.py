@@ -14,6 +14,7 @@ from stepview.engine.driver import Driver, PhaseCallback
 from stepview.engine.engine_args import parse_engine_args
 from stepview.engine.environment import start_process_helpers
 from stepview.engine.sinks import EngineArgsHolder
+from stepview.insight.run import RunInsight
 from stepview.model.engine_api import Engine
 from stepview.model.sink import SnapshotSink
 
@@ -26,6 +27,7 @@ def live_driver(
     sinks: Sequence[SnapshotSink] = (),
     history_size: int = 2000,
     admit_per_step: int = 0,
+    insight: RunInsight | None = None,
 ) -> Driver:
     """A driver that will build the vLLM engine from ``engine_argv`` when started.
 
@@ -51,4 +53,10 @@ def live_driver(
         )
 
     start_process_helpers()
-    return Driver(factory, sinks=sinks, history_size=history_size, admit_per_step=admit_per_step)
+    return Driver(
+        factory,
+        sinks=sinks,
+        history_size=history_size,
+        admit_per_step=admit_per_step,
+        insight=insight,
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from stepview.model.records import request_record
+from stepview.model.records import Annotate, request_record
 from stepview.model.snapshot import RequestView, StepSnapshot
 from stepview.trace.linefile import LineFile
 
@@ -25,12 +25,21 @@ class ResultsWriter(LineFile):
     existing file instead of starting a new one.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        append: bool = False,
+        annotate: Annotate | None = None,
+    ) -> None:
+        """``annotate`` adds fields to each record (the run insight's timeline)."""
         super().__init__(path, "a" if append else "w")
         self.results_written = 0
+        self._annotate = annotate
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
-        if finished and self.write_lines([request_record(view) for view in finished]):
+        annotate = self._annotate
+        if finished and self.write_lines([request_record(v, annotate) for v in finished]):
             self.results_written += len(finished)
 
     def close(self) -> None:

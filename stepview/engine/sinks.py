@@ -15,6 +15,7 @@ from typing import Any
 
 from stepview.engine.engine_args import ParsedEngineArgs, vllm_version
 from stepview.engine.results_file import ResultsWriter
+from stepview.model.records import Annotate
 from stepview.model.sink import SnapshotSink
 from stepview.trace.recorder import TraceRecorder
 
@@ -41,6 +42,7 @@ def file_sinks(
     results: Path | None,
     append_results: bool,
     record: Path | None,
+    annotate: Annotate | None = None,
 ) -> list[SnapshotSink]:
     """Open the results file and the trace, those that are asked for (raises ``OSError``).
 
@@ -49,11 +51,12 @@ def file_sinks(
     the engine has started (e.g. :meth:`EngineArgsHolder.header_fields`: the engine's
     flags). The directories must exist (the launcher checked the paths); if one file cannot
     be opened, the one already opened is closed again before the error goes up.
+    ``annotate`` adds fields to every result (the run insight's timeline and preemptions).
     """
     sinks: list[SnapshotSink] = []
     try:
         if results is not None:
-            sinks.append(ResultsWriter(results, append=append_results))
+            sinks.append(ResultsWriter(results, append=append_results, annotate=annotate))
         if record is not None:
             sinks.append(TraceRecorder(record, header))
     except OSError:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stepview.cli_args import OwnOptions
+from stepview.insight.run import RunInsight
 from stepview.launch.exits import fail
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
@@ -62,7 +63,8 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": options.api}
 
-    outputs = open_outputs(options, header)
+    insight = RunInsight()
+    outputs = open_outputs(options, header, insight)
     if isinstance(outputs, int):
         return outputs
     sinks, results_path, default_results = outputs
@@ -77,6 +79,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         history_size=options.history,
         admit_per_step=options.admit_per_step or 0,
         read_only=None if api is not None else NO_API,
+        insight=insight,
     )
     for request in requests:
         driver.send(request)

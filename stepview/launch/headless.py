@@ -11,6 +11,10 @@ it leaves unfinished are counted on stderr and recorded in the results file (``-
 not printed. Rejected requests are reported on stderr; the exit code is 0 when every request
 finished, 1 when any was rejected or the engine failed, 2 for a usage error.
 
+At the end, the run's latency percentiles, preemptions and alerts go to stderr (see
+:mod:`stepview.insight.report`); each JSON record also carries the request's ``timeline``
+and ``preemptions``.
+
 Like any Unix filter, a reader that goes away (``stepview --headless | head -1``) ends the run
 at once and quietly: the engine is shut down, the results file keeps every request, and the
 exit code is the shell's for a filter stopped by a closed pipe (141).
@@ -32,6 +36,8 @@ from typing import TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver import Driver
+from stepview.insight.report import format_summary
+from stepview.insight.run import RunInsight
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -42,7 +48,7 @@ from stepview.launch.exits import (
 from stepview.model.commands import AddRequest, Shutdown
 from stepview.model.errors import describe
 from stepview.model.prompts import PromptsFileError, read_prompts, seed_requests
-from stepview.model.records import format_request_output, request_record
+from stepview.model.records import Annotate, format_request_output, request_record
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
 DASHES = "-" * 50
@@ -55,8 +61,18 @@ class HeadlessPrinter:
     """Always None: a reader that went away (:attr:`pipe_closed`) ends the run quietly, it is
     not a failure to report."""
 
-    def __init__(self, expected: int, *, json_lines: bool, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self,
+        expected: int,
+        *,
+        json_lines: bool,
+        out: TextIO,
+        err: TextIO,
+        annotate: Annotate | None = None,
+    ) -> None:
+        """``annotate`` adds fields to each JSON record (the run insight's timeline)."""
         self.expected = expected
+        self.annotate = annotate
         self.json_lines = json_lines
         self.out = out
         self.err = err
@@ -104,7 +120,7 @@ class HeadlessPrinter:
                 if not self.json_lines:
                     continue
             if self.json_lines:
-                self._write(json.dumps(request_record(view), ensure_ascii=False))
+                self._write(json.dumps(request_record(view, self.annotate), ensure_ascii=False))
             else:
                 self._write(f"{format_request_output(view)}\n{DASHES}")
         if snapshot.engine_state is EngineState.ERROR or self.seen >= self.expected:
@@ -141,29 +157,53 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             logging.getLogger("stepview").exception("preparing the engine failed")
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
+        insight = RunInsight()
         try:
             files = file_sinks(
                 holder.header_fields,
                 results=options.results,
                 append_results=True,
                 record=options.record,
+                annotate=insight.request_fields,
             )
         except OSError as exc:
             return fail(f"cannot open output file: {exc}")
         printer = HeadlessPrinter(
-            len(requests), json_lines=options.json, out=sys.stdout, err=sys.stderr
+            len(requests),
+            json_lines=options.json,
+            out=sys.stdout,
+            err=sys.stderr,
+            annotate=insight.request_fields,
         )
         sinks = [printer, *files]
         admit = 1 if options.admit_per_step is None else options.admit_per_step
         driver = live_driver(
-            engine_argv, log_path, holder=holder, sinks=sinks, history_size=1, admit_per_step=admit
+            engine_argv,
+            log_path,
+            holder=holder,
+            sinks=sinks,
+            history_size=1,
+            admit_per_step=admit,
+            insight=insight,
         )
-        code = _drive(driver, requests, printer, options.results)
-        for error in sink_errors(sinks):
+        code, completed = _drive(driver, requests, printer, options.results)
+        errors = sink_errors(sinks)
+        if completed and not errors:
+            # Only after a run that went to its end: an interrupted or failed one says why in
+            # one line, and a closed pipe ends quietly.
+            _say(sys.stderr, format_summary(insight.summary()))
+        for error in errors:
             code = fail(error, EXIT_FAILED)
         return code
     finally:
         restore_stderr()
+
+
+def _say(stream: TextIO, text: str) -> None:
+    """One block of text on ``stream``, flushed; a stream gone away is not an error."""
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(text + "\n")
+        stream.flush()
 
 
 def _drive(
@@ -171,12 +211,13 @@ def _drive(
     requests: Sequence[AddRequest],
     printer: HeadlessPrinter,
     results: Path | None,
-) -> int:
+) -> tuple[int, bool]:
     """Run until every request is printed, the engine fails, the reader of stdout goes away,
     or a signal asks to stop.
 
     The requests are handed over once the engine is up: an engine that cannot start is one
-    message, not one rejection per request followed by the same message again.
+    message, not one rejection per request followed by the same message again. Returns the
+    exit code and whether the run went to its end (every request printed, no stop, no failure).
     """
     stop = threading.Event()
 
@@ -205,13 +246,14 @@ def _drive(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if printer.pipe_closed:
-        return EXIT_BROKEN_PIPE
+        return EXIT_BROKEN_PIPE, False
     if driver.error:
-        return fail(driver.error, EXIT_FAILED)
+        return fail(driver.error, EXIT_FAILED), False
     if stop.is_set():
         note = unfinished_note(driver.unfinished, results)
-        return fail(
+        code = fail(
             "interrupted; requests that finished were printed" + (f" ({note})" if note else ""),
             EXIT_FAILED,
         )
-    return EXIT_FAILED if printer.rejected else EXIT_OK
+        return code, False
+    return (EXIT_FAILED if printer.rejected else EXIT_OK), True

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepview.cli_args import OwnOptions, own_option_names
+from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
 from stepview.launch.paths import default_results_path
 from stepview.launch.runner import run_app
@@ -48,7 +49,8 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if problem is not None:
         return fail(problem)
     holder = EngineArgsHolder()
-    outputs = open_outputs(options, holder.header_fields)
+    insight = RunInsight()
+    outputs = open_outputs(options, holder.header_fields, insight)
     if isinstance(outputs, int):
         return outputs
     sinks, results_path, default_results = outputs
@@ -60,6 +62,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         sinks=sinks,
         history_size=options.history,
         admit_per_step=admit,
+        insight=insight,
     )
     for request in requests:
         driver.send(request)  # queued; they join once the engine is up
@@ -81,7 +84,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
 
 
 def open_outputs(
-    options: OwnOptions, header: Callable[[], Mapping[str, Any]]
+    options: OwnOptions, header: Callable[[], Mapping[str, Any]], insight: RunInsight
 ) -> tuple[list[SnapshotSink], Path, bool] | int:
     """The results file and trace of a TUI run, their path, whether the path is the default.
 
@@ -99,6 +102,7 @@ def open_outputs(
             results=results_path,
             append_results=not default_results,
             record=options.record,
+            annotate=insight.request_fields,
         )
     except OSError as exc:
         _drop_if_empty(results_path, default_results)

@@ -8,7 +8,7 @@ for people and tools. Nothing in stepview reads it back; traces have their own c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stepview.model.snapshot import (
@@ -57,10 +57,14 @@ def _derived_timings(t: Timings) -> dict[str, float | None]:
     }
 
 
-def request_record(view: RequestView) -> dict[str, Any]:
-    """A JSON-ready dict with everything about one request."""
+Annotate = Callable[[str], Mapping[str, Any]]
+"""More fields for a request's record, by request id (its ``timeline``, ``preemptions``)."""
+
+
+def request_record(view: RequestView, annotate: Annotate | None = None) -> dict[str, Any]:
+    """A JSON-ready dict with everything about one request (and ``annotate``'s fields)."""
     t = view.timings
-    return {
+    record: dict[str, Any] = {
         "id": view.request_id,
         "prompt": view.prompt,
         "params": view.spec.to_dict(),
@@ -86,6 +90,9 @@ def request_record(view: RequestView) -> dict[str, Any]:
             **_derived_timings(t),
         },
     }
+    if annotate is not None:
+        record.update(annotate(view.request_id))
+    return record
 
 
 # -- vLLM's RequestOutput form -----------------------------------------------------------------

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from stepview.model.alerts import Alert
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
@@ -231,6 +232,7 @@ class StepSnapshot:
     total_generated: int = 0  # output tokens since start
     ranks: tuple[RankStatus, ...] = ()  # a watched server's engine cores, when it has several
     budget: StepBudget | None = None  # the step's token budget and KV blocks (the plug-in's)
+    alerts: tuple[Alert, ...] = ()  # problems that hold after this step (stepview.insight)
 
     def requests(self) -> list[RequestView]:
         """Every request, active first."""

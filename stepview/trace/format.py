@@ -12,6 +12,12 @@ Every later line is an object with a ``"k"`` (kind):
     A user event derived from the snapshots: ``"add"`` (a request appeared: id, prompt,
     params, arrival clock), ``"abort"`` or ``"reject"`` (id, error). Written before the step
     line of the snapshot that showed it. A replay ignores them; tools list them.
+``"alert"``
+    A problem the run's detectors raised (:mod:`stepview.model.alerts`): ``alert`` (the
+    kind: ``thrash``, ``stall``, ``kv_full``), ``step``, ``clock``, ``id`` (the request, or
+    null) and ``text``. Written after the step line that first showed it. Readers that do not
+    know the kind skip it (so version-1 readers read these traces); a replay works the alerts
+    out again from the snapshots.
 ``"step"``
     One published snapshot, recording only what changed since the previous step line:
     ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``, ``phase_since``,
@@ -53,6 +59,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
+from stepview.model.alerts import Alert
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import (
@@ -91,6 +98,18 @@ class TraceEvent:
     prompt: str | None = None  # ``add`` only
     spec: SamplingSpec | None = None  # ``add`` only
     error: str | None = None  # ``abort``/``reject`` only
+
+
+def alert_line(alert: Alert) -> dict[str, Any]:
+    """The ``alert`` line of a raised alert."""
+    return {
+        "k": "alert",
+        "alert": alert.kind,
+        "step": alert.step,
+        "clock": alert.clock,
+        "id": alert.request_id,
+        "text": alert.text,
+    }
 
 
 def dump_line(obj: Mapping[str, Any]) -> str:

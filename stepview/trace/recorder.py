@@ -14,9 +14,10 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from stepview.model.alerts import Alert
 from stepview.model.snapshot import EngineInfo, EngineState, RequestView, StepSnapshot
 from stepview.trace.encoder import TraceEncoder
-from stepview.trace.format import trace_header
+from stepview.trace.format import alert_line, trace_header
 from stepview.trace.linefile import LineFile
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class TraceRecorder(LineFile):
         self._fields = header_fields
         self._encoder: TraceEncoder | None = None
         self._held: list[StepSnapshot] = []
+        self._alerts: tuple[Alert, ...] = ()  # the alerts of the last snapshot written
         self.snapshots_written = 0
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
@@ -57,12 +59,21 @@ class TraceRecorder(LineFile):
                     return
                 encoder = self._start(snapshot.info)
             lines = encoder.encode(snapshot)
+            if snapshot.alerts is not self._alerts:
+                lines.extend(self._new_alerts(snapshot.alerts))
         except Exception as exc:  # a recorder bug must not stop the engine; it stops the trace
             log.exception("encoding step %d failed", snapshot.step)
             self.fail(f"recording {self.path} failed at step {snapshot.step}: {exc!r}")
             return
         if self.write_lines(lines):
             self.snapshots_written += 1
+
+    def _new_alerts(self, alerts: tuple[Alert, ...]) -> list[dict[str, Any]]:
+        """An ``alert`` line for each alert raised since the last snapshot (after its step
+        line): the problems a run had, listed by tools without replaying it."""
+        before = {alert.key for alert in self._alerts}
+        self._alerts = alerts
+        return [alert_line(alert) for alert in alerts if alert.key not in before]
 
     def _start(self, info: EngineInfo) -> TraceEncoder:
         """Write the header and the held start-up snapshots; return the encoder for the rest."""

@@ -9,6 +9,8 @@ Attached to a server (``stepview --attach``), the first line says when the serve
 (``DISCONNECTED from ADDRESS — reconnecting``, where the model usually is) and that pausing
 only holds the view; with several data-parallel ranks the second line ends with each rank's
 own figures (``r1 3/1 12%``: running/waiting, KV cache; ``r1 lost`` while it is away).
+While the run has alerts (a request thrashing, the engine stalled: ``snapshot.alerts``), the
+first line leads with the latest one instead of the model (``⚠ r7 thrashing: ... (+1)``).
 
 Each figure reads label first (``tok/s 338 ▁▂▃``). Gaps between figures are plain spaces
 between two styled runs, never the start of a run: SVG renderers such as librsvg drop the
@@ -20,6 +22,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
+from stepview.model.alerts import Alert
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.ui.format import (
     one_line,
@@ -61,6 +64,12 @@ def _spaced(*parts: _Part) -> Content:
 def _grouped(*groups: Content) -> Content:
     """Groups of parts, two spaces apart."""
     return Content(_GROUP_GAP).join(groups)
+
+
+def alert_text(alerts: tuple[Alert, ...]) -> str:
+    """The latest alert, and how many others hold: one short line."""
+    more = f" (+{len(alerts) - 1})" if len(alerts) > 1 else ""
+    return f"⚠ {one_line(alerts[-1].text, 120)}{more}"
 
 
 class StatusBar(Widget):
@@ -125,6 +134,8 @@ class StatusBar(Widget):
             if snap.engine_state is EngineState.DISCONNECTED:  # the state leads, on the left
                 left = _spaced(("⚠ " + one_line(snap.phase or "DISCONNECTED", 200), "bold $error"))
                 right = step
+            elif snap.alerts:
+                left = _spaced((alert_text(snap.alerts), "bold $warning"))
         left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         gap = max(1, width - left.cell_length - right.cell_length)
         return Content.assemble(left, " " * gap, right)

@@ -8,6 +8,7 @@ from pathlib import Path
 from stepview.engine.driver import Driver
 from stepview.engine.fake_engine import FakeEngine, ManualClock
 from stepview.engine.results_file import ResultsWriter
+from stepview.insight.run import RunInsight
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.sink import SnapshotSink
@@ -30,19 +31,24 @@ def record(
     extra_sinks: Sequence[SnapshotSink] = (),
     header_fields: HeaderFields | None = None,
 ) -> tuple[Driver, Path, Path]:
-    """Run ``script`` against a driver that records a trace and a results file; stop it."""
+    """Run ``script`` against a driver that records a trace and a results file; stop it.
+
+    The results carry the run insight's timelines, as a real run's do.
+    """
     trace_path = directory / "run.trace.jsonl"
     results_path = directory / "results.jsonl"
     fake = engine or FakeEngine()
+    insight = RunInsight()
     driver = Driver(
         lambda phase: fake,
         clock=ManualClock(tick=0.001),
         history_size=1_000_000,
         sinks=[
             TraceRecorder(trace_path, header_fields or {"model": "fake-model"}),
-            ResultsWriter(results_path),
+            ResultsWriter(results_path, annotate=insight.request_fields),
             *extra_sinks,
         ],
+        insight=insight,
     )
     driver.start()
     try:

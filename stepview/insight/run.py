@@ -1,0 +1,72 @@
+"""One run's insight: timelines, latency figures and alerts, fed by every snapshot.
+
+:class:`RunInsight` is what the driver calls after building each snapshot (the alerts it
+returns go into that snapshot) and what a replay feeds the recorded snapshots to, so a live
+run and its trace give the same answers. The results file and the headless printer ask it
+for a request's ``timeline``/``preemptions`` when the request finishes; the end of a run asks
+it for the :meth:`summary`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepview.insight.alerts import Thresholds, Watchdogs
+from stepview.insight.latency import RECENT_WINDOW, LatencyStats
+from stepview.insight.timeline import TimelineTracker
+from stepview.model.alerts import Alert
+from stepview.model.snapshot import StepSnapshot
+
+
+class RunInsight:
+    """Everything :mod:`stepview.insight` works out, kept up to date one snapshot at a time.
+
+    Fed by one thread (the driver's, or a replay's). ``observe`` costs O(changed requests)
+    plus an identity test per active request.
+    """
+
+    def __init__(
+        self, thresholds: Thresholds | None = None, *, window: int = RECENT_WINDOW
+    ) -> None:
+        self.timelines = TimelineTracker()
+        self.latency = LatencyStats(window)
+        self.watchdogs = Watchdogs(thresholds)
+        self.steps = 0
+
+    def observe(self, snapshot: StepSnapshot) -> tuple[Alert, ...]:
+        """Fold the snapshot in; returns the alerts that hold after it."""
+        changed = self.timelines.observe(snapshot)
+        for timeline in changed:
+            if timeline.done and timeline.view is not None and not timeline.counted:
+                timeline.counted = True
+                self.latency.add(timeline.view)
+        self.steps = snapshot.step
+        return self.watchdogs.observe(snapshot, changed)
+
+    def request_fields(self, request_id: str) -> dict[str, Any]:
+        """``timeline`` and ``preemptions`` of one request, for its JSON record."""
+        return self.timelines.records(request_id)
+
+    def summary(self) -> dict[str, Any]:
+        """The run in figures: latency distributions, preemptions, alerts (JSON-ready)."""
+        preempted = [t for t in self.timelines if t.preemptions]
+        return {
+            "steps": self.steps,
+            "latency": self.latency.summary(),
+            "preemptions": {
+                "count": sum(len(t.preemptions) for t in preempted),
+                "requests": len(preempted),
+                "tokens_lost": sum(t.tokens_lost for t in preempted),
+            },
+            "alerts": [alert_record(a) for a in self.watchdogs.raised],
+        }
+
+
+def alert_record(alert: Alert) -> dict[str, Any]:
+    return {
+        "kind": alert.kind,
+        "step": alert.step,
+        "clock": round(alert.clock, 6),
+        "request_id": alert.request_id,
+        "text": alert.text,
+    }

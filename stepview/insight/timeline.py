@@ -1,0 +1,325 @@
+"""Each request's life as segments (waiting, prefill, decode, preempted) and its preemptions.
+
+Built incrementally from the snapshots as they pass, on the driver thread (live) or over a
+trace (replay): :meth:`TimelineTracker.observe` looks only at requests whose view object
+changed since the last snapshot (an identity test, see :mod:`stepview.model.snapshot`), so a
+step costs what it changed, not what the run holds.
+
+A segment is one stretch of steps in one phase with one wait reason; a new segment starts
+whenever the phase or the reason changes. The phase of a step is what the request did in it:
+a step that computed prompt tokens is ``prefill`` even when the request came out of it
+decoding (a short prompt is prefilled and yields its first token in one step, and vLLM's
+scheduler then already calls it running-with-all-computed). Times are the driver's clock: a
+segment of engine work starts when its first step began (the snapshot's clock less the
+step's time) and ends when its last step ended, so consecutive segments tile the request's
+life from arrival to finish without gaps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
+
+WAITING: Final = "waiting"
+PREFILL: Final = "prefill"
+DECODE: Final = "decode"
+PREEMPTED: Final = "preempted"
+
+_PHASE_OF_STATE: Final = {
+    RequestState.PENDING: WAITING,
+    RequestState.WAITING: WAITING,
+    RequestState.PREEMPTED: PREEMPTED,
+    RequestState.PREFILLING: PREFILL,
+    RequestState.DECODING: DECODE,
+}
+# What a segment's ``tokens`` counts, by phase, under the name the records use.
+_TOKENS_NAME: Final = {
+    PREFILL: "tokens_prefilled",
+    DECODE: "tokens_generated",
+    PREEMPTED: "tokens_lost",
+}
+
+
+@dataclass(slots=True)
+class Segment:
+    """One stretch of a request's life in one phase, for one reason. Mutable while open."""
+
+    state: str
+    first_step: int
+    last_step: int
+    start: float
+    end: float
+    reason: str | None = None
+    tokens: int = 0  # prefill: prompt tokens computed; decode: tokens generated; preempted: lost
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "state": self.state,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "start": round(self.start, 6),
+            "end": round(self.end, 6),
+            "reason": self.reason,
+        }
+        name = _TOKENS_NAME.get(self.state)
+        if name is not None:
+            out[name] = self.tokens
+        return out
+
+
+class Preemption(NamedTuple):
+    """vLLM took the request's KV cache away at ``step``; it must compute those tokens again."""
+
+    step: int
+    clock: float
+    computed_tokens_lost: int
+    kv_usage_before: float  # the KV cache usage after the step before (0..1)
+    kv_usage_after: float  # ... and after this step, with the request's blocks freed
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "computed_tokens_lost": self.computed_tokens_lost,
+            "kv_usage_before": round(self.kv_usage_before, 4),
+            "kv_usage_after": round(self.kv_usage_after, 4),
+        }
+
+
+@dataclass(slots=True)
+class RequestTimeline:
+    """What the tracker knows of one request: its segments, preemptions and latest view."""
+
+    request_id: str
+    segments: list[Segment] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    view: RequestView | None = None
+    restarts: int = 0  # times its prefill progress fell (each preemption, or a lost prefill)
+    done: bool = False
+    counted: bool = False  # its latency was added to the run's figures
+    # The counters the open segment's ``tokens`` are measured from.
+    base_computed: int = 0
+    base_output: int = 0
+    last_output: int = 0  # output tokens in the latest view
+
+    @property
+    def tokens_lost(self) -> int:
+        return sum(p.computed_tokens_lost for p in self.preemptions)
+
+    def records(self, step: int, clock: float) -> dict[str, Any]:
+        """``timeline`` and ``preemptions`` for a request record; an open last segment is
+        shown as lasting until ``step``/``clock`` (the latest snapshot)."""
+        segments = [s.record() for s in self.segments]
+        if segments and not self.done:
+            last = segments[-1]
+            last["last_step"] = max(last["last_step"], step)
+            last["end"] = round(max(last["end"], clock), 6)
+        return {"timeline": segments, "preemptions": [p.record() for p in self.preemptions]}
+
+
+def computed_tokens(view: RequestView) -> int:
+    """Tokens whose KV the engine holds for the request: its computed prompt, and while it
+    decodes every output token but the last one sampled (not fed back through the model yet)."""
+    if view.state is RequestState.DECODING:
+        return view.computed_prompt_tokens + max(0, view.output_tokens - 1)
+    return view.computed_prompt_tokens
+
+
+class TimelineTracker:
+    """Keeps every request's :class:`RequestTimeline` up to date as snapshots pass.
+
+    ``only`` restricts it to one request (:func:`timeline_of`). Not thread-safe: one thread
+    feeds it (the driver's, or a replay's); readers take the records it builds.
+    """
+
+    def __init__(self, only: str | None = None) -> None:
+        self._only = only
+        self._timelines: dict[str, RequestTimeline] = {}
+        self._finished_seen = 0
+        self.step = 0
+        self.clock = 0.0
+        self._kv = 0.0
+        # Set per snapshot by _begin.
+        self._work_start = 0.0
+        self._kv_now = 0.0
+        self._new_step = False
+        self._work_step = 0
+        self._clock_now = 0.0
+
+    def get(self, request_id: str) -> RequestTimeline | None:
+        return self._timelines.get(request_id)
+
+    def __iter__(self) -> Iterator[RequestTimeline]:
+        return iter(self._timelines.values())
+
+    def records(self, request_id: str) -> dict[str, Any]:
+        """The request's ``timeline`` and ``preemptions`` (empty lists if never seen)."""
+        timeline = self._timelines.get(request_id)
+        if timeline is None:
+            return {"timeline": [], "preemptions": []}
+        return timeline.records(self.step, self.clock)
+
+    def observe(self, snapshot: StepSnapshot) -> list[RequestTimeline]:
+        """Fold one snapshot in; returns the timelines of the requests that changed in it."""
+        self._begin(snapshot)
+        changed: list[RequestTimeline] = []
+        timelines = self._timelines
+        only = self._only
+        for view in snapshot.active:
+            timeline = timelines.get(view.request_id)
+            if timeline is not None and timeline.view is view:
+                continue
+            if only is not None and view.request_id != only:
+                continue
+            changed.append(self._see(view, timeline))
+        finished = snapshot.finished
+        if len(finished) > self._finished_seen:
+            changed.extend(self._see_finished(finished[self._finished_seen :]))
+            self._finished_seen = len(finished)
+        self.step, self.clock, self._kv = snapshot.step, snapshot.clock, self._kv_now
+        return changed
+
+    def _see_finished(self, views: Iterable[RequestView]) -> Iterator[RequestTimeline]:
+        only = self._only
+        for view in views:
+            if only is None or view.request_id == only:
+                yield self._see(view, self._timelines.get(view.request_id))
+
+    def _begin(self, snapshot: StepSnapshot) -> None:
+        new_step = snapshot.step != self.step
+        self._new_step = new_step
+        # Work seen in a snapshot after a step happened during that step: from when it began.
+        # A snapshot between steps (a command) shows what the next step will start from.
+        if new_step:
+            self._work_start = max(self.clock, snapshot.clock - snapshot.step_time)
+        else:
+            self._work_start = snapshot.clock
+        self._work_step = snapshot.step
+        self._kv_now = snapshot.counters.kv_cache_usage
+        self._clock_now = snapshot.clock
+
+    def _see(self, view: RequestView, timeline: RequestTimeline | None) -> RequestTimeline:
+        if timeline is None:
+            timeline = self._timelines[view.request_id] = RequestTimeline(view.request_id)
+        elif timeline.view is not None and timeline.view.timings.arrival != view.timings.arrival:
+            # Another request under an id in use (a rejected duplicate): not this one's story.
+            return RequestTimeline(view.request_id, view=view, done=True)
+        previous = timeline.view
+        timeline.view = view
+        if timeline.done:
+            return timeline
+        before_computed = 0 if previous is None else previous.computed_prompt_tokens
+        lost = 0
+        preempted = previous is not None and view.num_preemptions > previous.num_preemptions
+        if preempted:
+            assert previous is not None
+            lost = computed_tokens(previous)
+            timeline.restarts += 1
+            before_computed = 0  # its KV is gone: whatever it has now was computed again
+            for extra in range(view.num_preemptions - previous.num_preemptions):
+                timeline.preemptions.append(
+                    Preemption(
+                        self._work_step,
+                        self._work_start,
+                        lost if extra == 0 else 0,
+                        self._kv,
+                        self._kv_now,
+                    )
+                )
+        elif view.computed_prompt_tokens < before_computed:
+            timeline.restarts += 1  # prefill progress lost without a preemption counted
+            before_computed = view.computed_prompt_tokens
+        phase = self._phase(view, previous, before_computed)
+        if preempted and phase != PREEMPTED:
+            # Preempted and scheduled again within one step: the eviction still shows.
+            self._open(timeline, view, PREEMPTED, before_computed).tokens = lost
+        if view.state.done:
+            self._finish(timeline, view, phase)
+            return timeline
+        if phase is None:
+            return timeline
+        reason = None if view.wait_reason is None else view.wait_reason.code
+        segments = timeline.segments
+        current = segments[-1] if segments else None
+        if current is None or current.state != phase or current.reason != reason:
+            current = self._open(timeline, view, phase, before_computed)
+            current.reason = reason
+            if phase == PREEMPTED:
+                current.tokens = lost
+        self._count(current, timeline, view)
+        return timeline
+
+    def _open(
+        self, timeline: RequestTimeline, view: RequestView, phase: str, before_computed: int
+    ) -> Segment:
+        """Close the open segment (if any) where this snapshot's work began; open ``phase``."""
+        segments = timeline.segments
+        start = self._work_start
+        step = self._work_step
+        if segments:
+            current = segments[-1]
+            current.end = max(current.start, start)
+            current.last_step = max(current.first_step, self.step)
+        else:
+            arrival = view.timings.arrival
+            if phase == WAITING:
+                start = min(start, arrival)
+            elif arrival < start:
+                # Admitted and scheduled between two snapshots: it still waited until then.
+                segments.append(Segment(WAITING, step, step, arrival, start))
+        segment = Segment(phase, step, step, start, start)
+        segments.append(segment)
+        timeline.base_computed = before_computed
+        timeline.base_output = timeline.last_output
+        return segment
+
+    def _phase(
+        self, view: RequestView, previous: RequestView | None, before_computed: int
+    ) -> str | None:
+        """What the request did in this snapshot's step; None for a final state that did
+        nothing more (an abort between steps)."""
+        if self._new_step and view.computed_prompt_tokens > before_computed:
+            return PREFILL
+        phase = _PHASE_OF_STATE.get(view.state)
+        if phase is not None:
+            return phase
+        if previous is not None and view.output_tokens > previous.output_tokens:
+            return DECODE
+        return None
+
+    def _count(self, segment: Segment, timeline: RequestTimeline, view: RequestView) -> None:
+        output = view.output_tokens
+        if segment.state == PREFILL:
+            segment.tokens = view.computed_prompt_tokens - timeline.base_computed
+        elif segment.state == DECODE:
+            segment.tokens = output - timeline.base_output
+        segment.last_step = max(segment.last_step, self._work_step)
+        segment.end = max(segment.end, self._clock_now)
+        timeline.last_output = output
+
+    def _finish(self, timeline: RequestTimeline, view: RequestView, phase: str | None) -> None:
+        """Close the last segment at the request's end (adding one for its last step's work)."""
+        segments = timeline.segments
+        current = segments[-1] if segments else None
+        if phase is not None:
+            if current is None or current.state != phase:
+                current = self._open(timeline, view, phase, timeline.base_computed)
+            self._count(current, timeline, view)
+        if current is not None:
+            end = view.timings.finished
+            current.end = max(current.start, self.clock if end is None else end)
+        timeline.done = True
+
+
+def timeline_of(history: Iterable[StepSnapshot], request_id: str) -> RequestTimeline | None:
+    """One request's timeline built from a history of snapshots (the UI's detail view).
+
+    Pure: a fresh tracker that follows only ``request_id``, so it costs a pass of identity
+    tests over the history's active requests.
+    """
+    tracker = TimelineTracker(only=request_id)
+    for snapshot in history:
+        tracker.observe(snapshot)
+    return tracker.get(request_id)

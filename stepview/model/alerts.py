@@ -1,0 +1,36 @@
+"""Problems a run shows (thrashing, stalls), as plain data the UI, traces and reports share.
+
+The detectors live in :mod:`stepview.insight.alerts`; they run on the driver thread and put
+the alerts that hold after a step into :attr:`StepSnapshot.alerts
+<stepview.model.snapshot.StepSnapshot.alerts>`, so every reader of snapshots (the status bar,
+the trace recorder, the headless summary) sees the same ones without importing the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+# Alert.kind
+THRASH: Final = "thrash"  # one request preempted (or its prefill restarted) again and again
+STALL: Final = "stall"  # requests wait and nothing was scheduled for several steps
+KV_FULL: Final = "kv_full"  # the KV cache is full and no token was computed for several steps
+ALERT_KINDS: Final = (THRASH, STALL, KV_FULL)
+
+
+class Alert(NamedTuple):
+    """One problem, from the step it was raised at; it stays in the snapshots while it holds.
+
+    ``request_id`` names the request a thrash alert is about (None for run-wide alerts);
+    ``text`` says it for a person, with the figures ("preempted 3 times, 540 tokens lost").
+    """
+
+    kind: str
+    step: int  # the step it was raised at
+    clock: float  # driver clock then
+    text: str
+    request_id: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """What identifies one alert across steps: its kind and request."""
+        return (self.kind, self.request_id)
