@@ -163,6 +163,8 @@ class RequestLedger:
             spec=command.spec,
             state=RequestState.PENDING,
             timings=Timings(arrival=self._now()),
+            prompt_tokens=len(command.prompt_token_ids),
+            prompt_token_ids=command.prompt_token_ids,
         )
         if command.request_id in self._seen_ids:
             message = f"duplicate request id {command.request_id!r}"
@@ -190,7 +192,10 @@ class RequestLedger:
             track = self._tracks[request_id]
             view = track.view
             try:
-                engine.add_request(request_id, view.prompt, view.spec)
+                if view.prompt_token_ids:  # given as ids (a synthetic load's prompt)
+                    engine.add_request(request_id, view.prompt, view.spec, view.prompt_token_ids)
+                else:
+                    engine.add_request(request_id, view.prompt, view.spec)
             except EngineRejected as exc:
                 message = str(exc)
             except Exception as exc:
