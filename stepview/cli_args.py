@@ -156,7 +156,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--prompts",
         type=Path,
         metavar="FILE",
-        help='JSONL file, one {"prompt": ..., "params": {...}} per line '
+        help='JSONL file, one {"prompt": ..., "params": {...}} per line; "at": SECONDS '
+        "makes a line arrive that long after the engine is up (a real arrival pattern) "
         "(default: the three prompts of vLLM's llm_engine_example)",
     )
     group.add_argument(
