@@ -41,7 +41,8 @@ def test_load_40_at_once_gives_40_results_of_the_asked_lengths(  # type: ignore[
     for request_id, asked in plan.items():
         assert int(by_id[request_id]["prompt_tokens"]) == len(asked.prompt_token_ids)
         assert int(by_id[request_id]["output_tokens"]) == asked.spec.max_tokens
-    assert {row["arrival"] for row in rows} == {rows[0]["arrival"]}  # rate inf: all at once
+    arrivals = [float(row["arrival"]) for row in rows]
+    assert max(arrivals) - min(arrivals) < 0.05  # rate inf: all at once, in one loop
 
 
 @pytest.mark.engine
