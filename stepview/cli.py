@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from stepview.cli_args import OwnOptions, parse_own_args
+from stepview.cli_args import OwnOptions, parse_own_args, stated_max_model_len
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 
 
@@ -44,7 +44,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return fail("--json needs --headless")
     if own.replay is None and (own.paused or own.replay_speed != 1.0 or own.summary):
         return fail("--paused, --replay-speed and --summary go with --replay FILE")
-    attach_error = _attach_conflict(own, engine_argv)
+    attach_error = _attach_conflict(own, engine_argv) or _load_conflict(own, engine_argv)
     if attach_error is not None:
         return fail(attach_error)
     if own.replay is not None:
@@ -54,13 +54,22 @@ def _run(argv: Sequence[str] | None) -> int:
             from stepview.launch.summary import run_summary
 
             return run_summary(own.replay)
+        if own.export_csv is not None:
+            from stepview.launch.export import export_replay
+
+            return export_replay(own.replay, own.export_csv)
         from stepview.launch.replay import run_replay
 
         return run_replay(own.replay, speed=own.replay_speed, paused=own.paused)
     from stepview.launch.logs import setup_logging
     from stepview.launch.paths import check_output_paths, default_log_path
 
-    outputs = {"--log-file": own.log_file, "--results": own.results, "--record": own.record}
+    outputs = {
+        "--log-file": own.log_file,
+        "--results": own.results,
+        "--record": own.record,
+        "--export-csv": own.export_csv,
+    }
     problem = check_output_paths(outputs)
     if problem is not None:
         return fail(problem)
@@ -80,6 +89,22 @@ def _run(argv: Sequence[str] | None) -> int:
     from stepview.launch.tui import run_tui
 
     return run_tui(own, engine_argv, log_path)
+
+
+def _load_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
+    """Why the load flags cannot be used as given, if they cannot (no vLLM needed)."""
+    orphans = own.load_flags_without_load()
+    if orphans:
+        return f"{', '.join(orphans)} go with --load N"
+    spec = own.load_spec()
+    if spec is None:
+        return None
+    if own.replay is not None:
+        return "--load sends requests to an engine; a replay only plays a trace"
+    if own.attach is not None:
+        return "--load runs on an engine of stepview's own (no --attach)"
+    max_model_len = stated_max_model_len(engine_argv)
+    return None if max_model_len is None else spec.length_problem(max_model_len)
 
 
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
 from stepview.trace.playback import check_speed
 
 DESCRIPTION = (
@@ -41,6 +42,39 @@ class OwnOptions:
     attach: str | None
     attach_ranks: tuple[int, ...] | None
     api: str | None
+    load: int | None = None
+    rate: float | None = None
+    input_len: Any = None  # LenRange | None (Any: argparse fills it)
+    output_len: Any = None
+    load_seed: int | None = None
+    load_mix: tuple[tuple[str, int], ...] | None = None
+    export_csv: Path | None = None
+
+    def load_spec(self) -> LoadSpec | None:
+        """The synthetic load the flags ask for (``None`` without ``--load``); a flag not
+        given takes the dialog's default (:class:`~stepview.model.load.LoadSpec`)."""
+        if self.load is None:
+            return None
+        given = {
+            "count": self.load,
+            "rate": self.rate,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "seed": self.load_seed,
+            "mix": self.load_mix,
+        }
+        return LoadSpec(**{name: value for name, value in given.items() if value is not None})
+
+    def load_flags_without_load(self) -> list[str]:
+        """The load's flags given without ``--load`` (they would do nothing)."""
+        if self.load is not None:
+            return []
+        values = (self.rate, self.input_len, self.output_len, self.load_seed, self.load_mix)
+        return [
+            FLAG_NAMES[name]
+            for name, value in zip(LOAD_FIELDS[1:], values, strict=True)
+            if value is not None
+        ]
 
 
 def _speed(text: str) -> float:
@@ -80,6 +114,19 @@ def _ranks(text: str) -> tuple[int, ...]:
     return ranks
 
 
+def _load_value(field: str) -> Any:
+    """An argparse ``type`` for one load flag, with the dialog's own parser and words."""
+
+    def parse(text: str) -> object:
+        try:
+            return parse_field(field, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = field  # argparse names the type in some of its messages
+    return parse
+
+
 class _OwnParser(argparse.ArgumentParser):
     """Reports a bad flag value in one line naming the flag, as the engine flags' parser does,
     instead of argparse's usage block."""
@@ -110,7 +157,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--prompts",
         type=Path,
         metavar="FILE",
-        help='JSONL file, one {"prompt": ..., "params": {...}} per line '
+        help='JSONL file, one {"prompt": ..., "params": {...}} per line; "at": SECONDS '
+        "makes a line arrive that long after the engine is up (a real arrival pattern) "
         "(default: the three prompts of vLLM's llm_engine_example)",
     )
     group.add_argument(
@@ -119,7 +167,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         metavar="N",
         default=None,
         help="hand at most N queued prompts to the engine per step (0 = all; default: 1 in "
-        "headless mode, as vLLM's example does, 0 in the TUI)",
+        "headless mode, as vLLM's example does, 0 in the TUI and with --load)",
     )
     group.add_argument("--record", type=Path, metavar="FILE", help="write a JSONL trace of the run")
     group.add_argument(
@@ -183,6 +231,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         default=2000,
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
+    _add_load_args(parser)
     group.add_argument(
         "--log-file",
         type=Path,
@@ -190,6 +239,61 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="where vLLM's and stepview's logs go (default: stepview's log directory)",
     )
     return parser
+
+
+def _add_load_args(parser: argparse.ArgumentParser) -> None:
+    """The ``synthetic load`` group: ``--load`` and the flags that shape it, ``--export-csv``."""
+    d = LoadSpec()
+    group = parser.add_argument_group(
+        "synthetic load",
+        "--load N sends N requests of random token ids instead of the seed example's "
+        "prompts (with --prompts FILE: besides the file's). Same flags, same requests: "
+        "prompts, lengths, arrival times and sampling kinds all come from --load-seed. "
+        "Outputs run to exactly their length (ignore_eos). In the TUI, w opens the same "
+        "settings as a dialog.",
+    )
+    group.add_argument(
+        "--load", type=_load_value("count"), metavar="N", help="send N synthetic requests"
+    )
+    group.add_argument(
+        "--rate",
+        type=_load_value("rate"),
+        metavar="R",
+        help=f"arrivals per second, a Poisson process (inf: all at once; default: {d.rate})",
+    )
+    group.add_argument(
+        "--input-len",
+        type=_load_value("input_len"),
+        metavar="MIN:MAX",
+        help=f"prompt tokens per request, drawn uniformly (default: {d.input_len})",
+    )
+    group.add_argument(
+        "--output-len",
+        type=_load_value("output_len"),
+        metavar="MIN:MAX",
+        help=f"output tokens per request, exact (default: {d.output_len})",
+    )
+    group.add_argument(
+        "--load-seed",
+        type=_load_value("seed"),
+        metavar="S",
+        help=f"seed of the load's random choices (default: {d.seed})",
+    )
+    group.add_argument(
+        "--load-mix",
+        type=_load_value("mix"),
+        metavar="MIX",
+        help=f"{MIX_HELP} (default: {d.field_text()['mix']})",
+    )
+    group.add_argument(
+        "--export-csv",
+        type=Path,
+        metavar="OUT.csv",
+        help="write one row per request (id, state, arrival, scheduled, first_token, "
+        "finished, queue_time, ttft, e2e, prompt_tokens, output_tokens, preemptions, "
+        "finish_reason) when the run ends; with --replay FILE: from the trace, then exit "
+        "without the TUI",
+    )
 
 
 def stepview_parser() -> argparse.ArgumentParser:
@@ -206,6 +310,27 @@ def help_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
     )
     return add_stepview_args(parser)
+
+
+def stated_max_model_len(engine_argv: list[str]) -> int | None:
+    """The context length the engine flags set, as far as it is known without vLLM.
+
+    ``--max-model-len N`` when given as a plain number; the demo model's own when there is
+    no ``--model``; ``None`` otherwise (the model's config decides, once vLLM reads it).
+    """
+    for index, arg in enumerate(engine_argv):
+        name, eq, value = arg.partition("=")
+        if name.replace("_", "-") != "--max-model-len":
+            continue
+        if not eq:
+            value = engine_argv[index + 1] if index + 1 < len(engine_argv) else ""
+        return int(value) if value.isdigit() else None
+    if any(arg.partition("=")[0] == "--model" for arg in engine_argv):
+        return None
+    from stepview.engine.demo_model import DEMO_ENGINE_DEFAULTS
+
+    demo = DEMO_ENGINE_DEFAULTS["max_model_len"]
+    return demo if isinstance(demo, int) else None
 
 
 def own_option_names() -> list[str]:

@@ -138,13 +138,15 @@ class AttachedEngine:
             vllm_version=vllm_version or self._info.vllm_version,
         )
 
-    def add_request(self, request_id: str, prompt: str, spec: SamplingSpec) -> None:
+    def add_request(
+        self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
+    ) -> None:
         api = self._api
         if api is None:
             raise EngineRejected("attached without --api: stepview cannot add requests")
         self._own[api_client_id(api.server_id(request_id))] = request_id
         self._awaiting.add(request_id)
-        api.submit(request_id, prompt, spec)
+        api.submit(request_id, list(prompt_token_ids) if prompt_token_ids else prompt, spec)
 
     def abort(self, request_ids: list[str]) -> None:
         api = self._api

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from stepview.engine.arrivals import ArrivalQueue
 from stepview.engine.ledger import RequestLedger
 from stepview.engine.run_stats import RunStats, hand_over
 from stepview.engine.step_faults import explain_step_failure
@@ -41,6 +42,7 @@ from stepview.model.commands import (
     Command,
     Pause,
     Resume,
+    Schedule,
     Shutdown,
     SingleStep,
 )
@@ -113,6 +115,7 @@ class Driver:
         self._link: LinkState | None = None  # the watched engine's, as last published
         self._info = EngineInfo()
         self._ledger = RequestLedger(self._now)
+        self._arrivals = ArrivalQueue()  # requests scheduled to arrive later
         self._recent: deque[StepStat] = deque(maxlen=RECENT_STEPS)
         self._step = 0
         self._step_time = 0.0
@@ -249,6 +252,7 @@ class Driver:
                 why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
                 self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
                 self._publish(EngineState.STOPPED)
+            self._arrivals.clear()  # requests that never arrived were never in the run
             self._close_sinks()
             stats = self.run_stats
             log.info("%s", stats.summary())
@@ -261,6 +265,8 @@ class Driver:
             dirty = self._drain_commands(block=not runnable)
             if self._stopping:
                 return
+            if self._arrive():
+                dirty = True
             if self._paused and self._single_steps == 0 and self._behind == 0:
                 if dirty:
                     self._publish(EngineState.PAUSED)
@@ -334,7 +340,9 @@ class Driver:
         handled = False
         try:
             if block:
-                self._handle(self._commands.get(timeout=IDLE_WAIT_S))
+                # Not past the next scheduled arrival: it is added when its time comes.
+                wait = self._arrivals.wait(self._now(), IDLE_WAIT_S)
+                self._handle(self._commands.get(timeout=wait))
                 handled = True
             while True:
                 self._handle(self._commands.get_nowait())
@@ -345,10 +353,9 @@ class Driver:
     def _handle(self, command: Command) -> None:
         match command:
             case AddRequest():
-                refusal = self._failed
-                if refusal is None and self._engine is None:
-                    refusal = "engine is not running"
-                self._ledger.accept(command, refusal)
+                self._accept(command)
+            case Schedule():
+                self._arrivals.schedule(command, self._now())
             case Abort(request_id=request_id):
                 self._abort(request_id)
             case Pause():
@@ -366,6 +373,19 @@ class Driver:
                     self._single_steps += 1
             case Shutdown():
                 self._stopping = True
+
+    def _accept(self, command: AddRequest) -> None:
+        refusal = self._failed
+        if refusal is None and self._engine is None:
+            refusal = "engine is not running"
+        self._ledger.accept(command, refusal)
+
+    def _arrive(self) -> bool:
+        """Accept the scheduled requests whose time has come; True if any did."""
+        due = self._arrivals.due(self._now())
+        for command in due:
+            self._accept(command)
+        return bool(due)
 
     def _abort(self, request_id: str) -> None:
         engine = self._engine
@@ -423,6 +443,7 @@ class Driver:
             total_generated=self._total_generated,
             ranks=() if self._link is None else self._link.ranks,
             budget=self._budget,
+            arrivals=self._arrivals.count,
         )
         snapshot = self._with_alerts(snapshot)
         self._latest = snapshot

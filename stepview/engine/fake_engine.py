@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stepview.model.engine_api import (
@@ -114,11 +115,13 @@ class FakeEngine:
     def info(self) -> EngineInfo:
         return self._info
 
-    def add_request(self, request_id: str, prompt: str, spec: SamplingSpec) -> None:
+    def add_request(
+        self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
+    ) -> None:
         errors = spec.errors(self._info.max_logprobs)
         if errors:
             raise EngineRejected(next(iter(errors.values())))
-        prompt_ids = list(prompt.encode())
+        prompt_ids = list(prompt_token_ids) if prompt_token_ids else list(prompt.encode())
         if not prompt_ids:
             raise EngineRejected("The decoder prompt cannot be empty")
         limit = self._info.max_model_len

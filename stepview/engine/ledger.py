@@ -109,6 +109,8 @@ class RequestLedger:
             state=RequestState.PENDING,
             timings=Timings(arrival=self._now()),
             wait_reason=_NOT_ADMITTED,
+            prompt_tokens=len(command.prompt_token_ids),
+            prompt_token_ids=command.prompt_token_ids,
         )
         if command.request_id in self._seen_ids:
             message = f"duplicate request id {command.request_id!r}"
@@ -136,7 +138,10 @@ class RequestLedger:
             track = self._tracks[request_id]
             view = track.view
             try:
-                engine.add_request(request_id, view.prompt, view.spec)
+                if view.prompt_token_ids:  # given as ids (a synthetic load's prompt)
+                    engine.add_request(request_id, view.prompt, view.spec, view.prompt_token_ids)
+                else:
+                    engine.add_request(request_id, view.prompt, view.spec)
             except EngineRejected as exc:
                 message = str(exc)
             except Exception as exc:

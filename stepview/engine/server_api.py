@@ -169,8 +169,11 @@ class ServerApi:
         """
         return f"stepview-{self._token}-{request_id}"
 
-    def submit(self, request_id: str, prompt: str, spec: SamplingSpec) -> None:
-        """Send the request on a thread of its own; its answer comes from :meth:`answers`."""
+    def submit(self, request_id: str, prompt: str | list[int], spec: SamplingSpec) -> None:
+        """Send the request on a thread of its own; its answer comes from :meth:`answers`.
+
+        ``prompt`` is text, or token ids (a synthetic load's), which the API takes as they are.
+        """
         conn = self._connection(ANSWER_TIMEOUT_S)
         with self._lock:
             self._open[request_id] = conn
@@ -183,7 +186,11 @@ class ServerApi:
         thread.start()
 
     def _complete(
-        self, conn: http.client.HTTPConnection, request_id: str, prompt: str, spec: SamplingSpec
+        self,
+        conn: http.client.HTTPConnection,
+        request_id: str,
+        prompt: str | list[int],
+        spec: SamplingSpec,
     ) -> None:
         try:
             model = self.model()
@@ -237,7 +244,9 @@ class ServerApi:
         """Leave requests in flight alone: quitting stepview never touches the server."""
 
 
-def completion_body(model: str, server_id: str, prompt: str, spec: SamplingSpec) -> dict[str, Any]:
+def completion_body(
+    model: str, server_id: str, prompt: str | list[int], spec: SamplingSpec
+) -> dict[str, Any]:
     """The ``/v1/completions`` body for the form's prompt and sampling parameters."""
     body: dict[str, Any] = {
         "model": model,
@@ -263,6 +272,8 @@ def completion_body(model: str, server_id: str, prompt: str, spec: SamplingSpec)
         body["logprobs"] = spec.logprobs
     if spec.prompt_logprobs is not None:
         body["prompt_logprobs"] = spec.prompt_logprobs
+    if spec.ignore_eos:
+        body["ignore_eos"] = True  # vLLM's extra parameter
     return body
 
 

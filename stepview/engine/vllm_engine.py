@@ -24,7 +24,7 @@ import dataclasses
 import importlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stepview.engine.vllm_logprobs import LogprobsView, convert_prompt_logprobs
@@ -255,8 +255,13 @@ class VllmEngine:
         """The wrapped ``vllm.LLMEngine`` (``None`` after shutdown)."""
         return self._engine
 
-    def add_request(self, request_id: str, prompt: str, spec: SamplingSpec) -> None:
-        """Queue a request; anything vLLM refuses becomes :class:`EngineRejected`."""
+    def add_request(
+        self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
+    ) -> None:
+        """Queue a request; anything vLLM refuses becomes :class:`EngineRejected`.
+
+        Token ids go in as vLLM's ``TokensPrompt`` (a dict), exactly as many tokens as given.
+        """
         engine = self._require_engine()
         try:
             # SamplingSpec's fields are SamplingParams' own names: pass them all through.
@@ -264,7 +269,10 @@ class VllmEngine:
                 **spec.to_dict(),
                 output_kind=self._cumulative,
             )
-            engine.add_request(request_id, prompt, params)
+            engine_prompt: Any = (
+                {"prompt_token_ids": list(prompt_token_ids)} if prompt_token_ids else prompt
+            )
+            engine.add_request(request_id, engine_prompt, params)
         except self._rejected_types as exc:
             raise EngineRejected(str(exc) or type(exc).__name__) from exc
 

@@ -84,7 +84,9 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     for request in requests:
         driver.send(request)
     app_code = run_app(driver)
-    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code)
+    return wrap_up(
+        driver, sinks, results_path, default_results, log_path, app_code, options.export_csv
+    )
 
 
 def check_address(address: str) -> None:

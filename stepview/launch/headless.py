@@ -45,9 +45,11 @@ from stepview.launch.exits import (
     fail,
     unfinished_note,
 )
-from stepview.model.commands import AddRequest, Shutdown
+from stepview.launch.export import export_csv
+from stepview.model.commands import AddRequest, Command, Schedule, Shutdown
 from stepview.model.errors import describe
-from stepview.model.prompts import PromptsFileError, read_prompts, seed_requests
+from stepview.model.load import plan_load
+from stepview.model.prompts import PromptsFileError, prompt_commands, seed_requests
 from stepview.model.records import Annotate, format_request_output, request_record
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
@@ -130,6 +132,28 @@ class HeadlessPrinter:
         self.done.set()
 
 
+def starting_commands(options: OwnOptions, seed: list[AddRequest]) -> list[Command]:
+    """What a run starts with: the prompts file's requests (or ``seed`` when there is neither
+    a file nor a load), then the synthetic load as one :class:`Schedule`.
+
+    Raises :class:`PromptsFileError` for a prompts file that cannot be used.
+    """
+    commands: list[Command] = []
+    if options.prompts is not None:
+        commands.extend(prompt_commands(options.prompts))
+    load = options.load_spec()
+    if load is not None:
+        commands.append(Schedule(plan_load(load)))
+    elif options.prompts is None:
+        commands.extend(seed)
+    return commands
+
+
+def request_count(commands: Sequence[Command]) -> int:
+    """How many requests ``commands`` add, now or when they arrive."""
+    return sum(len(c.arrivals) if isinstance(c, Schedule) else 1 for c in commands)
+
+
 def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     """Run the prompts through the engine without a TUI; see the module docstring.
 
@@ -143,7 +167,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     from stepview.engine.sinks import EngineArgsHolder, file_sinks, sink_errors
 
     try:
-        requests = read_prompts(options.prompts) if options.prompts else seed_requests()
+        requests = starting_commands(options, seed_requests())
     except PromptsFileError as exc:
         return fail(str(exc))
     prepare_vllm_environment(log_path)
@@ -169,14 +193,16 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         except OSError as exc:
             return fail(f"cannot open output file: {exc}")
         printer = HeadlessPrinter(
-            len(requests),
+            request_count(requests),
             json_lines=options.json,
             out=sys.stdout,
             err=sys.stderr,
             annotate=insight.request_fields,
         )
         sinks = [printer, *files]
-        admit = 1 if options.admit_per_step is None else options.admit_per_step
+        admit = options.admit_per_step
+        if admit is None:  # a load paces itself by its arrivals; the example, one per step
+            admit = 0 if options.load is not None else 1
         driver = live_driver(
             engine_argv,
             log_path,
@@ -187,13 +213,14 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             insight=insight,
         )
         code, completed = _drive(driver, requests, printer, options.results)
-        errors = sink_errors(sinks)
-        if completed and not errors:
+        errors = [*sink_errors(sinks), export_csv(options.export_csv, driver.latest())]
+        if completed and not any(errors):
             # Only after a run that went to its end: an interrupted or failed one says why in
             # one line, and a closed pipe ends quietly.
             _say(sys.stderr, format_summary(insight.summary()))
         for error in errors:
-            code = fail(error, EXIT_FAILED)
+            if error is not None:
+                code = fail(error, EXIT_FAILED)
         return code
     finally:
         restore_stderr()
@@ -208,7 +235,7 @@ def _say(stream: TextIO, text: str) -> None:
 
 def _drive(
     driver: Driver,
-    requests: Sequence[AddRequest],
+    requests: Sequence[Command],
     printer: HeadlessPrinter,
     results: Path | None,
 ) -> tuple[int, bool]:

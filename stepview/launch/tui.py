@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
+from stepview.launch.export import export_csv
+from stepview.launch.headless import starting_commands
 from stepview.launch.paths import default_results_path
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
-from stepview.model.prompts import PromptsFileError, read_prompts
+from stepview.model.prompts import PromptsFileError
 from stepview.model.sink import SnapshotSink
 
 if TYPE_CHECKING:
@@ -40,7 +42,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
 
     try:
         check_option_names(engine_argv)
-        requests = read_prompts(options.prompts) if options.prompts else []
+        requests = starting_commands(options, seed=[])
     except UsageError as exc:
         return fail(exc.message(also_known=own_option_names()))
     except PromptsFileError as exc:
@@ -80,7 +82,9 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if usage is not None:
         _drop_if_empty(results_path, default_results)
         return fail(usage.message(also_known=own_option_names()))
-    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code)
+    return wrap_up(
+        driver, sinks, results_path, default_results, log_path, app_code, options.export_csv
+    )
 
 
 def open_outputs(
@@ -117,8 +121,10 @@ def wrap_up(
     default_results: bool,
     log_path: Path,
     app_code: int,
+    csv_path: Path | None = None,
 ) -> int:
-    """After the app: name the results file, report what went wrong; the exit code."""
+    """After the app: name the results file, write ``--export-csv``'s rows, report what went
+    wrong; the exit code."""
     from stepview.engine.sinks import sink_errors
 
     _report_results(results_path, default=default_results, unfinished=driver.unfinished)
@@ -132,6 +138,9 @@ def wrap_up(
         exit_now(EXIT_FAILED, run_exit_handlers=False)
     if driver.error:
         notice(f"{driver.error} (details in {log_path})")
+    csv_error = export_csv(csv_path, driver.latest())
+    if csv_error is not None:
+        file_errors.append(csv_error)
     for error in file_errors:
         notice(error)
     return EXIT_FAILED if driver.error or app_code or file_errors else EXIT_OK

@@ -14,11 +14,33 @@ from stepview.model.sampling import SamplingSpec
 
 @dataclass(frozen=True, slots=True)
 class AddRequest:
-    """Queue a prompt; it joins the engine at the next step (state *pending* until then)."""
+    """Queue a prompt; it joins the engine at the next step (state *pending* until then).
+
+    ``prompt_token_ids``, when given, is what the engine runs (``prompt`` then only names it):
+    a synthetic load needs prompts of an exact token count, which only ids can promise.
+    """
 
     request_id: str
     prompt: str
     spec: SamplingSpec
+    prompt_token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A request and when it arrives: ``at`` seconds after its :class:`Schedule` is received."""
+
+    at: float
+    request: AddRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Add each request when its time comes, on the driver's clock (a load, a replayed
+    arrival pattern). The driver never waits for one: it adds those that are due between
+    steps, and sleeps until the next one only when it has nothing else to do."""
+
+    arrivals: tuple[Arrival, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,4 +70,4 @@ class Shutdown:
     """Stop between steps, shut the engine down and end the driver thread."""
 
 
-Command = AddRequest | Abort | Pause | Resume | SingleStep | Shutdown
+Command = AddRequest | Schedule | Abort | Pause | Resume | SingleStep | Shutdown

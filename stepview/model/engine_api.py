@@ -130,8 +130,13 @@ class Engine(Protocol):
     @property
     def info(self) -> EngineInfo: ...
 
-    def add_request(self, request_id: str, prompt: str, spec: SamplingSpec) -> None:
-        """Queue a request in the engine, or raise :class:`EngineRejected`."""
+    def add_request(
+        self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
+    ) -> None:
+        """Queue a request in the engine, or raise :class:`EngineRejected`.
+
+        With ``prompt_token_ids`` the engine runs those tokens and ``prompt`` only names them.
+        """
 
     def abort(self, request_ids: list[str]) -> None:
         """Abort requests by the ids given to ``add_request``; unknown ids are ignored."""

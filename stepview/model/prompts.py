@@ -7,18 +7,21 @@ results file can be fed straight back in::
     {"id": "greedy-1", "prompt": "A robot may", "params": {"temperature": 0, "logprobs": 1}}
 
 ``id`` is optional (a unique one is made), ``params`` is optional (vLLM's defaults), blank
-lines and lines starting with ``#`` are skipped. Every line is checked before anything runs,
+lines and lines starting with ``#`` are skipped. ``at`` (seconds, 0 or more) replays a real
+arrival pattern: the request arrives that long after the engine is up, on the driver's clock,
+instead of at once (``{"prompt": "...", "at": 2.5}``). Every line is checked before anything runs,
 so a typo on line 9,000 does not surface after 8,999 requests have been served.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepview.model.commands import AddRequest
+from stepview.model.commands import AddRequest, Arrival, Command, Schedule
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS, SamplingSpec
 
 # vLLM's examples/offline_inference/llm_engine_example.py, with its exact sampling parameters.
@@ -48,6 +51,7 @@ class PromptLine:
     request_id: str | None
     prompt: str
     spec: SamplingSpec
+    at: float | None = None
 
 
 def seed_requests(prefix: str = "") -> list[AddRequest]:
@@ -69,9 +73,14 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise ValueError('expected a JSON object like {"prompt": "...", "params": {...}}')
-    unknown = sorted(set(data) - {"id", "prompt", "params"})
+    unknown = sorted(set(data) - {"id", "prompt", "params", "at"})
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(unknown)} (expected id, prompt, params)")
+        raise ValueError(f"unknown key(s) {', '.join(unknown)} (expected id, prompt, params, at)")
+    at = data.get("at")
+    if at is not None and (
+        isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at < math.inf
+    ):
+        raise ValueError(f'"at" must be a number of seconds, 0 or more, got {at!r}')
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
         raise ValueError('"prompt" must be a string')
@@ -87,7 +96,8 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
     errors = spec.errors(max_logprobs)
     if errors:
         raise ValueError("; ".join(errors.values()))
-    return PromptLine(0, None if request_id is None else str(request_id), prompt, spec)
+    at_seconds = None if at is None else float(at)
+    return PromptLine(0, None if request_id is None else str(request_id), prompt, spec, at_seconds)
 
 
 def _read_lines(path: Path) -> list[bytes]:
@@ -107,12 +117,33 @@ def _read_lines(path: Path) -> list[bytes]:
 
 
 def read_prompts(path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> list[AddRequest]:
-    """Read and check a whole prompts file; :class:`PromptsFileError` names the first bad line."""
+    """Every request of a prompts file, ``"at"`` or not (see :func:`read_timed_prompts`)."""
+    return [request for _, request in read_timed_prompts(path, max_logprobs)]
+
+
+def prompt_commands(path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> list[Command]:
+    """A prompts file as commands for the driver: the lines without ``"at"`` as
+    :class:`AddRequest` (added at once), those with it in one :class:`Schedule`."""
+    timed = read_timed_prompts(path, max_logprobs)
+    commands: list[Command] = [request for at, request in timed if at is None]
+    arrivals = tuple(Arrival(at, request) for at, request in timed if at is not None)
+    if arrivals:
+        commands.append(Schedule(arrivals))
+    return commands
+
+
+def read_timed_prompts(
+    path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS
+) -> list[tuple[float | None, AddRequest]]:
+    """Read and check a whole prompts file: each request with its ``"at"`` (``None``: at once).
+
+    :class:`PromptsFileError` names the first bad line.
+    """
     try:
         raw_lines = _read_lines(path)
     except OSError as exc:
         raise PromptsFileError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
-    requests: list[AddRequest] = []
+    requests: list[tuple[float | None, AddRequest]] = []
     seen: set[str] = set()
     for number, raw in enumerate(raw_lines, start=1):
         try:
@@ -131,7 +162,7 @@ def read_prompts(path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> list[A
         if request_id in seen:
             raise PromptsFileError(f"{path}:{number}: duplicate id {request_id!r}")
         seen.add(request_id)
-        requests.append(AddRequest(request_id, parsed.prompt, parsed.spec))
+        requests.append((parsed.at, AddRequest(request_id, parsed.prompt, parsed.spec)))
     if not requests:
         raise PromptsFileError(f"{path}: no prompts in the file")
     return requests

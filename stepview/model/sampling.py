@@ -45,6 +45,8 @@ class SamplingSpec:
     stop: tuple[str, ...] = field(default=())
     logprobs: int | None = None
     prompt_logprobs: int | None = None
+    # Generate max_tokens whatever the model says (synthetic load: exact output lengths).
+    ignore_eos: bool = False
 
     @property
     def greedy(self) -> bool:
@@ -101,6 +103,10 @@ _OPTIONAL_FIELDS = {"seed", "logprobs", "prompt_logprobs"}
 def _coerce(name: str, value: Any) -> Any:
     if value is None and name in _OPTIONAL_FIELDS:
         return None
+    if name == "ignore_eos":
+        if not isinstance(value, bool):
+            raise ValueError(f"ignore_eos must be true or false, got {value!r}")
+        return value
     if name == "stop":
         if isinstance(value, str):
             return (value,)

@@ -214,6 +214,16 @@ class RankStatus(NamedTuple):
     kv_cache_usage: float = 0.0
 
 
+class ArrivalCount(NamedTuple):
+    """Scheduled requests (a synthetic load, a prompts file's ``"at"``): arrived, of total."""
+
+    arrived: int = 0
+    total: int = 0
+
+
+_NO_ARRIVALS = ArrivalCount()
+
+
 @dataclass(frozen=True, slots=True)
 class StepSnapshot:
     """The whole picture after one step (or after a command, between steps)."""
@@ -233,6 +243,7 @@ class StepSnapshot:
     ranks: tuple[RankStatus, ...] = ()  # a watched server's engine cores, when it has several
     budget: StepBudget | None = None  # the step's token budget and KV blocks (the plug-in's)
     alerts: tuple[Alert, ...] = ()  # problems that hold after this step (stepview.insight)
+    arrivals: ArrivalCount = _NO_ARRIVALS  # scheduled requests that arrived so far
 
     def requests(self) -> list[RequestView]:
         """Every request, active first."""

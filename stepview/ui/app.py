@@ -33,7 +33,8 @@ from textual.containers import Center, Middle, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input
 
-from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
+from stepview.model.commands import Abort, AddRequest, Pause, Resume, Schedule, SingleStep
+from stepview.model.load import LoadSpec, plan_load
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
@@ -43,7 +44,6 @@ from stepview.ui.bindings import (
     APP_BINDINGS,
     MAIN_ACTIONS,
     NEWCOMER_HINT,
-    TIME_BINDINGS,
     Over,
     action_enabled,
 )
@@ -52,7 +52,8 @@ from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
 from stepview.ui.form import NewPrompt, PromptForm
 from stepview.ui.goto import GoToStep
-from stepview.ui.help import HelpScreen
+from stepview.ui.help import app_help
+from stepview.ui.load_form import LoadForm
 from stepview.ui.loading import ErrorScreen, LoadingView
 from stepview.ui.request_table import RequestTable
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
@@ -116,6 +117,8 @@ class StepviewApp(App[None]):
         self.cpu_budget = cpu_budget
         self._budget_mark = (0.0, 0.0)  # (wall, UI-thread CPU) when a snapshot was last taken
         self._next_id = 1
+        self._last_load: LoadSpec | None = None  # offered again by the load dialog
+        self._loads = 0  # loads started, for their request ids
         self._quitting = False
         self._error_reported = ""
         self._filter = RequestFilter()
@@ -324,6 +327,19 @@ class StepviewApp(App[None]):
             self.source.send(AddRequest(request_id, prompt, spec))
         self.notify(f"demo prompts queued: {', '.join(ids)}", timeout=2)
 
+    def action_load(self) -> None:
+        """``w``: the load dialog, filled with the last load started (or the defaults)."""
+        if self._read_only():
+            return
+        max_model_len = self.shown.info.max_model_len if self.shown else 0
+        self.push_screen(LoadForm(self._last_load, max_model_len=max_model_len), self._start_load)
+
+    def _start_load(self, spec: LoadSpec | None) -> None:
+        if spec is not None:
+            self._last_load, self._loads = spec, self._loads + 1
+            self.source.send(Schedule(plan_load(spec, prefix=f"load{self._loads}-")))
+            self.notify(f"load {self._loads}: {spec.count} requests, rate {spec.rate:g}/s")
+
     def action_pause(self) -> None:
         paused = self._timeline.paused(self._pulled)
         self.source.send(Resume() if paused else Pause())
@@ -385,23 +401,7 @@ class StepviewApp(App[None]):
         self._timeline.change_speed(faster)
 
     def action_help(self) -> None:
-        self.push_screen(
-            HelpScreen(
-                [
-                    ("Engine and requests", [b for b in self.BINDINGS if b not in TIME_BINDINGS]),
-                    ("History and replay", TIME_BINDINGS),
-                    ("In a pane", RequestTable.BINDINGS),
-                    ("In the detail view", DetailScreen.BINDINGS),
-                    ("In the add-prompt form", PromptForm.BINDINGS),
-                ],
-                notes=[
-                    "Pending: waiting for the engine, or preempted (KV cache freed).",
-                    "Running: prefill x/y tokens computed, then decoding.",
-                    "Latency: queued = arrival to scheduled, ttft = arrival to first token.",
-                    "Looking back does not pause the engine (p does); L returns to live.",
-                ],
-            )
-        )
+        self.push_screen(app_help(self.BINDINGS))
 
     # -- filter ----------------------------------------------------------------------------
 

@@ -25,6 +25,13 @@ ENGINE_BINDINGS: list[BindingType] = [
     Binding("s", "step", "Step", tooltip="One step while paused (replay: one forward)"),
     Binding("x", "abort", "Abort", show=False, tooltip="Abort the selected request"),
     Binding("d", "demo", "Demo", tooltip="Queue the seed example's three prompts"),
+    Binding(
+        "w",
+        "load",
+        "Load",
+        show=False,
+        tooltip="Synthetic load: N requests at a rate, random lengths (dialog)",
+    ),
 ]
 """Keys that act on the engine (in a replay: on playback, or say why they do nothing)."""
 
@@ -136,7 +143,7 @@ APP_BINDINGS: list[BindingType] = [
     Binding("shift+tab", "focus_previous", "Previous pane", show=False, tooltip="Previous pane"),
     # Over a source that takes no requests (a replay) Add and Demo leave the footer; their
     # keys fall through to this one, which says why they do nothing. Not on the help screen.
-    Binding("a,d", "read_only", show=False, system=True),
+    Binding("a,d,w", "read_only", show=False, system=True),
 ]
 """Every key of the app itself (``StepviewApp.BINDINGS``)."""
 
@@ -146,13 +153,13 @@ NEWCOMER_HINT = "none yet: press d for the demo prompts, a to add one, ? for hel
 # Keys of the panes and the detail view. Over a modal they are off (letters belong to the
 # form's fields); over the error screen only quitting makes sense.
 MAIN_ACTIONS = frozenset(
-    {"add", "pause", "step", "abort", "demo", "filter", "help", "quit", "read_only"}
+    {"add", "pause", "step", "abort", "demo", "load", "filter", "help", "quit", "read_only"}
     | {"older", "newer", "oldest", "newest", "goto", "speed"}
 )
 # Keys that add requests, and the one that takes their keys where nothing can be added.
-_WRITING_ACTIONS = frozenset({"add", "demo", "read_only"})
+_WRITING_ACTIONS = frozenset({"add", "demo", "load", "read_only"})
 # Keys that need a live engine: dimmed while it starts and after it failed or stopped.
-_ENGINE_ACTIONS = frozenset({"add", "pause", "step", "abort", "demo"})
+_ENGINE_ACTIONS = frozenset({"add", "pause", "step", "abort", "demo", "load"})
 _NO_ENGINE = frozenset({EngineState.STARTING, EngineState.ERROR, EngineState.STOPPED})
 # Keys that move through time; they need at least one step to move over.
 _TIME_ACTIONS = frozenset({"older", "newer", "oldest", "newest", "goto"})

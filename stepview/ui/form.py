@@ -10,8 +10,9 @@ into an ``AddRequest``. Limits that only the engine knows (a prompt longer than
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -47,6 +48,20 @@ class NewPrompt:
 
     prompt: str
     spec: SamplingSpec
+
+
+def show_field_errors(
+    screen: ModalScreen[Any], names: Iterable[str], errors: Mapping[str, str]
+) -> None:
+    """Show each field's message beside it (``#error-NAME``), mark the field (``#field-NAME``)
+    and count what is left to fix in ``#form-status``: the forms' one way of saying what is
+    wrong, while typing."""
+    for name in names:
+        message = errors.get(name, "")
+        screen.query_one(f"#error-{name}", Static).update(message)
+        screen.query_one(f"#field-{name}").set_class(bool(message), "-error")
+    status = screen.query_one("#form-status", Static)
+    status.update(f"{len(errors)} field(s) to fix" if errors else "")
 
 
 class PromptForm(ModalScreen[NewPrompt | None]):
@@ -134,13 +149,8 @@ class PromptForm(ModalScreen[NewPrompt | None]):
         if self._prompt_checked and not prompt.strip():
             errors = {"prompt": EMPTY_PROMPT, **errors}
         self.errors = errors
-        for name in ("prompt", *FORM_FIELDS):
-            message = errors.get(name, "")
-            self.query_one(f"#error-{name}", Static).update(message)
-            if name != "prompt":
-                self.query_one(f"#field-{name}").set_class(bool(message), "-error")
-        status = self.query_one("#form-status", Static)
-        status.update(f"{len(errors)} field(s) to fix" if errors else "")
+        self.query_one("#error-prompt", Static).update(errors.get("prompt", ""))
+        show_field_errors(self, FORM_FIELDS, errors)
         if spec is None or "prompt" in errors:
             return None
         return NewPrompt(prompt, spec)

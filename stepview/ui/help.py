@@ -64,3 +64,29 @@ class HelpScreen(ModalScreen[None]):
             if shown not in keys:
                 keys.append(shown)
         return [(" ".join(keys), text) for keys, text in rows.values()]
+
+
+def app_help(app_bindings: Iterable[BindingType]) -> HelpScreen:
+    """The app's ``?`` screen: its own keys (``app_bindings``), then those of each view."""
+    from stepview.ui.bindings import TIME_BINDINGS
+    from stepview.ui.detail import DetailScreen
+    from stepview.ui.form import PromptForm
+    from stepview.ui.load_form import LoadForm
+    from stepview.ui.request_table import RequestTable
+
+    return HelpScreen(
+        [
+            ("Engine and requests", [b for b in app_bindings if b not in TIME_BINDINGS]),
+            ("History and replay", TIME_BINDINGS),
+            ("In a pane", RequestTable.BINDINGS),
+            ("In the detail view", DetailScreen.BINDINGS),
+            ("In the add-prompt form", PromptForm.BINDINGS),
+            ("In the load dialog", LoadForm.BINDINGS),
+        ],
+        notes=[
+            "Pending: waiting for the engine, or preempted (KV cache freed).",
+            "Running: prefill x/y tokens computed, then decoding.",
+            "Latency: queued = arrival to scheduled, ttft = arrival to first token.",
+            "Looking back does not pause the engine (p does); L returns to live.",
+        ],
+    )

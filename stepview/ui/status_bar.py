@@ -109,6 +109,11 @@ class StatusBar(Widget):
         if snap.engine_state is EngineState.PAUSED and snap.info.attached:
             state_parts.append(("view held", _MUTED))  # the server it watches runs on
         state = _spaced(*state_parts)
+        arrivals = snap.arrivals
+        if arrivals.total:  # a load (or timed prompts) on its way: "load 12/40 arrived"
+            done = arrivals.arrived == arrivals.total
+            count = (f"{arrivals.arrived}/{arrivals.total} arrived", _MUTED if done else "bold")
+            state = _grouped(_spaced(("load", _MUTED), count), state)
         step = _spaced(("step", _MUTED), (str(snap.step), "bold"))
         left = _spaced(
             ("stepview", "bold"), (one_line(snap.info.label, 200) or "model not known yet", _PLAIN)

@@ -22,7 +22,7 @@ from stepview.ui.scrub import Mode
 
 E = EngineState
 TIME = ("older", "newer", "oldest", "newest", "goto")
-ENGINE = ("add", "pause", "step", "abort", "demo")
+ENGINE = ("add", "pause", "step", "abort", "demo", "load")
 
 
 def enabled(
