@@ -163,6 +163,7 @@ class RequestLedger:
             spec=command.spec,
             state=RequestState.PENDING,
             timings=Timings(arrival=self._now()),
+            lineage=command.lineage,
         )
         if command.request_id in self._seen_ids:
             message = f"duplicate request id {command.request_id!r}"
@@ -436,4 +437,5 @@ def _freeze(track: _Track, now: float, scheduler_known: bool) -> RequestView:
         prompt_logprobs,
         completions,
         view.error,
+        lineage=view.lineage,
     )

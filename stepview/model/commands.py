@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepview.model.lineage import Lineage
 from stepview.model.sampling import SamplingSpec
 
 
@@ -19,6 +20,7 @@ class AddRequest:
     request_id: str
     prompt: str
     spec: SamplingSpec
+    lineage: Lineage | None = None  # a clone or fork names its parent (shown, and recorded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ def request_record(view: RequestView) -> dict[str, Any]:
     t = view.timings
     return {
         "id": view.request_id,
+        "parent": None if view.lineage is None else view.lineage.parent,
+        "lineage": None if view.lineage is None else view.lineage.to_record(),
         "prompt": view.prompt,
         "params": view.spec.to_dict(),
         "state": view.state.value,

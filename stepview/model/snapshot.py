@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from stepview.model.grow import Frozen
+from stepview.model.lineage import Lineage
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 
@@ -150,6 +151,7 @@ class RequestView(NamedTuple):
     kv_blocks: int = 0  # KV cache blocks it holds now
     peak_kv_blocks: int = 0  # the most it has held
     cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
+    lineage: Lineage | None = None  # the request it was cloned or forked from
 
     @property
     def output_tokens(self) -> int:
