@@ -18,6 +18,7 @@ from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import form_values
 from stepview.ui.detail import DetailScreen
 from stepview.ui.form import PromptForm
+from stepview.ui.request_table import RequestTable
 
 SIZE = (80, 24)
 U1_PROMPT, U1_SPEC = SEED_PROMPTS[0]
@@ -113,6 +114,9 @@ async def test_a_clone_shows_its_parent_in_the_detail_view() -> None:
         assert isinstance(screen, DetailScreen) and screen.request_id == "u11"
         body = str(screen.query_one("#detail-body", Static).render())
         assert "u11  fork of u1 @ token 17" in body
+        await pilot.press("escape")
+        row = app.query_one("#running", RequestTable).render_line(4).text  # after the header
+        assert "u11" in row and "fork of u1 @ token 17" in row
 
 
 async def test_clone_and_fork_explain_that_a_replay_takes_no_requests() -> None:
