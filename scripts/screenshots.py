@@ -39,6 +39,8 @@ SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
     "main-mid-run": (_mid_run, None),
     "form-validation-error": (_mid_run, scenes.show_form_error),
     "request-detail": (_mid_run, scenes.show_detail),
+    "logprob-heatmap": (_mid_run, scenes.show_heatmap),
+    "fork-form": (_mid_run, scenes.show_fork_form),
     "replay-paused": (_replay, scenes.at_step(17)),
 }
 

@@ -64,6 +64,22 @@ async def show_detail(pilot: Pilot[None]) -> None:
     await pilot.pause()
 
 
+async def show_heatmap(pilot: Pilot[None]) -> None:
+    """u1's detail with the token cursor moved to its ninth generated token (p 41%)."""
+    await show_detail(pilot)
+    for _ in range(8):
+        await pilot.press("right")
+    await pilot.pause()
+
+
+async def show_fork_form(pilot: Pilot[None]) -> None:
+    """The add form of a fork of u1 at its fourth token."""
+    await show_detail(pilot)
+    await pilot.press("right", "right", "right", "f")
+    steady_cursors(pilot.app)
+    await pilot.pause()
+
+
 async def show_form_error(pilot: Pilot[None]) -> None:
     """The add-prompt form after submitting with top_p = 1.5."""
     await pilot.press("a", *"Hi")

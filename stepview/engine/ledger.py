@@ -111,6 +111,7 @@ class RequestLedger:
             wait_reason=_NOT_ADMITTED,
             prompt_tokens=len(command.prompt_token_ids),
             prompt_token_ids=command.prompt_token_ids,
+            lineage=command.lineage,
         )
         if command.request_id in self._seen_ids:
             message = f"duplicate request id {command.request_id!r}"
@@ -356,4 +357,5 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         blocks,
         max(blocks, view.peak_kv_blocks),
         cached,
+        lineage=view.lineage,
     )

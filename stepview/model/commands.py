@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepview.model.lineage import Lineage
 from stepview.model.sampling import SamplingSpec
 
 
@@ -24,6 +25,7 @@ class AddRequest:
     prompt: str
     spec: SamplingSpec
     prompt_token_ids: tuple[int, ...] = ()
+    lineage: Lineage | None = None  # a clone or fork names its parent (shown, and recorded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,8 @@ def request_record(view: RequestView, annotate: Annotate | None = None) -> dict[
     t = view.timings
     record: dict[str, Any] = {
         "id": view.request_id,
+        "parent": None if view.lineage is None else view.lineage.parent,
+        "lineage": None if view.lineage is None else view.lineage.to_record(),
         "prompt": view.prompt,
         "params": view.spec.to_dict(),
         "state": view.state.value,

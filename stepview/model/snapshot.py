@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from stepview.model.alerts import Alert
 from stepview.model.grow import Frozen
+from stepview.model.lineage import Lineage
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 
@@ -151,6 +152,7 @@ class RequestView(NamedTuple):
     kv_blocks: int = 0  # KV cache blocks it holds now
     peak_kv_blocks: int = 0  # the most it has held
     cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
+    lineage: Lineage | None = None  # the request it was cloned or forked from
 
     @property
     def output_tokens(self) -> int:

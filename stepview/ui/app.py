@@ -33,13 +33,12 @@ from textual.containers import Center, Middle, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input
 
-from stepview.model.commands import Abort, AddRequest, Pause, Resume, Schedule, SingleStep
-from stepview.model.load import LoadSpec, plan_load
-from stepview.model.prompts import SEED_PROMPTS
-from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
+from stepview.model.commands import Abort, Pause, Resume, SingleStep
+from stepview.model.derive import clone_of
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 from stepview.ui.aborts import AbortTracker, Notice
+from stepview.ui.adding import Adder, AskToAdd
 from stepview.ui.bindings import (
     APP_BINDINGS,
     MAIN_ACTIONS,
@@ -50,17 +49,13 @@ from stepview.ui.bindings import (
 from stepview.ui.detail import DetailScreen
 from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
-from stepview.ui.form import NewPrompt, PromptForm
 from stepview.ui.goto import GoToStep
 from stepview.ui.help import app_help
-from stepview.ui.load_form import LoadForm
 from stepview.ui.loading import ErrorScreen, LoadingView
 from stepview.ui.request_table import RequestTable
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
 from stepview.ui.status_bar import StatusBar
 from stepview.ui.timeline import timeline_for
-
-_READ_ONLY = "This is a replay: adding and aborting requests is disabled."
 
 
 class StepviewApp(App[None]):
@@ -116,9 +111,7 @@ class StepviewApp(App[None]):
         self._pulled: StepSnapshot | None = None
         self.cpu_budget = cpu_budget
         self._budget_mark = (0.0, 0.0)  # (wall, UI-thread CPU) when a snapshot was last taken
-        self._next_id = 1
-        self._last_load: LoadSpec | None = None  # offered again by the load dialog
-        self._loads = 0  # loads started, for their request ids
+        self.adder = Adder(self, source, lambda: self._pulled)
         self._quitting = False
         self._error_reported = ""
         self._filter = RequestFilter()
@@ -287,58 +280,27 @@ class StepviewApp(App[None]):
             return Over.ERROR
         return Over.PANES if screen is self.screen_stack[0] else Over.DETAIL
 
-    def _read_only(self) -> bool:
-        if self.source.accepts_requests:
-            return False
-        reason = getattr(self.source, "read_only", None)  # why (attached without --api, say)
-        self.notify(reason if isinstance(reason, str) else _READ_ONLY, severity="warning")
-        return True
-
-    def new_request_id(self) -> str:
-        """``u1``, ``u2``, …, skipping any id the shown snapshot already has."""
-        while True:
-            request_id = f"u{self._next_id}"
-            self._next_id += 1
-            live = self._pulled
-            if live is None or live.find(request_id) is None:
-                return request_id
-
     # -- actions ---------------------------------------------------------------------------
 
     def action_add(self) -> None:
-        if self._read_only():
-            return
-        max_logprobs = self.shown.info.max_logprobs if self.shown else DEFAULT_MAX_LOGPROBS
-        self.push_screen(PromptForm(max_logprobs=max_logprobs), self._submitted)
+        self.adder.open_form()
 
-    def _submitted(self, result: NewPrompt | None) -> None:
-        if result is not None:
-            request_id = self.new_request_id()
-            self.source.send(AddRequest(request_id, result.prompt, result.spec))
-            self.notify(f"{request_id} queued; it joins at the next step", timeout=2)
+    def action_clone(self) -> None:
+        """The chosen request's prompt and parameters in the add form: an A/B pair."""
+        view = self.current_request()
+        if view is not None:
+            self.adder.open_form(clone_of(view))
+
+    @on(AskToAdd)
+    def _ask_to_add(self, event: AskToAdd) -> None:
+        self.adder.open_form(event.draft)  # a fork, from the detail view
 
     def action_demo(self) -> None:
-        if self._read_only():
-            return
-        ids = []
-        for prompt, spec in SEED_PROMPTS:
-            request_id = self.new_request_id()
-            ids.append(request_id)
-            self.source.send(AddRequest(request_id, prompt, spec))
-        self.notify(f"demo prompts queued: {', '.join(ids)}", timeout=2)
+        self.adder.demo()
 
     def action_load(self) -> None:
         """``w``: the load dialog, filled with the last load started (or the defaults)."""
-        if self._read_only():
-            return
-        max_model_len = self.shown.info.max_model_len if self.shown else 0
-        self.push_screen(LoadForm(self._last_load, max_model_len=max_model_len), self._start_load)
-
-    def _start_load(self, spec: LoadSpec | None) -> None:
-        if spec is not None:
-            self._last_load, self._loads = spec, self._loads + 1
-            self.source.send(Schedule(plan_load(spec, prefix=f"load{self._loads}-")))
-            self.notify(f"load {self._loads}: {spec.count} requests, rate {spec.rate:g}/s")
+        self.adder.load()
 
     def action_pause(self) -> None:
         paused = self._timeline.paused(self._pulled)
@@ -349,7 +311,7 @@ class StepviewApp(App[None]):
 
     def action_abort(self) -> None:
         """Abort the request under the cursor now, once (see :mod:`stepview.ui.aborts`)."""
-        if self._read_only():
+        if self.adder.read_only():
             return
         request_id, notice = self._aborts.ask(self.current_request())
         if request_id is not None:
@@ -360,7 +322,7 @@ class StepviewApp(App[None]):
         self.notify(notice.text, severity=notice.severity, timeout=notice.timeout)
 
     def action_read_only(self) -> None:
-        self._read_only()
+        self.adder.read_only()
 
     @on(RequestTable.Chosen)
     def _open_detail(self, event: RequestTable.Chosen) -> None:

@@ -24,6 +24,13 @@ ENGINE_BINDINGS: list[BindingType] = [
     Binding("p,space", "pause", "Pause", tooltip="Pause or resume (replay: play or pause)"),
     Binding("s", "step", "Step", tooltip="One step while paused (replay: one forward)"),
     Binding("x", "abort", "Abort", show=False, tooltip="Abort the selected request"),
+    Binding(
+        "c",
+        "clone",
+        "Clone",
+        show=False,
+        tooltip="Clone the selected request into the add form",
+    ),
     Binding("d", "demo", "Demo", tooltip="Queue the seed example's three prompts"),
     Binding(
         "w",
@@ -141,9 +148,10 @@ APP_BINDINGS: list[BindingType] = [
         tooltip="Next pane (Pending, Running, Finished)",
     ),
     Binding("shift+tab", "focus_previous", "Previous pane", show=False, tooltip="Previous pane"),
-    # Over a source that takes no requests (a replay) Add and Demo leave the footer; their
-    # keys fall through to this one, which says why they do nothing. Not on the help screen.
-    Binding("a,d,w", "read_only", show=False, system=True),
+    # Over a source that takes no requests (a replay) Add, Demo, Load, Clone and the detail
+    # view's Fork leave the footer; their keys fall through to this one, which says why they
+    # do nothing. Not on the help screen.
+    Binding("a,c,d,f,w", "read_only", show=False, system=True),
 ]
 """Every key of the app itself (``StepviewApp.BINDINGS``)."""
 
@@ -153,13 +161,14 @@ NEWCOMER_HINT = "none yet: press d for the demo prompts, a to add one, ? for hel
 # Keys of the panes and the detail view. Over a modal they are off (letters belong to the
 # form's fields); over the error screen only quitting makes sense.
 MAIN_ACTIONS = frozenset(
-    {"add", "pause", "step", "abort", "demo", "load", "filter", "help", "quit", "read_only"}
+    {"add", "clone", "fork", "pause", "step", "abort", "demo", "load", "filter", "help", "quit"}
+    | {"read_only"}
     | {"older", "newer", "oldest", "newest", "goto", "speed"}
 )
 # Keys that add requests, and the one that takes their keys where nothing can be added.
-_WRITING_ACTIONS = frozenset({"add", "demo", "load", "read_only"})
+_WRITING_ACTIONS = frozenset({"add", "clone", "fork", "demo", "load", "read_only"})
 # Keys that need a live engine: dimmed while it starts and after it failed or stopped.
-_ENGINE_ACTIONS = frozenset({"add", "pause", "step", "abort", "demo", "load"})
+_ENGINE_ACTIONS = frozenset({"add", "clone", "fork", "pause", "step", "abort", "demo", "load"})
 _NO_ENGINE = frozenset({EngineState.STARTING, EngineState.ERROR, EngineState.STOPPED})
 # Keys that move through time; they need at least one step to move over.
 _TIME_ACTIONS = frozenset({"older", "newer", "oldest", "newest", "goto"})
@@ -205,6 +214,8 @@ def action_enabled(
         return False
     if action == "filter" and over is not Over.PANES:
         return False  # the filter bar belongs to the panes
+    if action == "fork" and over is not Over.DETAIL:
+        return False  # forking needs the detail view's token cursor
     if action in _REPLAY_ACTIONS and mode is not Mode.REPLAY:
         return False
     if mode is Mode.REPLAY:

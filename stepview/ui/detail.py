@@ -1,14 +1,17 @@
 """Everything about one request: prompt, parameters, timings, each sample as it streams,
-and the logprobs vLLM returned.
+and the logprobs vLLM returned, as a heat-map (:mod:`stepview.ui.heatmap`).
 
 The screen follows the request by id through the snapshots the app shows. Since an
 unchanged request is the very same :class:`RequestView` object in the next snapshot, the
-(possibly long) text is rebuilt only when the request actually moved.
+(possibly long) text is rebuilt only when the request actually moved, or the token cursor did.
+
+A cursor (← →) stops on every token; the panel at the bottom shows its probability and top
+candidates. ``f`` forks the request at the cursor: the add form, prefilled with the prompt
+plus the sample up to and including that token (``c``, the app's key, clones it whole).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -18,14 +21,10 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from stepview.model.derive import fork_of, token_texts
 from stepview.model.sampling import form_values
-from stepview.model.snapshot import (
-    Completion,
-    PositionLogprobs,
-    RequestView,
-    StepSnapshot,
-    Timings,
-)
+from stepview.model.snapshot import Completion, RequestView, StepSnapshot, Timings
+from stepview.ui.adding import AskToAdd
 from stepview.ui.format import (
     finish_reasons,
     latency,
@@ -34,14 +33,12 @@ from stepview.ui.format import (
     rate,
     seconds,
     state_detail,
-    token_repr,
 )
+from stepview.ui.heatmap import Spot, heat_parts, prompt_texts, spots, token_panel
 
 _Part = str | tuple[str, str]
 _HEADING = "bold $primary"
 _MUTED = "$text-muted"
-# Other candidates listed per position; vLLM may return up to 20, a line holds a few.
-_ALTERNATIVES = 4
 
 
 def _heading(title: str) -> list[_Part]:
@@ -84,36 +81,7 @@ def _sampling(view: RequestView) -> list[_Part]:
     return parts
 
 
-def _logprob_rows(
-    positions: Iterable[PositionLogprobs | None], token_ids: Sequence[int]
-) -> list[_Part]:
-    """One line per position: the chosen token, its logprob and rank, then alternatives.
-
-    vLLM puts the sampled (or prompt) token first, then the top candidates; the first
-    prompt position has no logprobs at all.
-    """
-    parts: list[_Part] = [
-        (f"{'pos':>5}  {'token':<16} {'logprob':>9} {'rank':>5}  others\n", _MUTED)
-    ]
-    for pos, entries in enumerate(positions):
-        if not entries:
-            token_id = token_ids[pos] if pos < len(token_ids) else -1
-            token = f"<{token_id}>"
-            parts.append((f"{pos:>5}  {token:<16} {'-':>9} {'-':>5}\n", _MUTED))
-            continue
-        chosen, *others = entries
-        rank = "-" if chosen.rank is None else str(chosen.rank)
-        token = one_line(token_repr(chosen.decoded, chosen.token_id), 40)
-        parts.append(f"{pos:>5}  {token:<16} {chosen.logprob:>9.4f} {rank:>5}  ")
-        alternatives = ", ".join(
-            f"{one_line(token_repr(e.decoded, e.token_id), 20)} {e.logprob:.2f}"
-            for e in others[:_ALTERNATIVES]
-        )
-        parts += [(alternatives, _MUTED), "\n"]
-    return parts
-
-
-def _completion(c: Completion, n: int) -> list[_Part]:
+def _completion(c: Completion, n: int, cursor: Spot | None) -> list[_Part]:
     title = f"Completion {c.index}" if n > 1 else "Completion"
     parts: list[_Part] = _heading(title)
     status = f"finished: {c.finish_reason}" if c.finish_reason else "streaming"
@@ -122,10 +90,15 @@ def _completion(c: Completion, n: int) -> list[_Part]:
     summary = f"{status} · {len(c.token_ids)} tokens"
     if c.cumulative_logprob is not None:
         summary += f" · cumulative logprob {c.cumulative_logprob:.3f}"
-    parts += [(summary, _MUTED), "\n", multi_line(c.text) or ("(nothing yet)", _MUTED), "\n"]
-    if c.logprobs is not None:
-        parts += ["\n", ("logprobs", "bold"), "\n"]
-        parts += _logprob_rows(c.logprobs, c.token_ids)
+    parts += [(summary, _MUTED), "\n"]
+    texts = token_texts(c)
+    if not c.token_ids:
+        parts.append(("(nothing yet)", _MUTED))
+    elif texts is None:  # no text per token: the whole text, without cursor or colours
+        parts.append(multi_line(c.text))
+    else:
+        parts += heat_parts(texts, c.logprobs, sample=c.index, cursor=cursor)
+    parts.append("\n")
     return parts
 
 
@@ -146,13 +119,13 @@ def _scheduling(view: RequestView) -> list[_Part]:
     return parts
 
 
-def describe(view: RequestView, now: float) -> Content:
-    """The whole detail text of ``view`` as of the snapshot clock ``now``."""
-    parts: list[_Part] = [
-        (one_line(view.request_id, 80), "bold $secondary"),
-        "  ",
-        (state_detail(view), "bold"),
-    ]
+def describe(view: RequestView, now: float, cursor: Spot | None = None) -> Content:
+    """The whole detail text of ``view`` as of the snapshot clock ``now``, with the token
+    cursor on ``cursor``."""
+    parts: list[_Part] = [(one_line(view.request_id, 80), "bold $secondary"), "  "]
+    if view.lineage is not None:
+        parts += [(one_line(view.lineage.label(), 80), "italic"), "  "]
+    parts.append((state_detail(view), "bold"))
     # Each gap stands between two styled runs: a run starting with spaces loses them in
     # librsvg-drawn screenshots ("decoding 12 tokprompt 8/8").
     if view.num_preemptions:
@@ -166,16 +139,18 @@ def describe(view: RequestView, now: float) -> Content:
     if view.error:
         parts += [("error ", "bold $error"), (multi_line(view.error), "$error"), "\n"]
     parts += _scheduling(view)
-    parts += _heading("Timings (driver clock)") + _timings(view, now)
-    parts += _heading("Sampling") + _sampling(view)
+    # What was asked and answered first (the heat-map in view at 80x24), then the figures.
     parts += [*_heading("Prompt"), multi_line(view.prompt), "\n"]
-    if view.prompt_logprobs is not None:
-        parts += _heading("Prompt logprobs")
-        parts += _logprob_rows(view.prompt_logprobs, view.prompt_token_ids)
     for completion in view.completions:
-        parts += _completion(completion, view.spec.n)
+        parts += _completion(completion, view.spec.n, cursor)
     if view.state.done and len(view.completions) > 1:
         parts += ["\n", ("finish reasons ", _MUTED), finish_reasons(view) or "-", "\n"]
+    if view.prompt_logprobs is not None:
+        parts += _heading("Prompt logprobs")
+        parts += heat_parts(prompt_texts(view), view.prompt_logprobs, sample=None, cursor=cursor)
+        parts.append("\n")
+    parts += _heading("Timings (driver clock)") + _timings(view, now)
+    parts += _heading("Sampling") + _sampling(view)
     return Content.assemble(*parts)
 
 
@@ -186,6 +161,12 @@ class DetailScreen(Screen[None]):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("home,g", "scroll('home')", "Top", show=False),
         Binding("end,G", "scroll('end')", "Bottom", show=False),
+        # Priority: the focused scroll area would take the arrows for horizontal scrolling.
+        Binding("left,h", "token(-1)", "Previous token", show=False, priority=True),
+        Binding("right,l", "token(1)", "Next token", show=False, priority=True),
+        Binding("shift+left", "token(-10)", "10 tokens back", show=False, priority=True),
+        Binding("shift+right", "token(10)", "10 tokens on", show=False, priority=True),
+        Binding("f", "fork", "Fork", tooltip="Fork at the cursor: prompt + sample up to it"),
     ]
 
     def __init__(self, request_id: str, snapshot: StepSnapshot) -> None:
@@ -196,16 +177,22 @@ class DetailScreen(Screen[None]):
         self._now = 0.0
         self._drawn = False
         self._where = ""
+        self.cursor: Spot | None = None
+        """The token under the cursor; ``None`` until the request has one."""
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-scroll"):
             yield Static(id="detail-body")
+        yield Static(id="detail-token")
         yield Footer()
 
     def on_mount(self) -> None:
         scroll = self.query_one("#detail-scroll")
         scroll.border_title = f"Request {one_line(self.request_id, 40)}"
         scroll.border_subtitle = self._where
+        panel = self.query_one("#detail-token")
+        panel.border_title = "Token under the cursor"
+        panel.border_subtitle = "← → move · f fork here · c clone"
         self._render_request()
 
     @property
@@ -227,11 +214,11 @@ class DetailScreen(Screen[None]):
             if self.is_mounted:
                 self.query_one("#detail-scroll").border_subtitle = text
 
-    def _render_request(self) -> None:
+    def _render_request(self, *, force: bool = False) -> None:
         snapshot = self._snapshot
         view = snapshot.find(self.request_id)
         now = snapshot.clock if view is not None and not view.state.done else self._now
-        if self._drawn and view is self._view and now == self._now:
+        if self._drawn and view is self._view and now == self._now and not force:
             return
         self._view, self._now, self._drawn = view, now, True
         body = self.query_one("#detail-body", Static)
@@ -240,7 +227,54 @@ class DetailScreen(Screen[None]):
                 Content.styled(f"Request {self.request_id} is not in this snapshot.", _MUTED)
             )
         else:
-            body.update(describe(view, now))
+            if self.cursor is None:
+                self._place_cursor(view)
+            body.update(describe(view, now, self.cursor))
+        self.query_one("#detail-token", Static).update(token_panel(view, self.cursor))
+
+    def _place_cursor(self, view: RequestView) -> None:
+        """First stop: the first generated token (forks start there), else any token."""
+        stops = spots(view)
+        self.cursor = next((s for s in stops if s[0] is not None), stops[0] if stops else None)
+        if self.cursor is not None:
+            self.refresh_bindings()  # Fork has a token to fork at now
+
+    # -- the token cursor, and forking at it ---------------------------------------------------
+
+    def action_token(self, delta: int) -> None:
+        """Move the cursor ``delta`` tokens, across the prompt's and every sample's tokens."""
+        view = self._view
+        stops = spots(view) if view is not None else []
+        if not stops:
+            return
+        at = stops.index(self.cursor) if self.cursor in stops else 0
+        self.cursor = stops[max(0, min(len(stops) - 1, at + delta))]
+        self._render_request(force=True)
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Fork follows the app's rules (hidden in a replay, dimmed without an engine), and is
+        dimmed while the cursor is not on a generated token."""
+        if action != "fork":
+            return True
+        allowed = self.app.check_action(action, parameters)
+        if not allowed:
+            return allowed
+        return True if self._fork() is not None else None
+
+    def _fork(self) -> AskToAdd | None:
+        view, cursor = self._view, self.cursor
+        if view is None or cursor is None or cursor[0] is None:
+            return None
+        draft = fork_of(view, cursor[0], cursor[1])
+        return None if draft is None else AskToAdd(draft)
+
+    def action_fork(self) -> None:
+        ask = self._fork()
+        if ask is None:
+            self.notify("Move the cursor (← →) onto a generated token to fork there.")
+        else:
+            self.post_message(ask)
 
     def action_scroll(self, where: str) -> None:
         scroll = self.query_one("#detail-scroll", VerticalScroll)

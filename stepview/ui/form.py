@@ -73,18 +73,26 @@ class PromptForm(ModalScreen[NewPrompt | None]):
     ]
 
     def __init__(
-        self, *, max_logprobs: int = DEFAULT_MAX_LOGPROBS, spec: SamplingSpec | None = None
+        self,
+        *,
+        max_logprobs: int = DEFAULT_MAX_LOGPROBS,
+        spec: SamplingSpec | None = None,
+        prompt: str = "",
+        title: str = "Add a prompt",
     ) -> None:
+        """``prompt``, ``spec`` and ``title`` prefill the form (a clone or fork: "Clone r3")."""
         super().__init__()
         self.max_logprobs = max_logprobs
         self._initial = form_values(spec or SamplingSpec())
+        self._initial_prompt = prompt
+        self._title = title
         self.errors: dict[str, str] = {}
         self._prompt_checked = False  # say "empty" only once the user tried to submit
 
     def compose(self) -> ComposeResult:
         with Vertical(id="form"):
             with VerticalScroll(id="form-scroll"):
-                yield TextArea(id="prompt", compact=True, soft_wrap=True)
+                yield TextArea(self._initial_prompt, id="prompt", compact=True, soft_wrap=True)
                 yield Static(id="error-prompt", classes="field-error")
                 with Horizontal(id="presets"):
                     yield Label("Presets", classes="field-label")
@@ -110,10 +118,12 @@ class PromptForm(ModalScreen[NewPrompt | None]):
 
     def on_mount(self) -> None:
         form = self.query_one("#form")
-        form.border_title = "Add a prompt"
+        form.border_title = self._title
         form.border_subtitle = "ctrl+s submit · esc cancel"
         self.query_one("#prompt").border_title = "Prompt"
-        self.query_one("#prompt", TextArea).focus()
+        prompt = self.query_one("#prompt", TextArea)
+        prompt.move_cursor(prompt.document.end)  # a fork's prompt is continued at its end
+        prompt.focus()
 
     # -- values ----------------------------------------------------------------------------
 

@@ -427,9 +427,12 @@ class RequestTable(ScrollView, can_focus=True):
             state_style = self._style("active")
         else:
             state_style = self._style("dim")
+        prompt = one_line(view.prompt, _PROMPT_PREVIEW)
+        if view.lineage is not None:  # a clone's prompt is its parent's: say whose
+            prompt = f"{one_line(view.lineage.label(), 40)} · {prompt}"
         cells: list[tuple[str, int, Style | str]] = [
             (one_line(view.request_id, cols.id + 1), cols.id, self._style("id")),
-            (one_line(view.prompt, _PROMPT_PREVIEW), cols.prompt, ""),
+            (prompt, cols.prompt, ""),
             (view.spec.summary(), cols.params, self._style("dim")),
             (_state_cell(view), cols.state, state_style),
             (latency_cell(view, self._now), cols.latency, self._style("dim")),

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
@@ -30,8 +30,11 @@ from stepview.engine.demo_model import demo_engine_args
 from stepview.engine.driver import Driver, PhaseCallback
 from stepview.engine.vllm_engine import VllmEngine
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
+from stepview.model.derive import clone_of, fork_of, token_texts
 from stepview.model.engine_api import Engine
+from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.prompts import seed_requests
+from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 from tests.helpers import all_done, wait_for
@@ -611,3 +614,30 @@ def test_chunked_prefill_shows_growing_progress() -> None:
     assert len(progress) == (total - 1) // chunk  # the last chunk also yields the first token
     assert all(v.output_tokens == 0 and v.prompt_tokens == total for v in prefilling)
     assert final["long"].output_tokens == 3
+
+
+# -- clones and forks (the UI's c and f keys send these commands) -----------------------------
+
+
+def test_a_clone_and_a_fork_run_and_name_their_parent() -> None:
+    with _running() as driver:
+        _add(driver, "r1", "The quick brown fox", temperature=0, max_tokens=8, logprobs=2)
+        parent = _final(_wait_done(driver, ["r1"]))["r1"]
+        assert parent.state is S.FINISHED and len(parent.completions[0].token_ids) == 8
+        clone = clone_of(parent)
+        fork = fork_of(parent, 0, 3)
+        assert fork is not None
+        driver.send(AddRequest("r2", clone.prompt, replace(clone.spec, seed=7), clone.lineage))
+        driver.send(AddRequest("r3", fork.prompt, fork.spec, fork.lineage))
+        final = _final(_wait_done(driver, ["r2", "r3"]))
+    cloned, forked = final["r2"], final["r3"]
+    assert cloned.state is forked.state is S.FINISHED
+    assert cloned.lineage == Lineage("r1", LineageKind.CLONE) and cloned.prompt == parent.prompt
+    assert forked.lineage == Lineage("r1", LineageKind.FORK, 0, 3)
+    assert forked.lineage.label() == "fork of r1 @ token 3"
+    # The fork's prompt is the parent's plus its first four tokens' text, as vLLM returned it.
+    texts = token_texts(parent.completions[0])
+    assert texts is not None and forked.prompt == parent.prompt + "".join(texts[:4])
+    assert parent.completions[0].text.startswith("".join(texts[:4]))
+    assert forked.prompt_tokens > parent.prompt_tokens
+    assert request_record(forked)["parent"] == request_record(cloned)["parent"] == "r1"

@@ -22,7 +22,7 @@ from stepview.ui.scrub import Mode
 
 E = EngineState
 TIME = ("older", "newer", "oldest", "newest", "goto")
-ENGINE = ("add", "pause", "step", "abort", "demo", "load")
+ENGINE = ("add", "clone", "pause", "step", "abort", "demo", "load")
 
 
 def enabled(
@@ -43,7 +43,8 @@ def actions(bindings: list[BindingType]) -> set[str]:
 
 
 def test_every_main_action_has_a_key_and_the_tables_nest() -> None:
-    assert actions(APP_BINDINGS) >= MAIN_ACTIONS
+    # Fork is the detail view's key (it needs its token cursor); its rules are the app's.
+    assert actions(APP_BINDINGS) | {"fork"} >= MAIN_ACTIONS
     assert all(b in APP_BINDINGS for b in [*ENGINE_BINDINGS, *TIME_BINDINGS])
     assert actions(TIME_BINDINGS) == {*TIME, "speed"}
     assert actions(ENGINE_BINDINGS) == set(ENGINE)
@@ -70,6 +71,28 @@ def test_the_filter_belongs_to_the_panes() -> None:
     assert enabled("filter") is True
     assert enabled("filter", over=Over.DETAIL) is False
     assert enabled("help", over=Over.DETAIL) is True
+
+
+def test_clone_works_over_panes_and_detail_and_fork_only_in_the_detail_view() -> None:
+    assert enabled("clone") is True and enabled("clone", over=Over.DETAIL) is True
+    assert enabled("fork") is False and enabled("fork", over=Over.DETAIL) is True
+    assert enabled("fork", over=Over.DETAIL, engine=E.STOPPED) is None
+
+
+@pytest.mark.parametrize("action", ["clone", "fork"])
+def test_clone_and_fork_give_their_keys_to_read_only_in_a_replay(action: str) -> None:
+    def over_detail(action: str, writable: bool) -> bool | None:
+        return action_enabled(
+            action,
+            over=Over.DETAIL,
+            mode=Mode.REPLAY,
+            engine=E.IDLE,
+            ready=True,
+            writable=writable,
+        )
+
+    assert over_detail(action, writable=False) is False
+    assert over_detail("read_only", writable=False) is True
 
 
 def test_speed_is_for_replays_only() -> None:

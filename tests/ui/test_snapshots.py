@@ -50,6 +50,17 @@ def test_detail_of_a_greedy_request_with_logprobs(
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_logprob_heatmap_with_the_cursor_on_a_token(
+    snap_compare: Compare, size: tuple[int, int]
+) -> None:
+    check(snap_compare, snapshots.mid_run(), size, scenes.show_heatmap)
+
+
+def test_fork_form_prefilled(snap_compare: Compare) -> None:
+    check(snap_compare, snapshots.mid_run(), (80, 24), scenes.show_fork_form)
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_form_with_a_validation_error(snap_compare: Compare, size: tuple[int, int]) -> None:
     check(snap_compare, snapshots.mid_run(), size, scenes.show_form_error)
 
