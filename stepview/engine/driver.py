@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from stepview.engine.arrivals import ArrivalQueue
 from stepview.engine.ledger import RequestLedger
+from stepview.engine.pacing import Pacing
 from stepview.engine.run_stats import RunStats, hand_over
 from stepview.engine.step_faults import explain_step_failure
 from stepview.insight.run import RunInsight
@@ -46,7 +47,7 @@ from stepview.model.commands import (
     Shutdown,
     SingleStep,
 )
-from stepview.model.engine_api import CoreHold, Engine, LinkState, StepResult, WatchedEngine
+from stepview.model.engine_api import Engine, LinkState, StepResult, WatchedEngine
 from stepview.model.errors import describe
 from stepview.model.scheduling import StepBudget
 from stepview.model.sink import SnapshotSink
@@ -127,12 +128,7 @@ class Driver:
         self._counters = EngineCounters()
         self._total_generated = 0
         self._budget: StepBudget | None = None  # the last step's, when the engine tells
-        self._paused = start_paused
-        self._single_steps = 0
-        # A core in its own process is held by vLLM's pause (``CoreHold``); ``_behind``: the
-        # steps it made before the hold that are still to be read.
-        self._hold: CoreHold | None = None
-        self._behind = 0
+        self._pacing = Pacing(start_paused)
         self._stopping = False
         self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
         self._failed: str | None = None
@@ -221,9 +217,7 @@ class Driver:
             self._info = self._engine.info
             if isinstance(self._engine, WatchedEngine):
                 self._watched = self._engine
-            self._hold = getattr(self._engine, "core_hold", None)
-            if self._paused and self._hold is not None:
-                self._behind = self._hold.hold()
+            self._pacing.engine_started(getattr(self._engine, "core_hold", None))
         except BaseException as exc:  # start-up can fail any way at all; show it, don't die
             log.error("engine start-up failed\n%s", traceback.format_exc())
             self.startup_exception = exc
@@ -261,13 +255,14 @@ class Driver:
     def _loop(self, engine: Engine) -> None:
         while True:
             busy = self._ledger.has_pending or engine.has_unfinished()
-            runnable = busy and (not self._paused or self._single_steps > 0 or self._behind > 0)
+            pacing = self._pacing
+            runnable = busy and (not pacing.paused or pacing.owed)
             dirty = self._drain_commands(block=not runnable)
             if self._stopping:
                 return
             if self._arrive():
                 dirty = True
-            if self._paused and self._single_steps == 0 and self._behind == 0:
+            if pacing.paused and not pacing.owed:
                 if dirty:
                     self._publish(EngineState.PAUSED)
                 continue  # a watched engine's news waits too: pausing holds the view
@@ -276,7 +271,7 @@ class Driver:
                 dirty = True  # reached, lost, busy or idle, described: news without a step
             admitted = self._ledger.admit(engine, self._admit_per_step)
             if engine.has_unfinished():
-                if not self._read_one_held_step():
+                if not pacing.take_step():
                     continue
                 start = self._clock()
                 if self._first_step_at is None:
@@ -291,30 +286,11 @@ class Driver:
                 self._apply(result)
                 self._publish(self._idle_state())
             elif dirty or admitted:
-                self._single_steps = 0
+                pacing.nothing_to_step()
                 self._publish(self._idle_state())
 
-    def _read_one_held_step(self) -> bool:
-        """Whether the next ``step()`` may run now, counting it against a pause.
-
-        Running, always. Paused, a single step is owed: in-process it is this ``step()``; a
-        held core in its own process makes it on its own (``step_once``), and the steps it
-        made, like those made before it was held, are read one ``step()`` each.
-        """
-        if not self._paused:
-            return True
-        if self._behind == 0 and self._single_steps:
-            self._single_steps -= 1
-            if self._hold is None:
-                return True
-            self._behind = self._hold.step_once()
-        if self._behind == 0:
-            return False
-        self._behind -= 1
-        return True
-
     def _idle_state(self) -> EngineState:
-        if self._paused:
+        if self._pacing.paused:
             return EngineState.PAUSED
         watched = self._watched
         if watched is not None:
@@ -359,18 +335,11 @@ class Driver:
             case Abort(request_id=request_id):
                 self._abort(request_id)
             case Pause():
-                if not self._paused and self._hold is not None:
-                    self._behind = self._hold.hold()
-                self._paused = True
+                self._pacing.pause()
             case Resume():
-                if self._paused and self._hold is not None:
-                    self._hold.release()
-                self._paused = False
-                self._single_steps = 0
-                self._behind = 0
+                self._pacing.resume()
             case SingleStep():
-                if self._paused:
-                    self._single_steps += 1
+                self._pacing.single_step()
             case Shutdown():
                 self._stopping = True
 

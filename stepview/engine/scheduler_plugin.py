@@ -1,43 +1,29 @@
 """stepview's scheduler plug-in for vLLM's engine core: the one module that reads vLLM internals.
 
-vLLM's public API says what a request *produced*; whether it is still queued, how far its
-chunked prefill has got, or that it was preempted lives only in the V1 scheduler, which runs
-in the engine core: in the caller's process with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, in a
-process of its own otherwise (vLLM's default, and ``vllm serve``). vLLM builds its scheduler
-from a class named by ``--scheduler-cls`` / ``EngineArgs.scheduler_cls``, inside the engine
-core process, so stepview ships one: :class:`StepviewScheduler`
-(``stepview.engine.scheduler_plugin.StepviewScheduler``).
+vLLM's public API says what a request *produced*; whether it is queued, how far its chunked
+prefill has got, or that it was preempted lives only in the V1 scheduler, inside the engine
+core: in the caller's process with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, in its own otherwise
+(vLLM's default, and ``vllm serve``). vLLM builds its scheduler there from the class named by
+``--scheduler-cls``, so stepview ships one: :class:`StepviewScheduler`.
 
-After every ``schedule()`` it builds a :class:`~stepview.model.core_facts.StepFacts` with
-every request the scheduler holds and hands it to one sink:
+After every ``schedule()`` it builds a :class:`~stepview.model.core_facts.StepFacts` with every
+request the scheduler holds and hands it to one sink: an **in-process listener** registered
+with :func:`~stepview.engine.plugin_setup.local_listener` (a plain call, no encoding), or a
+**publisher** when ``STEPVIEW_PUBLISH`` names a zmq address (:mod:`~.facts_channel`; each
+data-parallel rank on :func:`~.facts_channel.rank_address` of it). Nothing is built while
+nobody is subscribed: a server with the plug-in and no stepview attached pays a clock read.
 
-* an **in-process listener** registered with
-  :func:`~stepview.engine.plugin_setup.local_listener` while the engine is built (stepview's
-  own engine with the core in its process): a plain call, no encoding; or
-* a **publisher** when ``STEPVIEW_PUBLISH`` names a zmq address
-  (:mod:`stepview.engine.facts_channel`; data-parallel ranks each publish on
-  :func:`~stepview.engine.facts_channel.rank_address` of it). Nothing is built while nobody
-  is subscribed: a server with the plug-in and no stepview attached pays a clock read per step.
+When the scheduler empties it sends one more, ``idle`` record (an idle core stops scheduling,
+and subscribers must still learn who left). For a client that did not add the requests
+(``stepview --attach``) records also carry output tokens not sent yet, once each request's
+prompt ids and sampling (``intro``), and how requests ended (vLLM frees a request in the
+update that finishes it, so while someone listens the request map is copied before it).
 
-When the scheduler empties (the last requests finished or were aborted) it sends one more,
-``idle`` record: an idle core stops scheduling, and subscribers must still learn who left.
-For a client that did not add the requests (``stepview --attach``) a record also carries
-each request's output tokens not sent yet, once its prompt ids and sampling (``intro``), and
-how requests ended (last tokens, vLLM's finish reason: vLLM frees a request in the update
-that finishes it, so while someone listens the request map is copied before each update).
-
-The plug-in never raises into vLLM: a capture that fails logs once and switches the plug-in
-off for the rest of the run (vLLM keeps serving, stepview falls back to what outputs tell).
-
-Base class: the plug-in is built over the class vLLM itself would have picked
-(``AsyncScheduler`` when async scheduling is on, as it is by default on GPUs; ``Scheduler``
-otherwise, always on CPU), or over the class named by ``STEPVIEW_SCHEDULER_BASE``
-(``package.module.Class``), so a user's own scheduler keeps working under stepview. A base
-that is not a vLLM ``Scheduler`` subclass is refused with a clear error at start-up
-(:mod:`stepview.engine.plugin_setup` sets all this up; none of it reads internals).
-
-The client side lives here too (:func:`client_id_lookup`): vLLM's engine core only knows its
-own request ids; the ``LLMEngine``'s output processor maps them back to the caller's.
+The plug-in never raises into vLLM: a capture that fails logs once and switches it off for
+the rest of the run. It is built over the class vLLM would have picked (``AsyncScheduler``
+with async scheduling, else ``Scheduler``) or over ``STEPVIEW_SCHEDULER_BASE`` (a user's own;
+:mod:`~.plugin_setup` sets all this up without reading internals). The client side lives here
+too: :func:`client_id_lookup` and :class:`ProcessCoreHold` (pausing a core in its own process).
 """
 
 from __future__ import annotations
@@ -47,7 +33,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
@@ -77,12 +63,9 @@ _NO_TOKENS: list[int] = []  # shared by every record that has no new token (neve
 
 
 class CoreCapture:
-    """Builds the records from a scheduler's state and hands them to the sink.
-
-    Separate from the scheduler class so the rules run on a fake scheduler in tests. Cost is
-    the point: one pass over ``scheduler.requests`` with plain attribute reads, one struct
-    per request, nothing at all while the sink does not want records.
-    """
+    """Builds the records from a scheduler's state and hands them to the sink (apart from the
+    scheduler class so the rules run on a fake scheduler in tests). Cost is the point: one
+    pass over ``scheduler.requests``, one struct per request, nothing while nobody listens."""
 
     def __init__(self, scheduler: Any) -> None:
         self.sink: FactsSink | None = None  # set by the owner once the capture works
@@ -367,11 +350,8 @@ def _intro(req: Any) -> RequestIntro:
 
 
 class StepviewScheduler(Scheduler):
-    """vLLM's scheduler, unchanged, plus a record of every step for stepview.
-
-    ``StepviewScheduler(...)`` builds an instance of the class chained over the chosen base
-    (see the module docstring); the plug-in methods below run first in its MRO.
-    """
+    """vLLM's scheduler, unchanged, plus a record of every step; an instance is of the class
+    chained over the chosen base (the plug-in's methods run first in its MRO)."""
 
     STEPVIEW_PLUGIN = True  # how resolve_base tells the plug-in from a base to chain
 
@@ -417,15 +397,10 @@ def chained_class(base: type[Any]) -> type[Any]:
 
 
 # -- the client side -------------------------------------------------------------------------
-
-
 def client_id_lookup(llm_engine: Any) -> Callable[[str], str | None] | None:
-    """Engine-core id -> the caller's id, via the ``LLMEngine``'s output processor.
-
-    ``None`` (and one log line) when the output processor is not where vLLM 0.32 keeps it.
-    The lookup also answers ``None`` for a request the client no longer tracks (finished or
-    aborted), which is how a record captured before a request finished is read after it.
-    """
+    """Engine-core id -> the caller's id, via the ``LLMEngine``'s output processor (``None``,
+    and one log line, when it is not where vLLM 0.32 keeps it). The lookup answers ``None`` for
+    a request the client no longer tracks: a record captured before it finished, read after."""
     try:
         states = llm_engine.output_processor.request_states
         if not isinstance(states, dict):
@@ -437,25 +412,20 @@ def client_id_lookup(llm_engine: Any) -> Callable[[str], str | None] | None:
 
     def lookup(internal_id: str) -> str | None:
         state = get(internal_id)
-        external: str | None = None if state is None else state.external_req_id
-        return external
+        return None if state is None else cast("str | None", state.external_req_id)
 
     return lookup
 
 
 class ProcessCoreHold:
-    """vLLM's own pause for an engine core in its own process (see ``CoreHold``).
-
-    ``pause_scheduler("keep")`` (PAUSED_ALL: schedule nothing, keep every request and its
-    KV blocks) and ``resume_scheduler`` are the engine core's utility calls, the ones
-    vLLM's ``/pause`` endpoint uses. A utility answer comes back on the same socket as the
-    step outputs, after them, so once it is in, every step the core made before it waits in
-    the client's output queue: its size is what the driver has yet to read.
-    """
+    """vLLM's own pause for a core in its own process (``CoreHold``): the engine core's utility
+    calls ``pause_scheduler("keep")`` (schedule nothing, keep requests and their KV blocks) and
+    ``resume_scheduler``, as vLLM's ``/pause`` endpoint uses them. An answer comes on the step
+    outputs' socket, after them: once it is in, the client's output queue holds exactly the
+    steps the driver has not read yet."""
 
     def __init__(self, client: Any) -> None:
-        self._call = client.call_utility
-        self._outputs = client.outputs_queue
+        self._call, self._outputs = client.call_utility, client.outputs_queue
 
     def hold(self) -> int:
         self._call("pause_scheduler", "keep", False)
@@ -465,16 +435,15 @@ class ProcessCoreHold:
         self._call("resume_scheduler")
 
     def step_once(self) -> int:
-        # The resume is answered before the core steps; the pause arrives during that step
-        # (milliseconds, against a fraction of one for the round trip) and takes effect
-        # after it. Whatever the core did, the driver reads it all.
+        # The pause arrives during the step the resume let start (ms against a fraction of
+        # one), so the core makes one step; the driver reads whatever it made.
         self.release()
         return self.hold()
 
 
 def process_core_hold(llm_engine: Any) -> ProcessCoreHold | None:
-    """The hold for ``llm_engine``'s core if it runs in its own process, else ``None``."""
+    """The hold for a core in its own process; ``None`` in-process (not stepping is enough)."""
     client = getattr(llm_engine, "engine_core", None)
-    if not callable(getattr(client, "call_utility", None)) or not hasattr(client, "outputs_queue"):
-        return None  # in-process (InprocClient): the driver's pause is exact by itself
-    return ProcessCoreHold(client)
+    if callable(getattr(client, "call_utility", None)) and hasattr(client, "outputs_queue"):
+        return ProcessCoreHold(client)
+    return None

@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from stepview.model.scheduling import BEHIND, DEFERRED, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET
 from stepview.model.snapshot import RequestState, RequestView, StepStat
 
 # -- making untrusted text safe to draw -----------------------------------------------------
@@ -272,3 +273,26 @@ def throughput(recent: Sequence[StepStat]) -> float | None:
     if span <= 0:
         return None
     return sum(s.generation_tokens for s in window[1:]) / span
+
+
+# The wait reason in a word, after the state of a request that waits: ``waiting·kv``.
+_REASON_WORDS = {
+    MAX_NUM_SEQS: "seqs",
+    TOKEN_BUDGET: "budget",
+    KV_CACHE: "kv",
+    DEFERRED: "deferred",
+    BEHIND: "behind",
+}
+_WAITS = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
+
+
+def state_cell(view: RequestView) -> str:
+    """The state column: the state, and for a request that waits why (the detail says more)."""
+    detail = state_detail(view)
+    reason = view.wait_reason
+    word = None if reason is None or view.state not in _WAITS else _REASON_WORDS.get(reason.code)
+    if word is None:
+        return detail
+    if reason is not None and reason.blocker:
+        word = f"{word} {reason.blocker}"
+    return f"{detail}·{word}"

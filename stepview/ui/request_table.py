@@ -25,10 +25,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from stepview.model.scheduling import BEHIND, DEFERRED, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET
 from stepview.model.snapshot import RequestState, RequestView
 from stepview.ui.filtering import RequestFilter
-from stepview.ui.format import latency_cell, one_line, state_detail
+from stepview.ui.format import latency_cell, one_line, state_cell
 
 # Characters of a prompt a row ever looks at (the cell is never wider).
 _PROMPT_PREVIEW = 300
@@ -78,27 +77,6 @@ class Columns:
 
 
 _BAD_STATES = frozenset({RequestState.ABORTED, RequestState.REJECTED})
-# The wait reason in a word, after the state of a request that waits: ``waiting·kv``.
-_REASON_WORDS = {
-    MAX_NUM_SEQS: "seqs",
-    TOKEN_BUDGET: "budget",
-    KV_CACHE: "kv",
-    DEFERRED: "deferred",
-    BEHIND: "behind",
-}
-_WAITS = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
-
-
-def _state_cell(view: RequestView) -> str:
-    """The state column: the state, and for a request that waits why (the detail says more)."""
-    detail = state_detail(view)
-    reason = view.wait_reason
-    word = None if reason is None or view.state not in _WAITS else _REASON_WORDS.get(reason.code)
-    if word is None:
-        return detail
-    if reason is not None and reason.blocker:
-        word = f"{word} {reason.blocker}"
-    return f"{detail}·{word}"
 
 
 class RequestTable(ScrollView, can_focus=True):
@@ -434,7 +412,7 @@ class RequestTable(ScrollView, can_focus=True):
             (one_line(view.request_id, cols.id + 1), cols.id, self._style("id")),
             (prompt, cols.prompt, ""),
             (view.spec.summary(), cols.params, self._style("dim")),
-            (_state_cell(view), cols.state, state_style),
+            (state_cell(view), cols.state, state_style),
             (latency_cell(view, self._now), cols.latency, self._style("dim")),
         ]
         text = Text(no_wrap=True, end="")
