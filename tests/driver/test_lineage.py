@@ -22,7 +22,7 @@ def test_lineage_rides_through_every_step_into_the_record() -> None:
     engine = FakeEngine()
     ledger = RequestLedger(lambda: now[0])
     fork = Lineage("r3", LineageKind.FORK, completion=0, token=17)
-    ledger.accept(AddRequest("r4", "hello there", SamplingSpec(max_tokens=3), fork))
+    ledger.accept(AddRequest("r4", "hello there", SamplingSpec(max_tokens=3), lineage=fork))
     ledger.accept(AddRequest("r5", "hello", SamplingSpec(max_tokens=2)))
     ledger.admit(engine)
     while engine.has_unfinished():
