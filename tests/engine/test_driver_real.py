@@ -627,8 +627,10 @@ def test_a_clone_and_a_fork_run_and_name_their_parent() -> None:
         clone = clone_of(parent)
         fork = fork_of(parent, 0, 3)
         assert fork is not None
-        driver.send(AddRequest("r2", clone.prompt, replace(clone.spec, seed=7), clone.lineage))
-        driver.send(AddRequest("r3", fork.prompt, fork.spec, fork.lineage))
+        driver.send(
+            AddRequest("r2", clone.prompt, replace(clone.spec, seed=7), lineage=clone.lineage)
+        )
+        driver.send(AddRequest("r3", fork.prompt, fork.spec, lineage=fork.lineage))
         final = _final(_wait_done(driver, ["r2", "r3"]))
     cloned, forked = final["r2"], final["r3"]
     assert cloned.state is forked.state is S.FINISHED
