@@ -83,11 +83,14 @@ _CHAT_TEMPLATE = (
 _MARKER = "stepview-demo-model.json"
 _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
-# What makes the demo fast and small on a CPU (EngineArgs field -> value). Measured on 2 cores:
-# the model needs ~1 KiB of KV cache per token, so 64 MiB holds ~64k tokens (512 blocks of 128),
-# far more than 32 sequences of 512 tokens; the default would zero-fill 92 % of free RAM.
+# What makes the demo fast and small on a CPU (EngineArgs field -> value). The model needs
+# ~1 KiB of KV cache per token, so 6 MiB holds ~6k tokens (48 blocks of 128): less than 32
+# sequences of up to 512 tokens can use, on purpose. The demo is there to watch a scheduler at
+# work, and with a cache that cannot hold every seat at full length a load (the dialog's
+# defaults: 40 requests, 64-256 prompt and 64-128 output tokens) queues *and* preempts within
+# seconds, as a busy GPU box does. (vLLM's default would zero-fill 92 % of free RAM.)
 DEMO_ENGINE_DEFAULTS: dict[str, object] = {
-    "kv_cache_memory_bytes": 64 * 1024 * 1024,
+    "kv_cache_memory_bytes": 6 * 1024 * 1024,
     "enforce_eager": True,
     "dtype": "float32",
     "max_model_len": 512,
