@@ -48,13 +48,6 @@ class Clock:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(ipc_address(tmp_path))
-    yield s
-    s.kill()
-
-
-@pytest.fixture
 def clock() -> Clock:
     return Clock()
 

@@ -88,13 +88,6 @@ def fake_api() -> Iterator[FakeApi]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(ipc_address(tmp_path))
-    yield s
-    s.kill()
-
-
-@pytest.fixture
 def api(fake_api: FakeApi) -> ServerApi:
     return ServerApi(fake_api.url + "/v1/")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,17 +18,10 @@ from stepview.engine.watched_core import LEFT
 from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState
-from tests.driver.attach_helpers import WAITING, Server, ipc_address, record, request, wait_until
+from tests.driver.attach_helpers import WAITING, Server, record, request, wait_until
 from tests.helpers import wait_for
 
 S = RequestState
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(ipc_address(tmp_path))
-    yield s
-    s.kill()
 
 
 @pytest.fixture
