@@ -41,7 +41,7 @@ class RunPane(Vertical):
 
     def __init__(self, name: str, trace: Trace, *, id: str) -> None:
         super().__init__(id=id)
-        self.border_title = f"{name}: {trace.path}"
+        self.border_title = f"{name}: {Path(trace.path or '?').name}"
         snapshots = trace.snapshots
         self._snapshots: Sequence[StepSnapshot] = snapshots
         self._steps = [snapshots.step_at(i) for i in range(len(snapshots))]
@@ -83,9 +83,9 @@ class CompareApp(App[None]):
 
     TITLE = "stepview compare"
     CSS = """
-    #panes { layout: horizontal; height: 1fr; }
+    #panes { layout: horizontal; height: 1fr; overflow: hidden; }
     #panes.stacked { layout: vertical; }
-    #status { dock: bottom; height: 2; background: $panel; }
+    #status { dock: bottom; height: auto; max-height: 4; background: $panel; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "move(-1)", "Prev", key_display="["),
@@ -141,7 +141,7 @@ class CompareApp(App[None]):
         line = difference_line(divergence, self.comparison.b_names)
         here = " ◆ here" if divergence.step == self.step else ""
         self.query_one("#status", Static).update(
-            f"{self._names} │ step {self.step}{here} │ [ ] {{ }} < > both · n diff · q quit\n{line}"
+            f"step {self.step}{here} │ {line}\n{self._names} │ [ ] {{ }} < > both · n diff · q"
         )
 
     def _go(self, position: int) -> None:
