@@ -44,12 +44,20 @@ def _run(argv: Sequence[str] | None) -> int:
         return fail("--json needs --headless")
     if own.replay is None and (own.paused or own.replay_speed != 1.0 or own.summary):
         return fail("--paused, --replay-speed and --summary go with --replay FILE")
+    if own.compare is not None:
+        compare_error = _compare_conflict(own)
+        if compare_error is not None:
+            return fail(compare_error)
     attach_error = _attach_conflict(own, engine_argv) or _load_conflict(own, engine_argv)
     if attach_error is not None:
         return fail(attach_error)
     if own.replay is not None:
         if engine_argv:
             return fail(f"--replay takes no engine flags (got {' '.join(engine_argv)})")
+        if own.compare is not None:
+            from stepview.launch.compare import run_compare
+
+            return run_compare(own.replay, own.compare, summary=own.summary)
         if own.summary:
             from stepview.launch.summary import run_summary
 
@@ -105,6 +113,17 @@ def _load_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         return "--load runs on an engine of stepview's own (no --attach)"
     max_model_len = stated_max_model_len(engine_argv)
     return None if max_model_len is None else spec.length_problem(max_model_len)
+
+
+def _compare_conflict(own: OwnOptions) -> str | None:
+    """Why ``--compare`` cannot be used as given (the files are checked when read)."""
+    if own.attach is not None or own.headless:
+        return "--compare goes with --replay A only (not with --attach or --headless)"
+    if own.replay is None:
+        return "--compare FILE goes with --replay FILE: compare two recorded runs"
+    if own.export_csv is not None:
+        return "--compare and --export-csv exclude each other (export one trace at a time)"
+    return None
 
 
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:

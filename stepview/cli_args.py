@@ -49,6 +49,7 @@ class OwnOptions:
     load_seed: int | None = None
     load_mix: tuple[tuple[str, int], ...] | None = None
     export_csv: Path | None = None
+    compare: Path | None = None
 
     def load_spec(self) -> LoadSpec | None:
         """The synthetic load the flags ask for (``None`` without ``--load``); a flag not
@@ -195,6 +196,14 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--paused",
         action="store_true",
         help="with --replay: open paused at the first step (space plays)",
+    )
+    group.add_argument(
+        "--compare",
+        type=Path,
+        metavar="FILE",
+        help="with --replay A: compare A with the trace FILE (B), step by step in the TUI, or "
+        "as a table with --summary (figures, request latency changes, first scheduling "
+        "difference)",
     )
     group.add_argument(
         "--summary",

@@ -13,7 +13,13 @@ from typing import Any, TypeVar
 from stepview.model.grow import Growing
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import Completion, RequestState, RequestView, Timings
-from stepview.trace.format import BLANK_REQUEST, entries_in, positions_in, scheduling_in
+from stepview.trace.format import (
+    BLANK_REQUEST,
+    entries_in,
+    lineage_in,
+    positions_in,
+    scheduling_in,
+)
 from stepview.trace.store import Sample, StoredRequest, TextLog
 
 T = TypeVar("T")
@@ -119,5 +125,6 @@ def apply_request_delta(
         completions=completions,
         error=delta.get("e", base.error),
         **scheduling_in(delta, base),
+        lineage=lineage_in(delta["ln"]) if "ln" in delta else base.lineage,
     )
     return StoredRequest(view, samples)

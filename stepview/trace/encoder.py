@@ -25,7 +25,9 @@ from stepview.model.snapshot import (
 )
 from stepview.trace.format import (
     BLANK_REQUEST,
+    alerts_out,
     budget_out,
+    lineage_out,
     positions_out,
     scheduling_out,
     stat_out,
@@ -170,6 +172,8 @@ def request_delta(old: RequestView | None, new: RequestView) -> dict[str, Any]:
         delta["pl"] = None if new.prompt_logprobs is None else positions_out(new.prompt_logprobs)
     if new.error != base.error:
         delta["e"] = new.error
+    if new.lineage != base.lineage:
+        delta["ln"] = lineage_out(new.lineage)
     scheduling_out(new, base, delta)
     if new.completions is not base.completions:
         old_completions = base.completions
@@ -224,6 +228,9 @@ class TraceEncoder:
                 line["counters"] = changed
         if prev is None or snapshot.total_generated != prev.total_generated:
             line["total_generated"] = snapshot.total_generated
+        old_alerts = prev.alerts if prev is not None else ()
+        if snapshot.alerts is not old_alerts and snapshot.alerts != old_alerts:
+            line["alerts"] = alerts_out(snapshot.alerts)
         budget = snapshot.budget
         if budget != (prev.budget if prev is not None else None):
             line["budget"] = budget_out(budget)

@@ -16,8 +16,9 @@ Every later line is an object with a ``"k"`` (kind):
     A problem the run's detectors raised (:mod:`stepview.model.alerts`): ``alert`` (the
     kind: ``thrash``, ``stall``, ``kv_full``), ``step``, ``clock``, ``id`` (the request, or
     null) and ``text``. Written after the step line that first showed it. Readers that do not
-    know the kind skip it (so version-1 readers read these traces); a replay works the alerts
-    out again from the snapshots.
+    know the kind skip it (so version-1 readers read these traces). A replay takes the alerts
+    that hold from the step lines' ``alerts``; a trace without them shows each alert line's
+    alert at the step it was raised.
 ``"step"``
     One published snapshot, recording only what changed since the previous step line:
     ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``, ``phase_since``,
@@ -40,10 +41,14 @@ them when they do not extend), ``cl`` cumulative logprob, ``f`` finish reason, `
 reason. Version 2 adds what the scheduler decided: per request ``wr`` its wait reason
 ``[code, text, blocker]`` (``null`` when it has none), ``st`` its tokens scheduled this step,
 ``kv``/``kp`` the KV blocks it holds now / at most, ``cc`` prompt tokens from the prefix
-cache; per step ``budget`` ``[max_tokens, prefill, decode, free_blocks, total_blocks]`` when it
-changed (``null`` once it is unknown). A logprob position is ``null`` or a list of
-``[token_id, logprob, rank, decoded]``. So a decoding step costs a few dozen bytes per request
-however long the run, and applying a delta rebuilds exactly the view that was shown.
+cache, ``ln`` its lineage ``[parent, kind, completion, token]`` (written once, in the delta
+that first shows the request: a clone or fork never changes parent); per step ``budget``
+``[max_tokens, prefill, decode, free_blocks, total_blocks]`` when it changed (``null`` once
+it is unknown) and ``alerts`` the alerts that hold, ``[kind, step, clock, text, id]`` each,
+when they changed (so a replay shows them when and as long as the live run did). A logprob
+position is ``null`` or a list of ``[token_id, logprob, rank, decoded]``. So a decoding step
+costs a few dozen bytes per request however long the run, and applying a delta rebuilds
+exactly the view that was shown.
 
 This module holds what both directions share: the header, the errors, and the codecs of the
 small values (a line, a logprob position, a sparkline entry). Writing deltas is
@@ -60,6 +65,7 @@ from importlib import metadata
 from typing import Any
 
 from stepview.model.alerts import Alert
+from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import (
@@ -270,3 +276,41 @@ def budget_out(budget: StepBudget | None) -> list[int] | None:
 def budget_in(data: Sequence[int] | None) -> StepBudget | None:
     """The inverse of :func:`budget_out`."""
     return None if data is None else StepBudget(*(int(v) for v in data[:5]))
+
+
+def lineage_out(lineage: Lineage | None) -> list[Any] | None:
+    """A request's lineage as the trace writes it (``ln``)."""
+    if lineage is None:
+        return None
+    return [lineage.parent, lineage.kind.value, lineage.completion, lineage.token]
+
+
+def lineage_in(data: Sequence[Any] | None) -> Lineage | None:
+    """The inverse of :func:`lineage_out`."""
+    if data is None:
+        return None
+    parent, kind, completion, token = data
+    return Lineage(str(parent), LineageKind(kind), int(completion), token)
+
+
+def alerts_out(alerts: Sequence[Alert]) -> list[list[Any]]:
+    """The alerts that hold after a step, as the step line's ``alerts``."""
+    return [[a.kind, a.step, a.clock, a.text, a.request_id] for a in alerts]
+
+
+def alerts_in(data: Sequence[Sequence[Any]]) -> tuple[Alert, ...]:
+    """The inverse of :func:`alerts_out`."""
+    return tuple(
+        Alert(str(k), int(step), float(clock), str(text), rid) for k, step, clock, text, rid in data
+    )
+
+
+def alert_in(line: Mapping[str, Any]) -> Alert:
+    """The alert of an ``alert`` line (the inverse of :func:`alert_line`)."""
+    return Alert(
+        str(line["alert"]),
+        int(line["step"]),
+        float(line["clock"]),
+        str(line["text"]),
+        line.get("id"),
+    )

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import IO, Any, TypeVar
 
+from stepview.model.alerts import Alert
 from stepview.model.errors import describe
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget
@@ -36,6 +37,8 @@ from stepview.trace.format import (
     BLANK_REQUEST,
     TraceError,
     TraceEvent,
+    alert_in,
+    alerts_in,
     budget_in,
     check_header,
     info_from_dict,
@@ -71,6 +74,8 @@ class _Decoder:
         self._phase_since = 0.0
         self._total_generated = 0
         self._budget: StepBudget | None = None
+        self._alerts: tuple[Alert, ...] = ()
+        self._alerts_on_steps = False  # the step lines carry ``alerts`` (see _alert)
         self._recent_end = 0
         self._recent_len = 0
         self._recent_cap: int | None = None
@@ -84,6 +89,8 @@ class _Decoder:
             self._step(line)
         elif kind == "event":
             self._event(line)
+        elif kind == "alert":
+            self._alert(line)
         # Other kinds are additions a later v1 writer may make; a reader skips them.
 
     def _event(self, line: Mapping[str, Any]) -> None:
@@ -101,6 +108,14 @@ class _Decoder:
         if event.kind == "add":
             self._added[event.request_id] = event
 
+    def _alert(self, line: Mapping[str, Any]) -> None:
+        """A trace whose step lines say which alerts hold needs no alert line; one written
+        before they did shows each alert at the step that raised it (the line follows it)."""
+        rows = self._store.rows
+        if self._alerts_on_steps or not rows:
+            return
+        rows[-1] = replace(rows[-1], alerts=(*rows[-1].alerts, alert_in(line)))
+
     def _step(self, line: Mapping[str, Any]) -> None:
         if "info" in line:
             self._info = info_from_dict(line["info"])
@@ -109,6 +124,9 @@ class _Decoder:
         self._total_generated = int(line.get("total_generated", self._total_generated))
         if "budget" in line:
             self._budget = budget_in(line["budget"])
+        if "alerts" in line:
+            self._alerts = alerts_in(line["alerts"])
+            self._alerts_on_steps = True
         if "counters" in line:
             self._counters = replace(self._counters, **line["counters"])
         self._recent(line)
@@ -140,6 +158,7 @@ class _Decoder:
                 recent_len=self._recent_len,
                 total_generated=self._total_generated,
                 budget=self._budget,
+                alerts=self._alerts,
             )
         )
 

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepview.model.alerts import Alert
 from stepview.model.grow import Frozen, Growing, PrefixView
 from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import (
@@ -113,6 +114,7 @@ class Row:
     recent_len: int
     total_generated: int
     budget: StepBudget | None = None  # trace version 2 on
+    alerts: tuple[Alert, ...] = ()  # those that hold after the step (trace version 2 on)
 
 
 def with_text(request: StoredRequest) -> RequestView:
@@ -178,6 +180,7 @@ class Store:
                 recent=tuple(self.stats[row.recent_end - row.recent_len : row.recent_end]),
                 total_generated=row.total_generated,
                 budget=row.budget,
+                alerts=row.alerts,
             )
             self._snapshots[index] = snapshot
             if len(self._snapshots) > _SNAPSHOT_CACHE:

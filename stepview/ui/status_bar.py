@@ -131,6 +131,8 @@ class StatusBar(Widget):
         elif isinstance(mark, ReplayMark):
             if mark.status.warning:
                 left = _spaced(("⚠ " + one_line(mark.status.warning, 200), "bold $error"))
+            elif snap.alerts:  # recorded in the trace: shown as the live run showed them
+                left = _spaced((alert_text(snap.alerts), "bold $warning"))
             playing = f"{mark.symbol} {speed_text(mark.status.speed)}"
             step = _spaced(("step", _MUTED), (mark.position(snap.step), "bold"))
             right = _grouped(_spaced(("REPLAY", "bold $warning"), (playing, "bold")), state, step)
