@@ -54,10 +54,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from stepview.launch.summary import run_summary
 
             return run_summary(own.replay)
-        if own.export_csv is not None:
+        if own.export_csv is not None or own.export_chrome_trace is not None:
             from stepview.launch.export import export_replay
 
-            return export_replay(own.replay, own.export_csv)
+            return export_replay(own.replay, own.export_csv, own.export_chrome_trace)
         from stepview.launch.replay import run_replay
 
         return run_replay(own.replay, speed=own.replay_speed, paused=own.paused)
@@ -69,6 +69,7 @@ def _run(argv: Sequence[str] | None) -> int:
         "--results": own.results,
         "--record": own.record,
         "--export-csv": own.export_csv,
+        "--export-chrome-trace": own.export_chrome_trace,
     }
     problem = check_output_paths(outputs)
     if problem is not None:
