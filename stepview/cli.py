@@ -62,10 +62,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from stepview.launch.summary import run_summary
 
             return run_summary(own.replay)
-        if own.export_csv is not None:
+        if own.export_csv is not None or own.export_chrome_trace is not None:
             from stepview.launch.export import export_replay
 
-            return export_replay(own.replay, own.export_csv)
+            return export_replay(own.replay, own.export_csv, own.export_chrome_trace)
         from stepview.launch.replay import run_replay
 
         return run_replay(own.replay, speed=own.replay_speed, paused=own.paused)
@@ -77,6 +77,7 @@ def _run(argv: Sequence[str] | None) -> int:
         "--results": own.results,
         "--record": own.record,
         "--export-csv": own.export_csv,
+        "--export-chrome-trace": own.export_chrome_trace,
     }
     problem = check_output_paths(outputs)
     if problem is not None:
@@ -121,8 +122,8 @@ def _compare_conflict(own: OwnOptions) -> str | None:
         return "--compare goes with --replay A only (not with --attach or --headless)"
     if own.replay is None:
         return "--compare FILE goes with --replay FILE: compare two recorded runs"
-    if own.export_csv is not None:
-        return "--compare and --export-csv exclude each other (export one trace at a time)"
+    if own.export_csv is not None or own.export_chrome_trace is not None:
+        return "--compare and the exports exclude each other (export one trace at a time)"
     return None
 
 

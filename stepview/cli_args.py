@@ -50,6 +50,7 @@ class OwnOptions:
     load_mix: tuple[tuple[str, int], ...] | None = None
     export_csv: Path | None = None
     compare: Path | None = None
+    export_chrome_trace: Path | None = None
 
     def load_spec(self) -> LoadSpec | None:
         """The synthetic load the flags ask for (``None`` without ``--load``); a flag not
@@ -251,7 +252,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 
 def _add_load_args(parser: argparse.ArgumentParser) -> None:
-    """The ``synthetic load`` group: ``--load`` and the flags that shape it, ``--export-csv``."""
+    """The ``synthetic load`` group: ``--load`` and the flags that shape it, and the exports
+    (``--export-csv``, ``--export-chrome-trace``)."""
     d = LoadSpec()
     group = parser.add_argument_group(
         "synthetic load",
@@ -302,6 +304,15 @@ def _add_load_args(parser: argparse.ArgumentParser) -> None:
         "finished, queue_time, ttft, e2e, prompt_tokens, output_tokens, preemptions, "
         "finish_reason) when the run ends; with --replay FILE: from the trace, then exit "
         "without the TUI",
+    )
+    group.add_argument(
+        "--export-chrome-trace",
+        type=Path,
+        metavar="OUT.json",
+        help="write the run as a Chrome trace for ui.perfetto.dev or chrome://tracing when it "
+        "ends: a track per request (waiting, prefill, decode, preempted spans), counters for "
+        "KV cache usage, running, waiting and tokens per step; with --replay FILE: from the "
+        "trace, then exit without the TUI",
     )
 
 

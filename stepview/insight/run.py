@@ -13,6 +13,7 @@ from typing import Any
 
 from stepview.insight.alerts import Thresholds, Watchdogs
 from stepview.insight.latency import RECENT_WINDOW, LatencyStats
+from stepview.insight.steps import StepSeries
 from stepview.insight.timeline import TimelineTracker
 from stepview.model.alerts import Alert
 from stepview.model.snapshot import StepSnapshot
@@ -26,9 +27,16 @@ class RunInsight:
     """
 
     def __init__(
-        self, thresholds: Thresholds | None = None, *, window: int = RECENT_WINDOW
+        self,
+        thresholds: Thresholds | None = None,
+        *,
+        window: int = RECENT_WINDOW,
+        keep_steps: bool = False,
     ) -> None:
+        """``keep_steps`` keeps every step's figures in :attr:`step_series` (for a Chrome
+        trace export); without it :attr:`step_series` is None."""
         self.timelines = TimelineTracker()
+        self.step_series = StepSeries() if keep_steps else None
         self.latency = LatencyStats(window)
         self.watchdogs = Watchdogs(thresholds)
         self.steps = 0
@@ -36,6 +44,8 @@ class RunInsight:
     def observe(self, snapshot: StepSnapshot) -> tuple[Alert, ...]:
         """Fold the snapshot in; returns the alerts that hold after it."""
         changed = self.timelines.observe(snapshot)
+        if self.step_series is not None:
+            self.step_series.observe(snapshot)
         for timeline in changed:
             if timeline.done and timeline.view is not None and not timeline.counted:
                 timeline.counted = True

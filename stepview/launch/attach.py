@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from stepview.cli_args import OwnOptions
-from stepview.insight.run import RunInsight
 from stepview.launch.exits import fail
+from stepview.launch.export import exports_insight
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import open_outputs, wrap_up
@@ -63,7 +63,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": options.api}
 
-    insight = RunInsight()
+    insight = exports_insight(options)
     outputs = open_outputs(options, header, insight)
     if isinstance(outputs, int):
         return outputs
@@ -84,9 +84,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     for request in requests:
         driver.send(request)
     app_code = run_app(driver)
-    return wrap_up(
-        driver, sinks, results_path, default_results, log_path, app_code, options.export_csv
-    )
+    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code, options)
 
 
 def check_address(address: str) -> None:

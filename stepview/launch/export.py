@@ -1,17 +1,23 @@
-"""``--export-csv OUT.csv``: the run's requests as CSV rows, from a live run or a trace.
+"""``--export-csv OUT.csv`` and ``--export-chrome-trace OUT.json``, from a live run or a trace.
 
-The rows are written once, from the last snapshot (every request by then is finished,
-rejected, aborted or unfinished), so the file is complete or absent. A replay export reads
-the whole trace without drawing anything and without vLLM: a trace from a GPU box becomes a
-spreadsheet on a laptop.
+Both are written once, at the end (every request by then is finished, rejected, aborted or
+unfinished), so a file is complete or absent: the CSV from the last snapshot, the Chrome
+trace from the run insight's timelines and step figures. A replay export reads the whole
+trace without drawing anything and without vLLM, feeding its snapshots through the same
+insight the live run had: a trace from a GPU box becomes a spreadsheet or a Perfetto
+timeline on a laptop.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from stepview.cli_args import OwnOptions
+from stepview.insight.chrome_trace import export_timelines
+from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
-from stepview.launch.paths import output_path_problem
+from stepview.launch.paths import check_output_paths
+from stepview.launch.summary import summarize
 from stepview.model.csv_export import export_snapshot
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.format import TraceError
@@ -30,11 +36,44 @@ def export_csv(path: Path | None, snapshot: StepSnapshot) -> str | None:
     return None
 
 
-def export_replay(trace_path: Path, csv_path: Path) -> int:
-    """``--replay TRACE --export-csv OUT.csv``: the trace's last step as CSV; the exit code."""
-    problem = output_path_problem(csv_path)
+def export_chrome_trace(
+    path: Path | None, insight: RunInsight, snapshot: StepSnapshot
+) -> str | None:
+    """Write the run's timelines and step figures to ``path`` (if asked) as a Chrome trace
+    and say so; why not, if it failed. ``insight`` must keep its steps (``keep_steps``)."""
+    if path is None:
+        return None
+    points = insight.step_series.points if insight.step_series is not None else []
+    try:
+        tracks = export_timelines(
+            path, insight.timelines, points, snapshot.info.label or "stepview"
+        )
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    notice(f"{tracks} request track(s) exported to {path} (open it in ui.perfetto.dev)")
+    return None
+
+
+def exports_insight(options: OwnOptions) -> RunInsight:
+    """The run insight for a live run: keeping every step's figures if a Chrome trace is
+    to be written at the end."""
+    return RunInsight(keep_steps=options.export_chrome_trace is not None)
+
+
+def export_run(
+    csv_path: Path | None, chrome_path: Path | None, insight: RunInsight, snapshot: StepSnapshot
+) -> list[str]:
+    """Every export a run's flags ask for, at its end; what went wrong (one line each)."""
+    errors = [export_csv(csv_path, snapshot), export_chrome_trace(chrome_path, insight, snapshot)]
+    return [error for error in errors if error is not None]
+
+
+def export_replay(trace_path: Path, csv_path: Path | None, chrome_path: Path | None) -> int:
+    """``--replay TRACE --export-csv OUT.csv`` and/or ``--export-chrome-trace OUT.json``:
+    the trace exported without the TUI; the exit code."""
+    problem = check_output_paths({"--export-csv": csv_path, "--export-chrome-trace": chrome_path})
     if problem is not None:
-        return fail(f"--export-csv {csv_path}: {problem}")
+        return fail(problem)
     try:
         trace = load_trace(trace_path)
     except TraceError as exc:
@@ -44,5 +83,9 @@ def export_replay(trace_path: Path, csv_path: Path) -> int:
         return fail(f"{trace_path}: the trace holds no step to export")
     if trace.warning:
         notice(f"{trace_path}: {trace.warning}")
-    error = export_csv(csv_path, snapshots[len(snapshots) - 1])
-    return EXIT_OK if error is None else fail(error, EXIT_FAILED)
+    # The insight (a pass over every snapshot) only when the Chrome trace needs it.
+    insight = summarize(trace, keep_steps=True) if chrome_path is not None else RunInsight()
+    errors = export_run(csv_path, chrome_path, insight, snapshots[len(snapshots) - 1])
+    for error in errors:
+        fail(error, EXIT_FAILED)
+    return EXIT_FAILED if errors else EXIT_OK

@@ -37,7 +37,6 @@ from typing import TextIO
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver import Driver
 from stepview.insight.report import format_summary
-from stepview.insight.run import RunInsight
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -45,7 +44,7 @@ from stepview.launch.exits import (
     fail,
     unfinished_note,
 )
-from stepview.launch.export import export_csv
+from stepview.launch.export import export_run, exports_insight
 from stepview.model.commands import AddRequest, Command, Schedule, Shutdown
 from stepview.model.errors import describe
 from stepview.model.load import plan_load
@@ -181,7 +180,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             logging.getLogger("stepview").exception("preparing the engine failed")
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
-        insight = RunInsight()
+        insight = exports_insight(options)
         try:
             files = file_sinks(
                 holder.header_fields,
@@ -213,7 +212,10 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             insight=insight,
         )
         code, completed = _drive(driver, requests, printer, options.results)
-        errors = [*sink_errors(sinks), export_csv(options.export_csv, driver.latest())]
+        exported = export_run(
+            options.export_csv, options.export_chrome_trace, insight, driver.latest()
+        )
+        errors = [*sink_errors(sinks), *exported]
         if completed and not any(errors):
             # Only after a run that went to its end: an interrupted or failed one says why in
             # one line, and a closed pipe ends quietly.

@@ -19,9 +19,10 @@ from stepview.trace.reader import load_trace
 from stepview.trace.store import Trace
 
 
-def summarize(trace: Trace) -> RunInsight:
-    """A :class:`RunInsight` fed every snapshot of the trace, in order."""
-    insight = RunInsight()
+def summarize(trace: Trace, *, keep_steps: bool = False) -> RunInsight:
+    """A :class:`RunInsight` fed every snapshot of the trace, in order (keeping every step's
+    figures with ``keep_steps``, for a Chrome trace)."""
+    insight = RunInsight(keep_steps=keep_steps)
     for snapshot in trace.snapshots:
         insight.observe(snapshot)
     return insight

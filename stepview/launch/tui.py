@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
-from stepview.launch.export import export_csv
+from stepview.launch.export import export_run, exports_insight
 from stepview.launch.headless import starting_commands
 from stepview.launch.paths import default_results_path
 from stepview.launch.runner import run_app
@@ -51,7 +51,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if problem is not None:
         return fail(problem)
     holder = EngineArgsHolder()
-    insight = RunInsight()
+    insight = exports_insight(options)
     outputs = open_outputs(options, holder.header_fields, insight)
     if isinstance(outputs, int):
         return outputs
@@ -82,9 +82,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if usage is not None:
         _drop_if_empty(results_path, default_results)
         return fail(usage.message(also_known=own_option_names()))
-    return wrap_up(
-        driver, sinks, results_path, default_results, log_path, app_code, options.export_csv
-    )
+    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code, options)
 
 
 def open_outputs(
@@ -121,10 +119,11 @@ def wrap_up(
     default_results: bool,
     log_path: Path,
     app_code: int,
-    csv_path: Path | None = None,
+    options: OwnOptions,
 ) -> int:
-    """After the app: name the results file, write ``--export-csv``'s rows, report what went
-    wrong; the exit code."""
+    """After the app: name the results file, write the exports the flags ask for
+    (``--export-csv``, ``--export-chrome-trace``, from the driver's insight), report what
+    went wrong; the exit code."""
     from stepview.engine.sinks import sink_errors
 
     _report_results(results_path, default=default_results, unfinished=driver.unfinished)
@@ -138,9 +137,9 @@ def wrap_up(
         exit_now(EXIT_FAILED, run_exit_handlers=False)
     if driver.error:
         notice(f"{driver.error} (details in {log_path})")
-    csv_error = export_csv(csv_path, driver.latest())
-    if csv_error is not None:
-        file_errors.append(csv_error)
+    file_errors += export_run(
+        options.export_csv, options.export_chrome_trace, driver.insight, driver.latest()
+    )
     for error in file_errors:
         notice(error)
     return EXIT_FAILED if driver.error or app_code or file_errors else EXIT_OK

@@ -81,3 +81,15 @@ def test_the_summary_prints_without_vllm_or_textual(two_traces: tuple[Path, Path
     assert done.returncode == 0, done.stderr
     assert "no scheduling difference over 4 steps" in done.stdout
     assert done.stdout.startswith(f"A: {a}\nB: {b}\n")
+
+
+@pytest.mark.parametrize("export", ["--export-csv", "--export-chrome-trace"])
+def test_compare_with_an_export(
+    two_traces: tuple[Path, Path],
+    export: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = two_traces
+    argv = ["--replay", str(a), "--compare", str(b), export, str(tmp_path / "out")]
+    _fails(argv, capsys, "--compare and the exports exclude each other")

@@ -1,5 +1,5 @@
-"""The load flags and --export-csv on the real command line: refused before anything runs,
-and a replay exported to CSV without vLLM."""
+"""The load flags and the exports on the real command line: refused before anything runs,
+and a replay exported to CSV and to a Chrome trace without vLLM."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from stepview.launch.summary import summarize
 from stepview.model.csv_export import COLUMNS
+from stepview.trace.reader import load_trace
 from tests.e2e.terminal import command_env
+from tests.insight.chrome_checks import check_against_run, load
 
 REPLAY = Path(__file__).parents[1] / "data" / "replay.trace.jsonl"
 
@@ -41,6 +44,8 @@ REPLAY = Path(__file__).parents[1] / "data" / "replay.trace.jsonl"
         (["--load", "5", "--replay", str(REPLAY)], "--load sends requests to an engine"),
         (["--load", "5", "--attach", "tcp://127.0.0.1:1"], "--attach"),
         (["--load", "5", "--export-csv", "/no/such/dir/out.csv"], "--export-csv"),
+        (["--export-chrome-trace", "/no/such/dir/out.json"], "--export-chrome-trace"),
+        (["--export-csv", "same", "--export-chrome-trace", "same"], "name the same file"),
     ],
 )
 @pytest.mark.parametrize("mode", [["--headless"], []])
@@ -58,7 +63,8 @@ def test_bad_load_flags_refused_in_one_line_with_exit_2(  # type: ignore[no-unty
 
 def test_help_documents_the_load_flags(run_stepview) -> None:  # type: ignore[no-untyped-def]
     done = run_stepview(["--help"], timeout=120)
-    for flag in ("--load N", "--rate R", "--input-len MIN:MAX", "--load-mix MIX", "--export-csv"):
+    flags = ("--load N", "--rate R", "--input-len MIN:MAX", "--load-mix MIX", "--export-csv")
+    for flag in (*flags, "--export-chrome-trace OUT.json"):
         assert flag in done.stdout
     assert "greedy" in done.stdout and "sampled" in done.stdout
 
@@ -92,3 +98,42 @@ def test_replay_exported_to_csv_without_vllm_or_ui(tmp_path: Path) -> None:
             assert float(row["ttft"]) <= float(row["e2e"]) + 1e-9
             assert int(row["output_tokens"]) >= 1
             assert row["finish_reason"]
+
+
+def test_replay_exported_to_a_chrome_trace_without_vllm_or_ui(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    code = (
+        "import sys\nfrom stepview.cli import main\n"
+        f"rc = main(['--replay', {str(REPLAY)!r}, '--export-chrome-trace', {str(out)!r}])\n"
+        "assert 'vllm' not in sys.modules and 'textual.app' not in sys.modules\n"
+        "sys.exit(rc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=command_env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "request track(s) exported to" in done.stderr
+    trace = load_trace(REPLAY)
+    snapshots = [trace.snapshots[i] for i in range(len(trace.snapshots))]
+    check_against_run(load(out), summarize(trace, keep_steps=True), snapshots)
+
+
+def test_replay_export_to_an_unwritable_place_fails_before_reading(tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "out.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stepview",
+            "--replay",
+            str(REPLAY),
+            "--export-chrome-trace",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--export-chrome-trace" in done.stderr and "does not exist" in done.stderr

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from stepview.launch.summary import summarize
 from stepview.model.csv_export import COLUMNS
 from stepview.model.load import LenRange, LoadSpec, plan_load
+from stepview.trace.reader import load_trace
+from tests.insight.chrome_checks import check_against_run, load
 
 
 @pytest.mark.engine
@@ -59,3 +62,23 @@ def test_prompts_file_at_spaces_the_arrivals(run_stepview, tmp_path: Path) -> No
     assert set(arrival) == {"t0", "t1", "t2"}
     assert arrival["t1"] - arrival["t0"] == pytest.approx(1.0, abs=0.25)
     assert arrival["t2"] - arrival["t0"] == pytest.approx(2.0, abs=0.25)
+
+
+@pytest.mark.engine
+def test_chrome_trace_of_a_run_with_preemptions(run_stepview, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A KV cache too small for the load makes vLLM preempt; the Chrome trace written at the
+    end of the live run tells the run its recording tells (spans, preemptions, counters)."""
+    out = tmp_path / "run.json"
+    record = tmp_path / "run.trace.jsonl"
+    args = ["--load", "24", "--rate", "inf", "--kv-cache-memory-bytes", "4194304"]
+    done = run_stepview(
+        ["--headless", "--json", *args, "--record", str(record), "--export-chrome-trace", str(out)]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "24 request track(s) exported to" in done.stderr
+    trace = load_trace(record)
+    snapshots = [trace.snapshots[i] for i in range(len(trace.snapshots))]
+    exported = load(out)
+    check_against_run(exported, summarize(trace, keep_steps=True), snapshots)
+    preempted = [e for e in exported["traceEvents"] if e["ph"] == "i"]
+    assert preempted, "the tiny KV cache made no preemption"
