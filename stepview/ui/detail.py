@@ -261,7 +261,10 @@ class DetailScreen(Screen[None]):
         snapshot = self._snapshot
         view = snapshot.find(self.request_id)
         now = snapshot.clock if view is not None and not view.state.done else self._now
-        same_step = snapshot.step == self._step
+        # The strip marks the shown step; a finished request's strip no longer moves, so a
+        # live engine's steps do not redraw it (its long heat-map) at every poll.
+        done = view is not None and view is self._view and view.state.done
+        same_step = snapshot.step == self._step or done
         if self._drawn and view is self._view and now == self._now and same_step and not force:
             return
         self._view, self._now, self._drawn, self._step = view, now, True, snapshot.step
