@@ -31,6 +31,10 @@ def _mid_run() -> StepviewApp:
     return scenes.make_app(mid_run())[0]
 
 
+def _story() -> StepviewApp:
+    return scenes.story_app()[0]
+
+
 def _replay() -> StepviewApp:
     return scenes.replay_app(TRACE)[0]
 
@@ -42,6 +46,9 @@ SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
     "logprob-heatmap": (_mid_run, scenes.show_heatmap),
     "fork-form": (_mid_run, scenes.show_fork_form),
     "replay-paused": (_replay, scenes.at_step(17)),
+    "timeline-strip": (_story, scenes.show_strip),
+    "step-view": (_story, scenes.show_step_view),
+    "latency-panel": (_story, scenes.show_latency),
 }
 
 

@@ -17,6 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
 from stepview.demo.sources import HistorySource, StaticSource
+from stepview.demo.story import preemption_story
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.replay import ReplaySource
 from stepview.ui.app import StepviewApp
@@ -127,4 +128,29 @@ async def at_end(pilot: Pilot[None]) -> None:
     await until(pilot, lambda: app.check_action("newest", ()) is True)
     await pilot.press("greater_than_sign")
     await until(pilot, lambda: app.shown is not None and app.shown.engine_state.value == "stopped")
+    await pilot.pause()
+
+
+# -- the scheduler insight views, over the preemption story (stepview.demo.story) -------------
+
+
+def story_app() -> tuple[StepviewApp, HistorySource]:
+    """A live-looking app that kept every step of the story (:mod:`stepview.demo.story`)."""
+    return history_app(preemption_story())
+
+
+async def show_strip(pilot: Pilot[None]) -> None:
+    """s1's detail at step 9 (prefilled again after its preemption), the preemption chosen."""
+    await at_step(9, "enter")(pilot)
+    await pilot.press("comma")
+    await pilot.pause()
+
+
+show_step_view = at_step(6, "v")
+"""The step view of step 6: s1 preempted, s3 admitted, the budget mostly prefill."""
+
+
+async def show_latency(pilot: Pilot[None]) -> None:
+    """``t`` at the newest step: every request of the story has finished."""
+    await pilot.press("t")
     await pilot.pause()

@@ -51,11 +51,17 @@ from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
 from stepview.ui.goto import GoToStep
 from stepview.ui.help import app_help
+from stepview.ui.latency_view import LatencyScreen
 from stepview.ui.loading import ErrorScreen, LoadingView
 from stepview.ui.request_table import RequestTable
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
 from stepview.ui.status_bar import StatusBar
+from stepview.ui.step_view import StepScreen
+from stepview.ui.strip import StepChosen
 from stepview.ui.timeline import timeline_for
+
+# Full screens that show the step on screen and follow the history keys.
+_FOLLOWERS = (DetailScreen, StepScreen, LatencyScreen)
 
 
 class StepviewApp(App[None]):
@@ -207,7 +213,7 @@ class StepviewApp(App[None]):
         if snapshot.engine_state is EngineState.ERROR:
             self._report_error(snapshot)
         for screen in self.screen_stack:
-            if isinstance(screen, DetailScreen):
+            if isinstance(screen, _FOLLOWERS):
                 screen.show_snapshot(snapshot)
         self._show_where()
 
@@ -224,7 +230,7 @@ class StepviewApp(App[None]):
         self.set_class(isinstance(mark, HistoryMark), "-history")
         where = mark_text(mark, shown.step)
         for screen in self.screen_stack:
-            if isinstance(screen, DetailScreen):
+            if isinstance(screen, _FOLLOWERS):
                 screen.show_where(where)
         if isinstance(mark, ReplayMark) and mark.status.warning and not self._warned:
             self._warned = True
@@ -327,7 +333,19 @@ class StepviewApp(App[None]):
     @on(RequestTable.Chosen)
     def _open_detail(self, event: RequestTable.Chosen) -> None:
         if self.shown is not None:
-            self.push_screen(DetailScreen(event.view.request_id, self.shown))
+            self.push_screen(DetailScreen(event.view.request_id, self.shown, self.source.history))
+            self._show_where()
+
+    def action_step_view(self) -> None:
+        """``v``: the scheduler's decisions in the step on screen (read-only, replay too)."""
+        if self.shown is not None:
+            self.push_screen(StepScreen(self.shown, self.source.history))
+            self._show_where()
+
+    def action_latency(self) -> None:
+        """``t``: latency percentiles of the requests finished by the step on screen."""
+        if self.shown is not None:
+            self.push_screen(LatencyScreen(self.shown))
             self._show_where()
 
     # -- looking back: history of a live run, or playback of a replay ----------------------
@@ -354,6 +372,10 @@ class StepviewApp(App[None]):
         history = self.source.history()
         first, last = (history[0].step, history[-1].step) if history else (0, 0)
         self.push_screen(GoToStep(first, last), self._go_to)
+
+    @on(StepChosen)
+    def _step_chosen(self, event: StepChosen) -> None:
+        self._go_to(event.step)  # a point chosen on a request's timeline strip
 
     def _go_to(self, step: int | None) -> None:
         if step is not None:

@@ -116,9 +116,28 @@ TIME_BINDINGS: list[BindingType] = [
 ]
 """Keys that move through time: the history of a live run, or a replay's playback."""
 
+VIEW_BINDINGS: list[BindingType] = [
+    Binding(
+        "v",
+        "step_view",
+        "Step view",
+        show=False,
+        tooltip="The step on screen: token budget, scheduled, preempted, waiting and why",
+    ),
+    Binding(
+        "t",
+        "latency",
+        "Latency",
+        show=False,
+        tooltip="Latency percentiles (queue, TTFT, inter-token, e2e, tok/s) and a histogram",
+    ),
+]
+"""Read-only views of the step on screen; they work live, looking back and in a replay."""
+
 APP_BINDINGS: list[BindingType] = [
     *ENGINE_BINDINGS,
     *TIME_BINDINGS,
+    *VIEW_BINDINGS,
     Binding(
         "slash",
         "filter",
@@ -164,6 +183,7 @@ MAIN_ACTIONS = frozenset(
     {"add", "clone", "fork", "pause", "step", "abort", "demo", "load", "filter", "help", "quit"}
     | {"read_only"}
     | {"older", "newer", "oldest", "newest", "goto", "speed"}
+    | {"step_view", "latency"}
 )
 # Keys that add requests, and the one that takes their keys where nothing can be added.
 _WRITING_ACTIONS = frozenset({"add", "clone", "fork", "demo", "load", "read_only"})

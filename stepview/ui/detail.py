@@ -5,6 +5,9 @@ The screen follows the request by id through the snapshots the app shows. Since 
 unchanged request is the very same :class:`RequestView` object in the next snapshot, the
 (possibly long) text is rebuilt only when the request actually moved, or the token cursor did.
 
+Under the header, the request's life as a strip over steps (:mod:`stepview.ui.strip`):
+``,``/``.`` choose a segment and Enter moves the app's history to its first step.
+
 A cursor (← →) stops on every token; the panel at the bottom shows its probability and top
 candidates. ``f`` forks the request at the cursor: the add form, prefilled with the prompt
 plus the sample up to and including that token (``c``, the app's key, clones it whole).
@@ -12,6 +15,7 @@ plus the sample up to and including that token (``c``, the app's key, clones it 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -35,6 +39,7 @@ from stepview.ui.format import (
     state_detail,
 )
 from stepview.ui.heatmap import Spot, heat_parts, prompt_texts, spots, token_panel
+from stepview.ui.strip import StepChosen, StripTracker, segment_at, strip_parts
 
 _Part = str | tuple[str, str]
 _HEADING = "bold $primary"
@@ -112,16 +117,19 @@ def _scheduling(view: RequestView) -> list[_Part]:
         parts += [
             ("KV blocks ", _MUTED),
             f"{view.kv_blocks} now, {view.peak_kv_blocks} at most",
-            ("  prefix cache ", _MUTED),
+            "  ",
+            ("prefix cache ", _MUTED),
             f"{view.cached_prompt_tokens} prompt tokens",
             "\n",
         ]
     return parts
 
 
-def describe(view: RequestView, now: float, cursor: Spot | None = None) -> Content:
+def describe(
+    view: RequestView, now: float, cursor: Spot | None = None, strip: Sequence[_Part] = ()
+) -> Content:
     """The whole detail text of ``view`` as of the snapshot clock ``now``, with the token
-    cursor on ``cursor``."""
+    cursor on ``cursor`` and the timeline ``strip`` (:func:`~stepview.ui.strip.strip_parts`)."""
     parts: list[_Part] = [(one_line(view.request_id, 80), "bold $secondary"), "  "]
     if view.lineage is not None:
         parts += [(one_line(view.lineage.label(), 80), "italic"), "  "]
@@ -139,6 +147,7 @@ def describe(view: RequestView, now: float, cursor: Spot | None = None) -> Conte
     if view.error:
         parts += [("error ", "bold $error"), (multi_line(view.error), "$error"), "\n"]
     parts += _scheduling(view)
+    parts += strip
     # What was asked and answered first (the heat-map in view at 80x24), then the figures.
     parts += [*_heading("Prompt"), multi_line(view.prompt), "\n"]
     for completion in view.completions:
@@ -167,12 +176,46 @@ class DetailScreen(Screen[None]):
         Binding("shift+left", "token(-10)", "10 tokens back", show=False, priority=True),
         Binding("shift+right", "token(10)", "10 tokens on", show=False, priority=True),
         Binding("f", "fork", "Fork", tooltip="Fork at the cursor: prompt + sample up to it"),
+        Binding(
+            "comma",
+            "segment(-1)",
+            "Prev segment",
+            key_display=",",
+            show=False,
+            tooltip="Timeline strip: choose the previous segment",
+        ),
+        Binding(
+            "full_stop",
+            "segment(1)",
+            "Next segment",
+            key_display=".",
+            show=False,
+            tooltip="Timeline strip: choose the next segment",
+        ),
+        Binding(
+            "enter",
+            "show_segment",
+            "Show step",
+            show=False,
+            tooltip="Move the history to the chosen segment's first step",
+        ),
     ]
 
-    def __init__(self, request_id: str, snapshot: StepSnapshot) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        snapshot: StepSnapshot,
+        history: Callable[[], Sequence[StepSnapshot]] | None = None,
+    ) -> None:
+        """``history``: the snapshots the app keeps (the replay's trace), for the strip."""
         super().__init__()
         self.request_id = request_id
         self._snapshot = snapshot
+        self._history = history or (lambda: (self._snapshot,))
+        self._strip = StripTracker(request_id)
+        self.chosen: int | None = None
+        """The segment chosen with ``,``/``.``; ``None``: the one holding the shown step."""
+        self._step = -1
         self._view: RequestView | None = None
         self._now = 0.0
         self._drawn = False
@@ -218,9 +261,13 @@ class DetailScreen(Screen[None]):
         snapshot = self._snapshot
         view = snapshot.find(self.request_id)
         now = snapshot.clock if view is not None and not view.state.done else self._now
-        if self._drawn and view is self._view and now == self._now and not force:
+        # The strip marks the shown step; a finished request's strip no longer moves, so a
+        # live engine's steps do not redraw it (its long heat-map) at every poll.
+        done = view is not None and view is self._view and view.state.done
+        same_step = snapshot.step == self._step or done
+        if self._drawn and view is self._view and now == self._now and same_step and not force:
             return
-        self._view, self._now, self._drawn = view, now, True
+        self._view, self._now, self._drawn, self._step = view, now, True, snapshot.step
         body = self.query_one("#detail-body", Static)
         if view is None:
             body.update(
@@ -229,8 +276,46 @@ class DetailScreen(Screen[None]):
         else:
             if self.cursor is None:
                 self._place_cursor(view)
-            body.update(describe(view, now, self.cursor))
+            body.update(describe(view, now, self.cursor, self._strip_parts()))
         self.query_one("#detail-token", Static).update(token_panel(view, self.cursor))
+
+    def _strip_parts(self) -> list[str | tuple[str, str]]:
+        history = self._history()
+        timeline = self._strip.update(history)
+        chosen = self.chosen if self.chosen is not None else segment_at(timeline, self._step)
+        return strip_parts(
+            timeline,
+            history,
+            width=min(120, self.app.size.width - 4),
+            shown_step=self._step,
+            chosen=chosen,
+            kept_from=self._strip.kept_from,
+        )
+
+    def _segments(self) -> int:
+        timeline = self._strip.update(self._history())
+        return len(timeline.segments) if timeline is not None else 0
+
+    def action_segment(self, delta: int) -> None:
+        """Choose the segment ``delta`` away from the chosen one (at first: the shown step's)."""
+        count = self._segments()
+        if not count:
+            return
+        at = self.chosen
+        if at is None:
+            at = segment_at(self._strip.update(self._history()), self._step) or 0
+        self.chosen = max(0, min(count - 1, at + delta))
+        self._render_request(force=True)
+
+    def action_show_segment(self) -> None:
+        """Enter: the app shows the chosen segment's first step (history, or the replay)."""
+        timeline = self._strip.update(self._history())
+        if timeline is None or not timeline.segments:
+            return
+        at = self.chosen if self.chosen is not None else segment_at(timeline, self._step) or 0
+        self.post_message(
+            StepChosen(timeline.segments[min(at, len(timeline.segments) - 1)].first_step)
+        )
 
     def _place_cursor(self, view: RequestView) -> None:
         """First stop: the first generated token (forks start there), else any token."""

@@ -296,3 +296,15 @@ def state_cell(view: RequestView) -> str:
     if reason is not None and reason.blocker:
         word = f"{word} {reason.blocker}"
     return f"{detail}·{word}"
+
+
+def aligned(
+    text: str, width: int, style: str, *, left: bool = False
+) -> list[str | tuple[str, str]]:
+    """``text`` padded to ``width`` cells, the padding a plain run of its own.
+
+    A styled run that starts with spaces loses them in librsvg-drawn screenshots (see
+    ``status_bar.py``), so right-aligned figures put their padding in a separate run.
+    """
+    pad = " " * max(0, width - len(text))
+    return [(text, style), pad] if left else [pad, (text, style)]

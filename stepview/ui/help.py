@@ -68,18 +68,24 @@ class HelpScreen(ModalScreen[None]):
 
 def app_help(app_bindings: Iterable[BindingType]) -> HelpScreen:
     """The app's ``?`` screen: its own keys (``app_bindings``), then those of each view."""
-    from stepview.ui.bindings import TIME_BINDINGS
+    from stepview.ui.bindings import TIME_BINDINGS, VIEW_BINDINGS
     from stepview.ui.detail import DetailScreen
     from stepview.ui.form import PromptForm
+    from stepview.ui.latency_view import LatencyScreen
     from stepview.ui.load_form import LoadForm
     from stepview.ui.request_table import RequestTable
 
     return HelpScreen(
         [
-            ("Engine and requests", [b for b in app_bindings if b not in TIME_BINDINGS]),
+            (
+                "Engine and requests",
+                [b for b in app_bindings if b not in TIME_BINDINGS and b not in VIEW_BINDINGS],
+            ),
             ("History and replay", TIME_BINDINGS),
+            ("Views of the step on screen (live, history, replay)", VIEW_BINDINGS),
             ("In a pane", RequestTable.BINDINGS),
             ("In the detail view", DetailScreen.BINDINGS),
+            ("In the latency panel", LatencyScreen.BINDINGS),
             ("In the add-prompt form", PromptForm.BINDINGS),
             ("In the load dialog", LoadForm.BINDINGS),
         ],
@@ -87,6 +93,7 @@ def app_help(app_bindings: Iterable[BindingType]) -> HelpScreen:
             "Pending: waiting for the engine, or preempted (KV cache freed).",
             "Running: prefill x/y tokens computed, then decoding.",
             "Latency: queued = arrival to scheduled, ttft = arrival to first token.",
+            "Header: hit = prefix-cache hit rate of the run, pre = preemptions in this step.",
             "Looking back does not pause the engine (p does); L returns to live.",
         ],
     )

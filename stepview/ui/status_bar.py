@@ -148,8 +148,15 @@ class StatusBar(Widget):
         return Content.assemble(left, " " * gap, right)
 
     def _second_line(self, snap: StepSnapshot, width: int) -> Content:
-        """``wait 3  tok/s 338 ▁▂▃  batch 5 ▁▂▃  KV 62% ▁▂▃  step 5ms``: each label first."""
+        """``wait 3  tok/s 338 ▁▂▃  batch 5 ▁▂▃  KV 62% ▁▂▃  hit 40%  pre 0  step 5ms``.
+
+        Each label first. ``hit`` is the prefix cache's hit rate over the run (vLLM's
+        cumulative queries and hits), ``pre`` the preemptions in this step (in the warning
+        colour when there are any): the two figures that say the KV cache is the bottleneck.
+        """
         counters = snap.counters
+        queries = counters.prefix_cache_queries
+        hit = percent(counters.prefix_cache_hits / queries) if queries else "-"
         recent = snap.recent
         # (label, value, width the value is padded to, sparkline values, sparkline top)
         figures: list[tuple[str, str, int, list[float] | None, float | None]] = [
@@ -169,6 +176,8 @@ class StatusBar(Widget):
                 [s.kv_cache_usage for s in recent],
                 1.0,
             ),
+            ("hit", hit, 3, None, None),
+            ("pre", str(counters.preemptions), 1, None, None),
             ("step", seconds(snap.step_time) if snap.step else "-", 5, None, None),
         ]
         for rank in snap.ranks:
@@ -183,7 +192,8 @@ class StatusBar(Widget):
         spark = max(0, min(_SPARK_MAX, (width - fixed) // sparks))
         groups = []
         for label, value, pad, values, top in figures:
-            parts = [(label, _MUTED), (value.ljust(pad), _PLAIN)]
+            alarm = label == "pre" and counters.preemptions > 0
+            parts = [(label, _MUTED), (value.ljust(pad), "bold $warning" if alarm else _PLAIN)]
             if values is not None:
                 parts.append((sparkline(values, spark, top=top).ljust(spark), "$accent"))
             groups.append(_spaced(*parts))

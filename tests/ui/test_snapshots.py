@@ -96,3 +96,21 @@ def test_replay_paused_at_step(snap_compare: Compare, step: int) -> None:
 def test_replay_at_the_end(snap_compare: Compare) -> None:
     app, _ = scenes.replay_app(TRACE)
     assert snap_compare(app, terminal_size=(80, 24), run_before=scenes.at_end)
+
+
+# -- scheduler insight: the preemption story (stepview.demo.story) ---------------------------
+
+INSIGHT_SCENES = [
+    pytest.param(scenes.show_strip, id="timeline_strip"),
+    pytest.param(scenes.show_step_view, id="step_view"),
+    pytest.param(scenes.show_latency, id="latency_panel"),
+]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("scene", INSIGHT_SCENES)
+def test_insight_view(
+    snap_compare: Compare, scene: Callable[[Pilot[None]], Awaitable[None]], size: tuple[int, int]
+) -> None:
+    app, _ = scenes.story_app()
+    assert snap_compare(app, terminal_size=size, run_before=scene)
