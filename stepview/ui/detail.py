@@ -137,7 +137,7 @@ def describe(
     # Each gap stands between two styled runs: a run starting with spaces loses them in
     # librsvg-drawn screenshots ("decoding 12 tokprompt 8/8").
     if view.num_preemptions:
-        parts += ["  ", (f"preempted {view.num_preemptions} times", "$warning")]
+        parts += ["  ", (f"preempted {view.num_preemptions}×", "$warning")]
     if view.prompt_tokens:
         parts += [
             "  ",
