@@ -27,7 +27,7 @@ from textual.widgets import Footer, Static
 
 from stepview.model.derive import fork_of, token_texts
 from stepview.model.sampling import form_values
-from stepview.model.snapshot import Completion, RequestView, StepSnapshot, Timings
+from stepview.model.snapshot import Completion, RequestState, RequestView, StepSnapshot, Timings
 from stepview.ui.adding import AskToAdd
 from stepview.ui.format import (
     finish_reasons,
@@ -136,8 +136,8 @@ def describe(
     parts.append((state_detail(view), "bold"))
     # Each gap stands between two styled runs: a run starting with spaces loses them in
     # librsvg-drawn screenshots ("decoding 12 tokprompt 8/8").
-    if view.num_preemptions:
-        parts += ["  ", (f"preempted {view.num_preemptions}×", "$warning")]
+    if view.num_preemptions and view.state is not RequestState.PREEMPTED:  # else said above
+        parts += ["  ", (f"preempted x{view.num_preemptions}", "$warning")]
     if view.prompt_tokens:
         parts += [
             "  ",

@@ -83,7 +83,7 @@ def test_tiny_kv_cache_kv_reasons_preemption_and_behind(engines: EnginePool) -> 
     codes = {code for _, _, _, code, _, _ in rows}
     assert KV_CACHE in codes and BEHIND in codes
     head = next(row for row in rows if row[3] == KV_CACHE and row[2] is S.WAITING)
-    assert "more KV blocks" in head[4] and "free" in head[4]
+    assert "more KV block" in head[4] and "free" in head[4]
     behind = next(row for row in rows if row[3] == BEHIND)
     assert behind[5] is not None and behind[5] != behind[1] and behind[5] in behind[4]
     preempted = [row for row in rows if row[2] is S.PREEMPTED]
