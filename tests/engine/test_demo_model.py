@@ -88,7 +88,11 @@ def test_tokenizer_round_trips_text(demo_model_path: Path) -> None:
 
 
 def test_engine_defaults_are_small() -> None:
-    assert DEMO_ENGINE_DEFAULTS["kv_cache_memory_bytes"] == 64 * 1024 * 1024
+    # ~1 KiB of KV cache per token: 6 MiB holds fewer tokens than 32 seats of 512 need, so a
+    # load can preempt (issue 12), and more than one full-length sequence, so vLLM starts.
+    kv_bytes = DEMO_ENGINE_DEFAULTS["kv_cache_memory_bytes"]
+    assert kv_bytes == 6 * 1024 * 1024
+    assert 512 * 1024 < kv_bytes < 32 * 512 * 1024
     assert DEMO_ENGINE_DEFAULTS["enforce_eager"] is True
     assert DEMO_ENGINE_DEFAULTS["dtype"] == "float32"
     assert DEMO_ENGINE_DEFAULTS["max_model_len"] == 512
