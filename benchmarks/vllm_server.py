@@ -103,6 +103,16 @@ class ApiServer:
         except (OSError, urllib.error.URLError):
             return False
 
+    def running(self) -> float:
+        """Requests the server itself says are running now (its ``/metrics`` gauge)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as page:
+            text = page.read().decode()
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("vllm:num_requests_running")
+        )
+
     def kill(self) -> None:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
