@@ -8,7 +8,8 @@ throughput of vLLM's OpenAI API server on the demo model (CPU, the README's comm
   then captures nothing: it checks for subscribers once per step);
 * ``attached``: with the plug-in, and ``stepview --attach ADDRESS`` drawing the run in a
   120x40 tmux pane on the same machine (2 cores here: the attached TUI competes with the
-  server's own front-end process for the second one).
+  server's own front-end process for the second one), at stepview's default ``--nice 10``;
+* ``attached-nice0`` (with ``--unniced``): the same at the server's own CPU priority.
 
 Each measurement starts a fresh server, sends a warm-up completion, then the load: ``--requests``
 greedy completions of ``--max-tokens`` tokens each (``ignore_eos``), all sent at once from as
@@ -43,6 +44,9 @@ from vllm_server import (
 )
 
 VARIANTS = ("alone", "plugin", "attached")
+UNNICED = "attached-nice0"
+"""An extra variant (``--unniced``): attached, with ``--nice 0`` (stepview at the server's
+CPU priority), to show what stepview's default ``--nice 10`` buys on a shared machine."""
 ATTACH_TIMEOUT_S = 60.0
 
 
@@ -76,12 +80,13 @@ def send_load(port: int, requests: int, max_tokens: int) -> tuple[int, float]:
     return sum(tokens), span
 
 
-def attach(publish: str, port: int, workdir: Path) -> Tmux:
-    """``stepview --attach`` in tmux, once its screen shows the server."""
+def attach(publish: str, port: int, workdir: Path, nice: int | None) -> Tmux:
+    """``stepview --attach`` in tmux (``--nice nice`` if given), once it shows the server."""
     argv = [
         *stepview_command(),
         "--attach",
         publish,
+        *([] if nice is None else ["--nice", str(nice)]),
         "--api",
         f"http://127.0.0.1:{port}",
         "--results",
@@ -114,8 +119,8 @@ def measure(variant: str, model: Path, args: argparse.Namespace, workdir: Path) 
     try:
         server.start()
         complete(port, "warm up", 4)
-        if variant == "attached":
-            tmux = attach(publish, port, workdir)
+        if variant.startswith("attached"):
+            tmux = attach(publish, port, workdir, 0 if variant == UNNICED else None)
         tokens, span = send_load(port, args.requests, args.max_tokens)
         if tokens != args.requests * args.max_tokens:
             raise RuntimeError(f"{variant}: {tokens} tokens, expected every max_tokens")
@@ -140,6 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=96, help="tokens each (default 96)")
     parser.add_argument("--quick", action="store_true", help="1 round of 8 x 16 (smoke test)")
     parser.add_argument("--keep", type=Path, help="keep server and stepview logs here")
+    parser.add_argument(
+        "--unniced",
+        action="store_true",
+        help=f"also measure {UNNICED}: attached with stepview at the server's CPU priority",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.requests, args.max_tokens = 1, 8, 16
@@ -151,28 +161,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = ensure_demo_model()
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="stepview-server-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    rates: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    variants = (*VARIANTS, UNNICED) if args.unniced else VARIANTS
+    rates: dict[str, list[float]] = {variant: [] for variant in variants}
     print(
         f"server_overhead: {args.rounds} rounds, {args.requests} completions x "
         f"{args.max_tokens} tokens, demo model, API server",
         flush=True,
     )
     for round_no in range(args.rounds):
-        order = VARIANTS[round_no % 3 :] + VARIANTS[: round_no % 3]
-        for variant in order:
+        turn = round_no % len(variants)
+        for variant in variants[turn:] + variants[:turn]:
             rate = measure(variant, model, args, workdir)
             rates[variant].append(rate)
-            print(f"  round {round_no + 1} {variant:<8} {rate:8.1f} tok/s", flush=True)
+            print(f"  round {round_no + 1} {variant:<14} {rate:8.1f} tok/s", flush=True)
     medians = {variant: statistics.median(values) for variant, values in rates.items()}
-    for variant in VARIANTS:
+    for variant in variants:
         values = " ".join(f"{v:.1f}" for v in rates[variant])
-        print(f"{variant:<8} median {medians[variant]:8.1f} tok/s   ({values})")
+        print(f"{variant:<14} median {medians[variant]:8.1f} tok/s   ({values})")
     if args.keep is None:
         shutil.rmtree(workdir, ignore_errors=True)
     alone = medians["alone"]
+    unniced = f" {UNNICED}/alone={medians[UNNICED] / alone:.2f}" if args.unniced else ""
     print(
         f"ratios: plugin/alone={medians['plugin'] / alone:.2f} "
-        f"attached/alone={medians['attached'] / alone:.2f}"
+        f"attached/alone={medians['attached'] / alone:.2f}{unniced}"
     )
     return 0
 

@@ -130,8 +130,8 @@ def _compare_conflict(own: OwnOptions) -> str | None:
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """Why the flags cannot go together with (or without) ``--attach``, if they cannot."""
     if own.attach is None:
-        if own.api is not None or own.attach_ranks is not None:
-            return "--api and --attach-ranks go with --attach ADDRESS"
+        if own.api is not None or own.attach_ranks is not None or own.nice is not None:
+            return "--api, --attach-ranks and --nice go with --attach ADDRESS"
         return None
     if own.replay is not None:
         return "--attach and --replay exclude each other (watch a server, or replay a trace)"

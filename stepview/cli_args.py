@@ -17,6 +17,10 @@ from typing import Any, NoReturn
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
 from stepview.trace.playback import check_speed
 
+MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
+ATTACH_NICE = 10
+"""``--nice``'s default: attached, stepview is a guest on the server's machine."""
+
 DESCRIPTION = (
     "Watch vLLM's LLMEngine step by step: pending, running and finished requests, live. "
     "With no --model it runs a tiny demo model with random weights built locally."
@@ -42,6 +46,7 @@ class OwnOptions:
     attach: str | None
     attach_ranks: tuple[int, ...] | None
     api: str | None
+    nice: int | None = None
     load: int | None = None
     rate: float | None = None
     input_len: Any = None  # LenRange | None (Any: argparse fills it)
@@ -95,6 +100,14 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _niceness(text: str) -> int:
+    """How much lower to run stepview's CPU priority: 0 (as it is) to 19 (the lowest)."""
+    value = _count(text)
+    if value > MAX_NICE:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_NICE}, got {value}")
     return value
 
 
@@ -233,6 +246,15 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         metavar="URL",
         help="with --attach: the server's OpenAI-compatible API (http://HOST:PORT); new "
         "prompts are sent to its /v1/completions (without it, adding is disabled)",
+    )
+    group.add_argument(
+        "--nice",
+        type=_niceness,
+        metavar="N",
+        default=None,
+        help=f"with --attach: lower stepview's CPU priority by N, 0 to {MAX_NICE} (default: "
+        f"{ATTACH_NICE}), so that on a machine it shares with the server the view falls "
+        "behind, not the server",
     )
     group.add_argument(
         "--history",

@@ -13,17 +13,21 @@ sockets only; the server, and any request stepview sent it, carry on.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stepview.cli_args import OwnOptions
+from stepview.cli_args import ATTACH_NICE, OwnOptions
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import open_outputs, wrap_up
 from stepview.model.prompts import PromptsFileError, read_prompts
+
+log = logging.getLogger(__name__)
 
 NO_API = (
     "Attached without --api: stepview can only watch. Start it with --api URL (the "
@@ -59,6 +63,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     problem = claim_terminal("")
     if problem is not None:
         return fail(problem)
+    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
 
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": options.api}
@@ -96,3 +101,22 @@ def check_address(address: str) -> None:
         host, colon, port = rest.rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{address!r} needs a host and a port: tcp://HOST:PORT")
+
+
+def lower_priority(nice: int) -> None:
+    """Run stepview ``nice`` steps below its CPU priority, before it starts any thread.
+
+    Attached, stepview is a guest: on a machine whose cores the server needs (a small box,
+    or a GPU box whose front-end process is busy), the scheduler gives the CPU to the server
+    first and the view falls behind (it drops records it cannot keep up with), instead of
+    the server slowing down. On Linux a thread's priority is inherited by the threads it
+    starts, so this comes before the app and the receiver start theirs.
+    """
+    if nice <= 0:
+        return
+    try:
+        now = os.nice(nice)
+    except OSError as exc:  # not allowed here (a sandbox): watch at normal priority
+        log.info("stepview: could not lower the CPU priority: %s", exc)
+        return
+    log.info("stepview: attached at CPU priority nice %d (--nice)", now)

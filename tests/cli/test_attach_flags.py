@@ -28,6 +28,21 @@ def test_the_flags_are_read_with_stepviews_own() -> None:
     assert parse_own_args([])[0].attach_ranks is None
 
 
+@pytest.mark.parametrize(
+    ("given", "nice"), [([], None), (["--nice", "0"], 0), (["--nice", "19"], 19)]
+)
+def test_nice_is_read_and_left_unset_when_not_given(given: list[str], nice: int | None) -> None:
+    assert parse_own_args(["--attach", "tcp://h:1", *given])[0].nice == nice
+
+
+@pytest.mark.parametrize("nice", ["-1", "20", "x"])
+def test_bad_nice_is_a_usage_error(nice: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_own_args(["--attach", "tcp://h:1", "--nice", nice])
+    assert exit_info.value.code == 2
+    assert "--nice:" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("ranks", ["0", "-1", "1,1", "a", "0,x"])
 def test_bad_ranks_are_a_usage_error(ranks: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
@@ -39,7 +54,8 @@ def test_bad_ranks_are_a_usage_error(ranks: str, capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--api", "http://h:8000"], "--api and --attach-ranks go with --attach ADDRESS"),
+        (["--api", "http://h:8000"], "--api, --attach-ranks and --nice go with --attach"),
+        (["--nice", "5"], "--api, --attach-ranks and --nice go with --attach"),
         (["--attach", "tcp://h:1", "--replay", "t.jsonl"], "--attach and --replay exclude"),
         (["--attach", "tcp://h:1", "--headless"], "--attach runs the TUI only"),
         (["--attach", "tcp://h:1", "--model", "m"], "takes no engine flags"),
@@ -88,3 +104,27 @@ def test_attaching_needs_no_vllm() -> None:
         check=True,
     )
     assert result.stdout.strip() == ""
+
+
+LOWERED = """
+import os, threading
+from stepview.launch.attach import lower_priority
+before = os.nice(0)
+lower_priority({nice})
+seen = []
+thread = threading.Thread(target=lambda: seen.append(os.nice(0)))
+thread.start(); thread.join()
+print(before, os.nice(0), seen[0])
+"""
+
+
+@pytest.mark.parametrize("nice", [0, 10])
+def test_attached_stepview_runs_below_the_server_and_its_threads_too(nice: int) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", LOWERED.format(nice=nice)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    before, after, in_thread = map(int, out)
+    assert after == in_thread == min(before + nice, 19)
