@@ -8,7 +8,8 @@ honest in the panes, the detail view, the history and the results file:
 * **Adoption.** A request first seen in a record becomes a request of the ledger, already
   in the engine (``WAITING``; the same record's scheduler entry says more), dated back by
   how long it had already waited. Its prompt text is not in the record: the prompt shows as
-  ``(N prompt tokens)`` unless the caller could decode it.
+  ``(N prompt tokens)``, until the server decodes it (``--api``: a step's ``described``
+  news, see :mod:`~stepview.engine.detokenize`), as it does its completions' text.
 * **Ending without an output.** A request that leaves the record produced no final output
   stepview could read, so it ends ``FINISHED`` with the finish reason the watched engine
   gives (``left the engine``: vLLM's real reason is not in the record), or ``ABORTED`` /

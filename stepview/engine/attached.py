@@ -16,7 +16,9 @@ How a record becomes a step (one record per ``step()``, oldest first):
   (:func:`~stepview.model.core_facts.split_internal_id`), suffixed ``@RANK`` when several
   ranks are watched; a request stepview itself sent through ``--api`` keeps stepview's id.
   The record's intro gives its prompt token ids and sampling parameters; the prompt text is
-  not on the wire (``(N prompt tokens)``);
+  not on the wire (``(N prompt tokens)``). With ``--api`` the server decodes its prompt
+  and, when it ends, its completions (:mod:`~stepview.engine.detokenize`: a record ending
+  adopted requests is held until their text is in, briefly);
 * states, prefill progress and preemptions come from the record as for stepview's own
   engine (:class:`~stepview.engine.scheduler_view.SchedulerView`); output token ids arrive
   as the tail the record carries; the figures are the record's (queue sizes, KV blocks, the
@@ -47,11 +49,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from stepview.engine.detokenize import Descriptions, Detokenizer, Wait
 from stepview.engine.facts_channel import ChannelState, rank_address
 from stepview.engine.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
 from stepview.engine.watched_core import LEFT, CoreStep, WatchedCore, merged
 from stepview.model.core_facts import StepFacts
 from stepview.model.engine_api import (
+    ArrivedRequest,
+    DescribedRequest,
     EndedRequest,
     EngineRejected,
     LinkState,
@@ -84,7 +89,8 @@ class AttachedEngine:
 
     ``address`` is the plug-in's ``STEPVIEW_PUBLISH`` address; ``ranks`` the data-parallel
     ranks to watch (each on :func:`~stepview.engine.facts_channel.rank_address`). ``api``
-    adds prompts through the server's completions endpoint; without it adding is refused.
+    adds prompts through the server's completions endpoint (without it adding is refused)
+    and decodes other clients' token ids into text through its ``/detokenize``.
     """
 
     def __init__(
@@ -107,13 +113,15 @@ class AttachedEngine:
             self.shutdown()
             raise
         self._labelled = len(self._cores) > 1
-        self._backlog: deque[tuple[WatchedCore, StepFacts]] = deque()
+        # Records not read yet; with what their reading waits for (see ``detokenize``).
+        self._backlog: deque[tuple[WatchedCore, StepFacts, Wait | None]] = deque()
         self._ended: list[EndedRequest] = []  # settled outside a record
         self._answers: list[ApiAnswer] = []  # API answers not reported yet
         self._own: dict[str, str] = {}  # the server's client id -> stepview id (sent via API)
         self._awaiting: set[str] = set()  # stepview ids sent via the API, no answer yet
         self._info = EngineInfo(model=f"vLLM server at {address}", attached=address)
         self._served: ServedModel | None = None  # the API's answer, handed over once
+        self._described = None if api is None else Descriptions(Detokenizer(api))
         if api is not None:
             threading.Thread(
                 target=self._look_up_model, args=(api,), name="stepview-api-model", daemon=True
@@ -161,24 +169,29 @@ class AttachedEngine:
     def has_unfinished(self) -> bool:
         """True when a step is ready to report (a record, an API answer, a settled request)."""
         self._receive()
-        return bool(self._backlog or self._answers or self._ended)
+        return bool(self._answers or self._ended) or self._next_ready()
 
     def step(self) -> StepResult:
         """The oldest record not read yet, with what else happened since the last step."""
         self._receive()
         ended, self._ended = self._ended, []
         answers, self._answers = self._answers, _NO_ANSWERS
-        if not self._backlog:
+        if not self._next_ready():
             outputs: list[OutputUpdate] = []
             for answer in answers:
                 self._answered(answer, outputs, ended)
-            return StepResult(tuple(outputs), {}, self._counters(), ended=tuple(ended))
+            told = self._told((), outputs, ended)
+            return StepResult(
+                tuple(outputs), {}, self._counters(), ended=tuple(ended), described=told
+            )
         backlog = self._backlog
         count = 1 if len(backlog) <= CATCH_UP_AFTER else min(len(backlog), CATCH_UP_STEP)
         now = self._clock()
         reads: list[CoreStep] = []
-        for _ in range(count):
-            core, facts = backlog.popleft()
+        for i in range(count):
+            if i and not self._next_ready():
+                break  # held for its text: read in a later step
+            core, facts, _ = backlog.popleft()
             read = core.read(
                 facts, now, own=self._own, awaiting=self._awaiting, labelled=self._labelled
             )
@@ -188,7 +201,7 @@ class AttachedEngine:
         seqs = facts.max_num_running_reqs * len(self._cores)
         if self._info.max_num_seqs != seqs:
             self._info = replace(self._info, max_num_seqs=seqs)
-        step = reads[0] if count == 1 else merged(reads)
+        step = reads[0] if len(reads) == 1 else merged(reads)
         ended.extend(step.ended)
         for answer in answers:
             self._answered(answer, step.outputs, ended)
@@ -198,6 +211,7 @@ class AttachedEngine:
             counters=self._counters(step.prompt_tokens, step.generated, step.preemptions),
             arrived=tuple(step.arrived),
             ended=tuple(ended),
+            described=self._told(step.arrived, step.outputs, ended),
             interval=step.interval,
             age=step.age,
             budget=core.view.budget,  # the last record's (one engine core's, with several)
@@ -231,6 +245,8 @@ class AttachedEngine:
     def shutdown(self) -> None:
         """Close the sockets; the server is left alone (so are requests sent through the API)."""
         self._closed.set()
+        if self._described is not None:
+            self._described.detokenizer.close()
         for core in self._cores:
             core.subscriber.close()
         self._cores = []
@@ -255,7 +271,14 @@ class AttachedEngine:
             if records:
                 core.settle_at = None
                 core.received(records, now)
-                backlog.extend((core, facts) for facts in records)
+                described = self._described
+                for facts in records:
+                    wait = None
+                    if described is not None:  # ask for its text now, and say what it waits for
+                        wait = described.received(
+                            core, facts, now, own=self._own, labelled=self._labelled
+                        )
+                    backlog.append((core, facts, wait))
             elif core.settle_at is not None and now >= core.settle_at and connected:
                 core.settle_at = None
                 for request_id in core.forget():  # nothing came: gone with the old core
@@ -268,9 +291,28 @@ class AttachedEngine:
         excess = len(backlog) - MAX_BACKLOG
         if excess > 0:
             for _ in range(excess):
-                core, facts = backlog.popleft()
+                core, facts, _ = backlog.popleft()
                 core.stash(facts, now)
             log.info("stepview: %d records dropped (the view was held or behind)", excess)
+
+    def _next_ready(self) -> bool:
+        """True when the oldest record may be read (it waits for no text, or no longer)."""
+        backlog = self._backlog
+        if not backlog:
+            return False
+        wait = backlog[0][2]
+        described = self._described
+        return wait is None or described is None or described.ready(wait, self._clock())
+
+    def _told(
+        self,
+        arrived: Sequence[ArrivedRequest],
+        outputs: Sequence[OutputUpdate],
+        ended: Sequence[EndedRequest],
+    ) -> tuple[DescribedRequest, ...]:
+        """Text the server decoded, for the step of ``arrived``, ``outputs`` and ``ended``."""
+        described = self._described
+        return () if described is None else described.told(arrived, outputs, ended)
 
     def _look_up_model(self, api: ServerApi) -> None:
         """Ask the API what it serves, until it answers (the server may not be up yet)."""

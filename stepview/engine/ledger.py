@@ -32,10 +32,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from stepview.engine.adoption import adopted_view, ended_view
-from stepview.engine.tracks import Track, fold_output
+from stepview.engine.tracks import Track, fold_output, take_described_text
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import (
     ArrivedRequest,
+    DescribedRequest,
     EndedRequest,
     Engine,
     EngineRejected,
@@ -238,6 +239,8 @@ class RequestLedger:
                     continue
                 track.new_entry = entry
                 touched[request_id] = track
+        if result.described:
+            self._describe(result.described, touched)
         for track in touched.values():
             track.view = _freeze(track, now, scheduled is not None)
         for request_id in finished_ids:
@@ -266,6 +269,19 @@ class RequestLedger:
                 continue  # seen before (it ended)
             self._seen_ids.add(request.request_id)
             self._tracks[request.request_id] = Track(adopted_view(request, now), in_engine=True)
+
+    def _describe(self, described: Sequence[DescribedRequest], touched: dict[str, Track]) -> None:
+        """Text a watched engine's server decoded for requests it adopted: the prompt in place
+        of ``(N prompt tokens)``, the completions of samples that finish in this step."""
+        for news in described:
+            track = self._tracks.get(news.request_id)
+            if track is None or not track.in_engine:
+                continue
+            if news.prompt is not None:
+                track.view = track.view._replace(prompt=news.prompt)
+            for index, text in news.completions:
+                if take_described_text(track, index, text):
+                    touched[news.request_id] = track
 
     def _end(self, ended: Sequence[EndedRequest], now: float) -> None:
         """Requests that ended without a final output (see :mod:`~stepview.engine.adoption`)."""

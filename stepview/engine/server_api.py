@@ -13,6 +13,9 @@ that hands requests over must never wait for the network. The answer (the text, 
 and finish reasons, or the server's refusal) is queued and read back on the driver thread
 by :meth:`ServerApi.answers`. Closing a request's connection is how it is aborted: the
 server cancels a completion whose client went away.
+
+The same API decodes other clients' token ids into text (``POST /detokenize``, see
+:meth:`ServerApi.detokenize` and :mod:`stepview.engine.detokenize`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import secrets
 import socket
 import threading
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -40,6 +44,8 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5.0
 # A completion may run for long on a busy server; this only bounds a server that hangs.
 ANSWER_TIMEOUT_S = 3600.0
+# Decoding a few hundred token ids takes the server a millisecond: this bounds a stuck one.
+DETOKENIZE_TIMEOUT_S = 2.0
 
 
 class ApiAnswer(NamedTuple):
@@ -70,11 +76,13 @@ class ApiError(Exception):
 
     ``lost``: the request was sent and the connection broke before an answer came (the
     server went away while working on it), as opposed to a refusal or no connection at all.
+    ``status``: the HTTP status of an error answer (404: the server has no such endpoint).
     """
 
-    def __init__(self, message: str, *, lost: bool = False) -> None:
+    def __init__(self, message: str, *, lost: bool = False, status: int | None = None) -> None:
         super().__init__(message)
         self.lost = lost
+        self.status = status
 
 
 class ServerApi:
@@ -98,6 +106,7 @@ class ServerApi:
         self._aborted: set[str] = set()
         self._model: ServedModel | None = None
         self._token = secrets.token_hex(4)
+        self._detokenizing: http.client.HTTPConnection | None = None  # see detokenize()
 
     # -- HTTP ---------------------------------------------------------------------------------
 
@@ -129,7 +138,8 @@ class ServerApi:
         except ValueError:
             answer = None
         if response.status >= 400:
-            raise ApiError(_error_message(answer) or f"HTTP {response.status} {response.reason}")
+            message = _error_message(answer) or f"HTTP {response.status} {response.reason}"
+            raise ApiError(message, status=response.status)
         if answer is None:
             raise ApiError(f"{method} {path}: not a JSON answer")
         return answer
@@ -158,6 +168,29 @@ class ServerApi:
                 str(first.get("id", "")), int(first.get("max_model_len") or 0), version
             )
         return model
+
+    def detokenize(self, token_ids: Sequence[int]) -> str:
+        """The text of ``token_ids`` as the server's tokenizer decodes them; one thread only.
+
+        vLLM's ``POST /detokenize`` (``{"model", "tokens"}`` -> ``{"prompt": text}``)
+        decodes special tokens too (it has no ``skip_special_tokens``). Calls are small and
+        many, so one kept-alive connection serves them all; it is opened afresh after a
+        failure. Raises :class:`ApiError` (``status`` 404: no such endpoint, or model).
+        """
+        body = {"model": self.model().name, "tokens": list(token_ids)}
+        conn = self._detokenizing
+        if conn is None:
+            conn = self._detokenizing = self._connection(DETOKENIZE_TIMEOUT_S)
+        try:
+            answer = self._call(conn, "POST", "/detokenize", body)
+        except ApiError:
+            conn.close()
+            self._detokenizing = None
+            raise
+        text = answer.get("prompt") if isinstance(answer, dict) else None
+        if not isinstance(text, str):
+            raise ApiError("/detokenize: no text in the answer")
+        return text
 
     # -- requests -----------------------------------------------------------------------------
 

@@ -110,3 +110,18 @@ def fold_output(track: Track, update: OutputUpdate) -> bool:
             update_c.stop_reason,
         )
     return update.finished
+
+
+def take_described_text(track: Track, index: int, text: str) -> bool:
+    """A sample's whole text, learnt after its tokens (a watched server decoded them).
+
+    Only a sample the track holds takes it (one with no token has no text to show); True
+    when it did, and the track is then to be frozen again.
+    """
+    ct = track.completions.get(index)
+    if ct is None or ct.view is None:
+        return False
+    ct.take_text(text)
+    ct.view = ct.view._replace(pieces=ct.text.view())
+    track.moved = True
+    return True

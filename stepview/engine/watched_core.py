@@ -245,16 +245,29 @@ class WatchedCore:
                 self.resync(now)
                 return None
         self.unintroduced.pop(core_id, None)
-        client_id, index = split_internal_id(core_id)
-        request_id = own.get(client_id)
-        if request_id is None:  # another client's: adopted
-            request_id = short_id(client_id)
-            if labelled:
-                request_id = f"{request_id}@{self.rank}"
+        request_id, index, adopted = self.sample_of(core_id, own, labelled)
+        if adopted:
             seen = new_ids.get(request_id)
             new_ids[request_id] = (req, 1) if seen is None else (seen[0], seen[1] + 1)
-        sample = self.samples[core_id] = _Sample(request_id, index or 0)
+        sample = self.samples[core_id] = _Sample(request_id, index)
         return sample
+
+    def sample_of(
+        self, core_id: str, own: Mapping[str, str], labelled: bool
+    ) -> tuple[str, int, bool]:
+        """(stepview id, sample index, adopted) of an engine-core request.
+
+        ``own`` maps the client ids of requests stepview sent to its ids; any other is
+        another client's, adopted under a short id (``@RANK`` when ``labelled``).
+        """
+        client_id, index = split_internal_id(core_id)
+        request_id = own.get(client_id)
+        if request_id is not None:
+            return request_id, index or 0, False
+        request_id = short_id(client_id)
+        if labelled:
+            request_id = f"{request_id}@{self.rank}"
+        return request_id, index or 0, True
 
     def _count(self, request_id: str) -> int:
         """How many samples of ``request_id`` are known (vLLM may add them a step apart)."""

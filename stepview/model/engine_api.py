@@ -14,8 +14,9 @@ vLLM version whose internals moved), and the driver then derives states from out
 A :class:`WatchedEngine` is one stepview does not drive: a running server it attached to
 (``stepview --attach``). It steps by itself; ``has_unfinished()`` means "has a step to
 report" and ``step()`` reports one. Its requests mostly come from other clients: a step
-names those it sees for the first time (``arrived``) and those that ended without a final
-output stepview could read (``ended``).
+names those it sees for the first time (``arrived``), those that ended without a final
+output stepview could read (``ended``), and the text learnt later for some of them
+(``described``).
 """
 
 from __future__ import annotations
@@ -103,15 +104,30 @@ class EndedRequest(NamedTuple):
     reason: str
 
 
+class DescribedRequest(NamedTuple):
+    """Text a watched engine learnt after the fact for a request it reported as arrived.
+
+    Its records carry token ids only; the server's API can decode them (``--api``). The
+    text comes later than the ids, so it is a step's news of its own: ``prompt`` is the
+    prompt's text (``None``: not in this news), ``completions`` the ``(sample index, text)``
+    of samples that finish in the same step.
+    """
+
+    request_id: str
+    prompt: str | None = None
+    completions: tuple[tuple[int, str], ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """What one ``step()`` did.
 
-    ``arrived``, ``ended``, ``interval`` and ``age`` come only from a :class:`WatchedEngine`
-    (``interval``: seconds between this step and its previous one in the watched engine,
-    shown instead of the time ``step()`` took, which there is only the time to read it;
-    ``age``: how long ago the step happened, as the watched engine's steps are read a little
-    later, sometimes several at once).
+    ``arrived``, ``ended``, ``described``, ``interval`` and ``age`` come only from a
+    :class:`WatchedEngine` (``described``: applied after this step's outputs, before its
+    ``ended``; ``interval``: seconds between this step and its previous one in the watched
+    engine, shown instead of the time ``step()`` took, which there is only the time to read
+    it; ``age``: how long ago the step happened, as the watched engine's steps are read a
+    little later, sometimes several at once).
     """
 
     outputs: tuple[OutputUpdate, ...]
@@ -119,6 +135,7 @@ class StepResult:
     counters: EngineCounters
     arrived: tuple[ArrivedRequest, ...] = ()
     ended: tuple[EndedRequest, ...] = ()
+    described: tuple[DescribedRequest, ...] = ()
     interval: float | None = None
     age: float = 0.0
     budget: StepBudget | None = None  # how the step spent its token budget (the plug-in's)

@@ -1,4 +1,5 @@
-"""Fixtures shared by the attached-engine tests: a fake plug-in publisher on an ipc socket."""
+"""Fixtures shared by the attached-engine tests: a fake plug-in publisher on an ipc socket,
+and a fake of vLLM's OpenAI-compatible API (``--api``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from stepview.engine.server_api import ServerApi
 from tests.driver.attach_helpers import Server, ipc_address
+from tests.driver.fake_api import FakeApi
 
 
 @pytest.fixture
@@ -16,3 +19,16 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(ipc_address(tmp_path))
     yield s
     s.kill()
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeApi]:
+    """vLLM's API played by a local HTTP server; closed after the test."""
+    api = FakeApi()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def api(fake_api: FakeApi) -> ServerApi:
+    return ServerApi(fake_api.url + "/v1/")

@@ -1,19 +1,15 @@
 """``--api``: prompts added while attached go through the server's completions endpoint.
 
-A small stdlib HTTP server plays vLLM's OpenAI-compatible API (``/v1/models``, ``/version``,
-``/v1/completions``) and a :class:`Server` publishes the engine core's records, so each
-test sees a request stepview sent both ways: in the records (under stepview's own id) and in
-the HTTP answer that finishes it.
+A small stdlib HTTP server plays vLLM's OpenAI-compatible API (:mod:`tests.driver.fake_api`)
+and a :class:`Server` publishes the engine core's records, so each test sees a request
+stepview sent both ways: in the records (under stepview's own id) and in the HTTP answer
+that finishes it.
 """
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,72 +20,10 @@ from stepview.model.core_facts import EndedFacts
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
 from tests.driver.attach_helpers import Server, ipc_address, next_step, record, request, wait_until
+from tests.driver.fake_api import FakeApi
 from tests.driver.test_attached import Watcher
 
 S = RequestState
-
-
-class FakeApi:
-    """vLLM's API as far as stepview uses it; completions are answered when a test says so."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.release = threading.Event()
-        self.refuse: str | None = None
-        self.answer: dict[str, Any] = {}
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: object) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path == "/v1/models":
-                    self._send(200, {"data": [{"id": "tiny", "max_model_len": 512}]})
-                elif self.path == "/version":
-                    self._send(200, {"version": "0.32.0"})
-                else:
-                    self._send(404, {"error": {"message": "not found"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                body = json.loads(self.rfile.read(length))
-                api.bodies.append(body)
-                if api.refuse is not None:
-                    self._send(400, {"error": {"message": api.refuse, "code": 400}})
-                    return
-                api.release.wait()
-                self._send(200, api.answer)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def fake_api() -> Iterator[FakeApi]:
-    api = FakeApi()
-    yield api
-    api.close()
-
-
-@pytest.fixture
-def api(fake_api: FakeApi) -> ServerApi:
-    return ServerApi(fake_api.url + "/v1/")
 
 
 @pytest.fixture
@@ -158,6 +92,7 @@ def test_a_prompt_sent_through_the_api_is_followed_and_finished_by_its_answer(
         "length",
     )
     assert done.prompt_token_ids == (1, 2)
+    assert fake_api.detokenized == []  # its text is the form's and the answer's: none decoded
     assert engine.info.model == f"tiny @ {server.address}"
     assert (engine.info.max_model_len, engine.info.vllm_version) == (512, "0.32.0")
 

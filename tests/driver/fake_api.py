@@ -1,0 +1,116 @@
+"""vLLM's OpenAI-compatible API as far as stepview uses it, played by a stdlib HTTP server.
+
+Same routes, JSON shapes and statuses as vLLM's server: ``GET /v1/models`` and
+``/version``; ``POST /v1/completions`` (answered when a test says so) and ``POST
+/detokenize`` (``{"model", "tokens"}`` -> ``{"prompt": text}``, decoded by
+:func:`fake_text`; an unknown model is vLLM's 404 error answer); any other route is
+FastAPI's 404 ``{"detail": "Not Found"}``, as is ``/detokenize`` on a server playing one
+without it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL = "tiny"
+
+
+def fake_text(token_ids: Sequence[int]) -> str:
+    """What the fake tokenizer decodes ``token_ids`` into: one word per token."""
+    return "".join(f" w{t}" for t in token_ids)
+
+
+def _error(message: str, kind: str, code: int) -> dict[str, Any]:
+    """vLLM's ``ErrorResponse``."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class FakeApi:
+    """The server; ``posts``: every POST's path, ``bodies``: completions asked, ``detokenized``:
+    token lists decoded.
+
+    ``release`` holds completions' answers; ``decoding`` holds ``/detokenize`` answers
+    (set: answered at once); ``has_detokenize`` False plays a server without that route;
+    ``detokenize_status`` other than 200 answers with that error.
+    """
+
+    def __init__(self) -> None:
+        self.posts: list[str] = []  # every POST's path, answered or not
+        self.bodies: list[dict[str, Any]] = []
+        self.detokenized: list[list[int]] = []
+        self.release = threading.Event()
+        self.decoding = threading.Event()
+        self.decoding.set()
+        self.has_detokenize = True
+        self.detokenize_status = 200
+        self.refuse: str | None = None
+        self.answer: dict[str, Any] = {}
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # kept-alive connections, as uvicorn's
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: object) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/v1/models":
+                    self._send(200, {"data": [{"id": MODEL, "max_model_len": 512}]})
+                elif self.path == "/version":
+                    self._send(200, {"version": "0.32.0"})
+                else:
+                    self._send(404, {"detail": "Not Found"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                body = json.loads(self.rfile.read(length))
+                api.posts.append(self.path)
+                if self.path == "/v1/completions":
+                    self._complete(body)
+                elif self.path == "/detokenize" and api.has_detokenize:
+                    self._detokenize(body)
+                else:
+                    self._send(404, {"detail": "Not Found"})
+
+            def _complete(self, body: dict[str, Any]) -> None:
+                api.bodies.append(body)
+                if api.refuse is not None:
+                    self._send(400, _error(api.refuse, "BadRequestError", 400))
+                    return
+                api.release.wait()
+                self._send(200, api.answer)
+
+            def _detokenize(self, body: dict[str, Any]) -> None:
+                api.decoding.wait()
+                api.detokenized.append(list(body["tokens"]))
+                if body.get("model") not in (None, MODEL):
+                    message = f"The model `{body['model']}` does not exist."
+                    self._send(404, _error(message, "NotFoundError", 404))
+                elif api.detokenize_status != 200:
+                    status = api.detokenize_status
+                    self._send(status, _error("it went wrong", "InternalServerError", status))
+                else:
+                    self._send(200, {"prompt": fake_text(body["tokens"])})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.decoding.set()
+        self.server.shutdown()
+        self.server.server_close()
