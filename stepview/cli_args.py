@@ -245,7 +245,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--api",
         metavar="URL",
         help="with --attach: the server's OpenAI-compatible API (http://HOST:PORT); new "
-        "prompts are sent to its /v1/completions (without it, adding is disabled)",
+        "prompts are sent to its /v1/completions (without it, adding is disabled), other "
+        "clients' prompts and completions are shown as text through its /detokenize",
     )
     group.add_argument(
         "--nice",

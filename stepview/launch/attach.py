@@ -7,8 +7,10 @@ its records (:mod:`stepview.engine.attached`). Every flag is checked before the 
 yet is not an error: the app waits for it and says so.
 
 Adding a prompt needs ``--api URL``: it goes through the server's completions endpoint.
-Without it the add-prompt form is disabled, and says why. Quitting closes stepview's
-sockets only; the server, and any request stepview sent it, carry on.
+Without it the add-prompt form is disabled, and says why, and other clients' prompts and
+completions show as token counts (with it, the server's ``/detokenize`` gives their text).
+Quitting closes stepview's sockets only; the server, and any request stepview sent it,
+carry on.
 """
 
 from __future__ import annotations
