@@ -2,10 +2,10 @@
 
 The API server runs the demo model on CPU with stepview's scheduler plug-in, exactly as the
 README starts it; ``stepview --attach ... --api ...`` runs in tmux at 100x30. Completions
-sent over HTTP by another client show up and finish; a prompt typed into the form goes
-through the server's API; the server is killed (DISCONNECTED, requests held), started
-again (they are settled as lost, new requests show up); ``q`` quits, and the server, which
-stepview never owned, still answers.
+sent over HTTP by another client show up and finish, with their text (the server's
+``/detokenize``); a prompt typed into the form goes through the server's API; the server is
+killed (DISCONNECTED, requests held), started again (they are settled as lost, new
+requests show up); ``q`` quits, and the server, which stepview never owned, still answers.
 """
 
 from __future__ import annotations
@@ -33,12 +33,20 @@ from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW
 
 
-def complete_in_background(port: int, count: int, max_tokens: int) -> list[threading.Thread]:
-    """``count`` completions from another client; failures (a killed server) are expected."""
+def complete_in_background(
+    port: int, count: int, max_tokens: int, texts: dict[str, str] | None = None
+) -> list[threading.Thread]:
+    """``count`` completions from another client; failures (a killed server) are expected.
+
+    ``texts`` gets each answer's text by its prompt.
+    """
 
     def one(i: int) -> None:
+        prompt = f"story {i} about the sea"
         with contextlib.suppress(OSError, urllib.error.URLError):
-            complete(port, f"story {i} about the sea", max_tokens)
+            answer = complete(port, prompt, max_tokens)
+            if texts is not None:
+                texts[prompt] = answer["choices"][0]["text"]
 
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(count)]
     for thread in threads:
@@ -96,12 +104,16 @@ def test_attach_watches_the_api_server_through_a_restart(
     screen = term.wait_for(lambda s: "IDLE" in s and f"{MODEL_NAME} @ {publish}" in s, 30)
     assert "Running 0" in screen
 
-    # Another client's completions: adopted, finished with vLLM's reason. A fast machine
-    # finishes them between two screen polls, so that they were seen decoding is checked
-    # in their timelines in the results file at the end, not on a transient screen.
-    threads = complete_in_background(server.port, 3, 300)
+    # Another client's completions: adopted, finished with vLLM's reason, their prompts as
+    # text (the server's /detokenize). A fast machine finishes them between two screen
+    # polls, so that they were seen decoding is checked in their timelines in the results
+    # file at the end, not on a transient screen.
+    texts: dict[str, str] = {}
+    threads = complete_in_background(server.port, 3, 300, texts)
     screen = term.wait_for(lambda s: pane_count(s, "Finished") == 3, timeout=120)
-    assert "length" in screen and " prompt tokens)" in screen
+    assert "length" in screen and " prompt tokens)" not in screen, screen
+    for i in range(3):
+        assert f"story {i} about the sea" in screen, screen
     for thread in threads:
         thread.join(60)
 
@@ -144,10 +156,14 @@ def test_attach_watches_the_api_server_through_a_restart(
     assert answer["choices"][0]["finish_reason"] == "length"
 
     records = [json.loads(line) for line in results.read_text().splitlines()]
+    # Decoded by the server: the prompts as sent, the completions as their client got them.
+    prompts = sorted(r["prompt"] for r in records[:3])
+    assert prompts == [f"story {i} about the sea" for i in range(3)]
     for adopted in records[:3]:
         states_seen = {segment["state"] for segment in adopted["timeline"]}
         assert {"prefill", "decode"} <= states_seen, adopted["timeline"]
         assert adopted["completions"][0]["finish_reason"] == "length"
+        assert adopted["completions"][0]["text"] == texts[adopted["prompt"]]
     states = [r["state"] for r in records]
     assert states.count("finished") == 3 + 1 + 2 + (len(records) - 6 - held)  # 64 - held
     assert states.count("aborted") == held
