@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from stepview.engine.server_api import ApiError, ServerApi
+from stepview.engine.server_api import ApiError, ServerApi, drained
 from stepview.engine.watched_core import WatchedCore
 from stepview.model.core_facts import EndedFacts, StepFacts
 from stepview.model.engine_api import (
@@ -106,12 +106,7 @@ class Detokenizer:
 
     def answers(self) -> list[tuple[Question, str | None]]:
         """Every answer since the last call (``None``: unknown); never waits."""
-        answers: list[tuple[Question, str | None]] = []
-        try:
-            while True:
-                answers.append(self._answers.get_nowait())
-        except queue.Empty:
-            return answers
+        return drained(self._answers)
 
     def close(self) -> None:
         """Ask nothing more (a call under way ends on its own; the thread is a daemon)."""

@@ -31,7 +31,7 @@ import threading
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from stepview.model.engine_api import CompletionUpdate
 from stepview.model.errors import describe
@@ -39,6 +39,7 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Looking the model up, and reaching the server at all: a healthy server answers at once.
 CONNECT_TIMEOUT_S = 5.0
@@ -253,12 +254,7 @@ class ServerApi:
 
     def answers(self) -> list[ApiAnswer]:
         """Every answer received since the last call (never blocks)."""
-        answers: list[ApiAnswer] = []
-        try:
-            while True:
-                answers.append(self._answers.get_nowait())
-        except queue.Empty:
-            return answers
+        return drained(self._answers)
 
     def abort(self, request_id: str) -> bool:
         """Close the request's connection (the server then aborts it); False if not open."""
@@ -275,6 +271,16 @@ class ServerApi:
 
     def close(self) -> None:
         """Leave requests in flight alone: quitting stepview never touches the server."""
+
+
+def drained(answers: queue.SimpleQueue[T]) -> list[T]:
+    """Everything a worker thread has queued so far, taken out (never blocks)."""
+    taken: list[T] = []
+    try:
+        while True:
+            taken.append(answers.get_nowait())
+    except queue.Empty:
+        return taken
 
 
 def completion_body(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from stepview.engine import server_api
 from stepview.engine.adoption import short_id
 from stepview.engine.attached import AttachedEngine
 from stepview.engine.detokenize import HOLD_S
@@ -95,7 +96,7 @@ def test_other_clients_prompts_and_completions_take_the_servers_text(
     server.send(record(step, idle=True, finished=[A, B0, B1], ended=ends))
     watcher.step()  # held until the completions' text came (the clock stands still)
     a, b = watcher.finished()["01234567"], watcher.finished()["fedcba98"]
-    ((sample,),) = (a.completions,)
+    (sample,) = a.completions
     assert (sample.text, list(sample.token_ids), sample.finish_reason) == (
         fake_text([7, 8]),
         [7, 8, 2],
@@ -140,6 +141,22 @@ def test_error_answers_and_a_lost_server_leave_token_counts_said_once(
     assert fake_api.posts.count("/detokenize") == 2  # an error is no reason to stop asking
     (logged,) = detokenize_logs(caplog)
     assert "it went wrong" in logged
+
+
+def test_a_server_that_does_not_answer_in_time_leaves_token_counts(
+    server: Server,
+    engine: AttachedEngine,
+    fake_api: FakeApi,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 0.2)
+    fake_api.decoding.clear()  # never answers
+    done = run_one(Watcher(engine), server, A, 1)  # held until both questions timed out
+    assert (done.prompt, done.completions[0].text) == ("(4 prompt tokens)", "")
+    (logged,) = detokenize_logs(caplog)
+    assert "timed out" in logged
 
 
 def test_a_slow_server_never_holds_a_step_up(
