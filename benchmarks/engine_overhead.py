@@ -40,6 +40,7 @@ same variant differ by up to ~10 % here; trust medians over several rounds, not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -361,6 +362,19 @@ class Tmux:
 
     def alive(self) -> bool:
         return self._run("has-session", "-t", "b").returncode == 0
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by the pane's processes: the program it runs."""
+        import psutil  # a vLLM dependency
+
+        pid = int(self._run("list-panes", "-t", "b", "-F", "#{pane_pid}").stdout.split()[0])
+        pane = psutil.Process(pid)
+        total = 0.0
+        for process in (pane, *pane.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                total += times.user + times.system
+        return total
 
     def kill(self) -> None:
         self._run("kill-server")

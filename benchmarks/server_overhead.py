@@ -15,7 +15,10 @@ Each measurement starts a fresh server, sends a warm-up completion, then the loa
 greedy completions of ``--max-tokens`` tokens each (``ignore_eos``), all sent at once from as
 many client threads. Throughput is completion tokens over the span from the first send to the
 last answer. The variants take turns (the order rotates each round) and each figure is the
-median over rounds. The last line is ``ratios: plugin/alone=X attached/alone=Y``.
+median over rounds. For the attached variants it also prints the share of the machine's CPU
+(all cores) stepview's own process used during the load: the CPU it took from the server on
+a machine they share, measured directly, whatever the run-to-run noise of the throughput.
+The last line is ``ratios: plugin/alone=X attached/alone=Y``.
 
 Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``); each server start takes
 ~25 s, so a round of three variants takes about two minutes.
@@ -24,6 +27,7 @@ Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``); each serv
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import statistics
@@ -105,8 +109,11 @@ def attach(publish: str, port: int, workdir: Path, nice: int | None) -> Tmux:
     return tmux
 
 
-def measure(variant: str, model: Path, args: argparse.Namespace, workdir: Path) -> float:
-    """One fresh server of ``variant`` under the load: completion tokens per second."""
+def measure(
+    variant: str, model: Path, args: argparse.Namespace, workdir: Path
+) -> tuple[float, float | None]:
+    """One fresh server of ``variant`` under the load: completion tokens per second, and
+    for an attached variant the share of the machine's CPU stepview used meanwhile."""
     port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
     plugin = variant != "alone"
     server = ApiServer(
@@ -121,7 +128,11 @@ def measure(variant: str, model: Path, args: argparse.Namespace, workdir: Path) 
         complete(port, "warm up", 4)
         if variant.startswith("attached"):
             tmux = attach(publish, port, workdir, 0 if variant == UNNICED else None)
+        before = tmux.cpu_seconds() if tmux is not None else 0.0
         tokens, span = send_load(port, args.requests, args.max_tokens)
+        share = None
+        if tmux is not None:
+            share = (tmux.cpu_seconds() - before) / (span * (os.cpu_count() or 1))
         if tokens != args.requests * args.max_tokens:
             raise RuntimeError(f"{variant}: {tokens} tokens, expected every max_tokens")
         if tmux is not None:
@@ -129,7 +140,7 @@ def measure(variant: str, model: Path, args: argparse.Namespace, workdir: Path) 
             time.sleep(1.0)
             if not server.healthy():
                 raise RuntimeError("the server stopped answering when stepview quit")
-        return tokens / span
+        return tokens / span, share
     finally:
         if tmux is not None:
             tmux.kill()
@@ -165,6 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     variants = (*VARIANTS, UNNICED) if args.unniced else VARIANTS
     rates: dict[str, list[float]] = {variant: [] for variant in variants}
+    shares: dict[str, list[float]] = {variant: [] for variant in variants}
     print(
         f"server_overhead: {args.rounds} rounds, {args.requests} completions x "
         f"{args.max_tokens} tokens, demo model, API server",
@@ -173,13 +185,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     for round_no in range(args.rounds):
         turn = round_no % len(variants)
         for variant in variants[turn:] + variants[:turn]:
-            rate = measure(variant, model, args, workdir)
+            rate, share = measure(variant, model, args, workdir)
             rates[variant].append(rate)
-            print(f"  round {round_no + 1} {variant:<14} {rate:8.1f} tok/s", flush=True)
+            used = ""
+            if share is not None:
+                shares[variant].append(share)
+                used = f"   stepview used {share:6.1%} of the machine's CPU"
+            print(f"  round {round_no + 1} {variant:<14} {rate:8.1f} tok/s{used}", flush=True)
     medians = {variant: statistics.median(values) for variant, values in rates.items()}
     for variant in variants:
         values = " ".join(f"{v:.1f}" for v in rates[variant])
         print(f"{variant:<14} median {medians[variant]:8.1f} tok/s   ({values})")
+    for variant in variants:
+        if shares[variant]:
+            print(
+                f"{variant:<14} stepview's CPU: median {statistics.median(shares[variant]):.1%} "
+                "of the machine during the load"
+            )
     if args.keep is None:
         shutil.rmtree(workdir, ignore_errors=True)
     alone = medians["alone"]
