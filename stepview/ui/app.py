@@ -31,7 +31,7 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Center, Middle, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
 from stepview.model.derive import clone_of
@@ -49,6 +49,7 @@ from stepview.ui.bindings import (
 from stepview.ui.detail import DetailScreen
 from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
+from stepview.ui.footer import FittingFooter
 from stepview.ui.goto import GoToStep
 from stepview.ui.help import app_help
 from stepview.ui.latency_view import LatencyScreen
@@ -135,7 +136,7 @@ class StepviewApp(App[None]):
             yield RequestTable("Running", id="running")
             yield RequestTable("Finished", id="finished", append_only=True)
             yield FilterBar(id="filter")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         # Looked up once: show_snapshot runs up to POLL_HZ times a second.
