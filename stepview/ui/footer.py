@@ -40,6 +40,15 @@ def fitted(widgets: Iterable[Widget], width: int) -> Iterator[Widget]:
 class FittingFooter(Footer):
     """A compact :class:`Footer` that leaves out its least needed keys when too narrow."""
 
+    # The space between key and label is the key's, not the label's: SVG renderers such as
+    # librsvg drop the leading space of a text run, which drew "aAdd" in screenshots.
+    DEFAULT_CSS = """
+    FittingFooter FooterKey.-compact {
+        .footer-key--key { padding: 0 1 0 0; }
+        .footer-key--description { padding: 0; }
+    }
+    """
+
     def __init__(self) -> None:
         super().__init__(compact=True)
         self._fitted_to = 0
