@@ -59,6 +59,7 @@ from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
 from stepview.ui.status_bar import StatusBar
 from stepview.ui.step_view import StepScreen
 from stepview.ui.strip import StepChosen
+from stepview.ui.theme import THEME
 from stepview.ui.timeline import timeline_for
 
 # Full screens that show the step on screen and follow the history keys.
@@ -103,9 +104,7 @@ class StepviewApp(App[None]):
         A source with playback controls (``ReplaySource``) is replayed: the history keys
         drive its playback.
         """
-        # ansi_color: the theme is ANSI; said up front, NO_COLOR drops colour codes instead of
-        # putting a monochrome filter over ANSI colours (which drew black on black).
-        super().__init__(ansi_color=True)
+        super().__init__(ansi_color=True)  # the theme is ANSI: see stepview.ui.theme
         self.source = source
         self._aborts = AbortTracker()
         self._timeline = timeline_for(source)
@@ -123,7 +122,7 @@ class StepviewApp(App[None]):
         self._error_reported = ""
         self._filter = RequestFilter()
         self._focus_before_filter: RequestTable | None = None
-        self.theme = "ansi-dark"
+        self.theme = THEME
 
     # -- layout ----------------------------------------------------------------------------
 
