@@ -44,10 +44,10 @@ def _run(argv: Sequence[str] | None) -> int:
         return fail("--json needs --headless")
     if own.replay is None and (own.paused or own.replay_speed != 1.0 or own.summary):
         return fail("--paused, --replay-speed and --summary go with --replay FILE")
-    if own.compare is not None:
-        compare_error = _compare_conflict(own)
-        if compare_error is not None:
-            return fail(compare_error)
+    replay_error = _compare_conflict(own) if own.compare is not None else None
+    replay_error = replay_error or _playback_conflict(own)
+    if replay_error is not None:
+        return fail(replay_error)
     attach_error = _attach_conflict(own, engine_argv) or _load_conflict(own, engine_argv)
     if attach_error is not None:
         return fail(attach_error)
@@ -124,6 +124,24 @@ def _compare_conflict(own: OwnOptions) -> str | None:
         return "--compare FILE goes with --replay FILE: compare two recorded runs"
     if own.export_csv is not None or own.export_chrome_trace is not None:
         return "--compare and the exports exclude each other (export one trace at a time)"
+    return None
+
+
+def _playback_conflict(own: OwnOptions) -> str | None:
+    """Why ``--paused`` / ``--replay-speed`` would do nothing here, if they would.
+
+    They set how the TUI plays a replay; the compare view has no playback (both runs move
+    by hand, from their first difference), and the summary and exports open no TUI.
+    """
+    if not own.paused and own.replay_speed == 1.0:
+        return None
+    if own.compare is not None:
+        return (
+            "--compare does not play the runs (keys move both, from their first difference): "
+            "drop --paused and --replay-speed"
+        )
+    if own.summary or own.export_csv is not None or own.export_chrome_trace is not None:
+        return "--paused and --replay-speed go with a replay in the TUI, not --summary or exports"
     return None
 
 

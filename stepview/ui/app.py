@@ -31,7 +31,7 @@ from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.containers import Center, Middle, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
 from stepview.model.derive import clone_of
@@ -49,6 +49,7 @@ from stepview.ui.bindings import (
 from stepview.ui.detail import DetailScreen
 from stepview.ui.filter_bar import FilterBar
 from stepview.ui.filtering import RequestFilter
+from stepview.ui.footer import FittingFooter
 from stepview.ui.goto import GoToStep
 from stepview.ui.help import app_help
 from stepview.ui.latency_view import LatencyScreen
@@ -58,6 +59,7 @@ from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
 from stepview.ui.status_bar import StatusBar
 from stepview.ui.step_view import StepScreen
 from stepview.ui.strip import StepChosen
+from stepview.ui.theme import THEME
 from stepview.ui.timeline import timeline_for
 
 # Full screens that show the step on screen and follow the history keys.
@@ -102,9 +104,7 @@ class StepviewApp(App[None]):
         A source with playback controls (``ReplaySource``) is replayed: the history keys
         drive its playback.
         """
-        # ansi_color: the theme is ANSI; said up front, NO_COLOR drops colour codes instead of
-        # putting a monochrome filter over ANSI colours (which drew black on black).
-        super().__init__(ansi_color=True)
+        super().__init__(ansi_color=True)  # the theme is ANSI: see stepview.ui.theme
         self.source = source
         self._aborts = AbortTracker()
         self._timeline = timeline_for(source)
@@ -122,7 +122,7 @@ class StepviewApp(App[None]):
         self._error_reported = ""
         self._filter = RequestFilter()
         self._focus_before_filter: RequestTable | None = None
-        self.theme = "ansi-dark"
+        self.theme = THEME
 
     # -- layout ----------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class StepviewApp(App[None]):
             yield RequestTable("Running", id="running")
             yield RequestTable("Finished", id="finished", append_only=True)
             yield FilterBar(id="filter")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         # Looked up once: show_snapshot runs up to POLL_HZ times a second.

@@ -5,9 +5,11 @@
 engine's state), so it is tested without starting an app. ``StepviewApp.check_action`` only
 gathers those values.
 
-The footer holds about 78 columns of keys at 80x24. It shows the keys a newcomer needs (Demo
-to get going, ``[`` to look back); abort, which needs a chosen row anyway, and the rest of the
-history keys are on the help screen, and the HISTORY banner names the way back.
+The footer shows the keys a newcomer needs: Add and Demo to get going, pause and step, ``[``
+to look back, and the two views that answer "what did this step do" (``v``) and "where did
+the time go" (``t``). Abort, which needs a chosen row anyway, and the rest of the history
+keys are on the help screen, and the HISTORY banner names the way back. A live run's footer
+takes 89 columns; on a narrower terminal it leaves out :data:`FOOTER_DROP_ORDER`.
 """
 
 from __future__ import annotations
@@ -121,14 +123,12 @@ VIEW_BINDINGS: list[BindingType] = [
         "v",
         "step_view",
         "Step view",
-        show=False,
         tooltip="The step on screen: token budget, scheduled, preempted, waiting and why",
     ),
     Binding(
         "t",
         "latency",
         "Latency",
-        show=False,
         tooltip="Latency percentiles (queue, TTFT, inter-token, e2e, tok/s) and a histogram",
     ),
 ]
@@ -173,6 +173,12 @@ APP_BINDINGS: list[BindingType] = [
     Binding("a,c,d,f,w", "read_only", show=False, system=True),
 ]
 """Every key of the app itself (``StepviewApp.BINDINGS``)."""
+
+FOOTER_DROP_ORDER = ("demo", "filter")
+"""Footer keys left out, in this order, while the footer does not fit the terminal.
+
+Demo first: until the first request the Pending pane's hint names ``d``, and after it
+the demo prompts are one more batch. Then the filter: ``/`` is the usual key for it."""
 
 NEWCOMER_HINT = "none yet: press d for the demo prompts, a to add one, ? for help"
 """What an empty live run says in its Pending pane, until the first request arrives."""

@@ -25,6 +25,7 @@ from stepview.insight.compare_report import difference_line
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.store import Trace
 from stepview.ui.format import rate_value, throughput
+from stepview.ui.theme import THEME
 
 SIDE_BY_SIDE_MIN = 100
 _ROWS = ("request", "state", "sched", "out", "from")
@@ -99,7 +100,8 @@ class CompareApp(App[None]):
     ]
 
     def __init__(self, trace_a: Trace, trace_b: Trace) -> None:
-        super().__init__()
+        super().__init__(ansi_color=True)  # the main app's theme: see stepview.ui.theme
+        self.theme = THEME
         self._traces = (trace_a, trace_b)
         self.comparison: Comparison = compare_runs(trace_a.snapshots, trace_b.snapshots)
         steps: set[int] = set()

@@ -23,12 +23,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from stepview.model.derive import fork_of, token_texts
 from stepview.model.sampling import form_values
 from stepview.model.snapshot import Completion, RequestState, RequestView, StepSnapshot, Timings
 from stepview.ui.adding import AskToAdd
+from stepview.ui.footer import FittingFooter
 from stepview.ui.format import (
     finish_reasons,
     latency,
@@ -227,7 +228,7 @@ class DetailScreen(Screen[None]):
         with VerticalScroll(id="detail-scroll"):
             yield Static(id="detail-body")
         yield Static(id="detail-token")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         scroll = self.query_one("#detail-scroll")

@@ -20,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Button, Footer, Input, Label, Static, TextArea
+from textual.widgets import Button, Input, Label, Static, TextArea
 
 from stepview.model.sampling import (
     DEFAULT_MAX_LOGPROBS,
@@ -29,6 +29,7 @@ from stepview.model.sampling import (
     form_values,
     parse_form,
 )
+from stepview.ui.footer import FittingFooter
 from stepview.ui.presets import PRESETS
 
 EMPTY_PROMPT = "The prompt is empty: type the text the model should continue."
@@ -107,7 +108,7 @@ class PromptForm(ModalScreen[NewPrompt | None]):
                 yield Button("Submit", id="submit", variant="primary", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Static(id="form-status")
-        yield Footer()
+        yield FittingFooter()
 
     def _field(self, name: str) -> Widget:
         value = self._initial[name]

@@ -286,16 +286,23 @@ _REASON_WORDS = {
 _WAITS = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
 
 
-def state_cell(view: RequestView) -> str:
-    """The state column: the state, and for a request that waits why (the detail says more)."""
+def state_cell(view: RequestView, width: int | None = None) -> str:
+    """The state column: the state, and for a request that waits why (the detail says more).
+
+    The reason comes first: within ``width`` the cell drops the request it waits behind
+    (``waiting·behind``), then the preemption count (``preempted·kv``), rather than have the
+    table cut the reason itself off (``waiting·behind l…``).
+    """
     detail = state_detail(view)
     reason = view.wait_reason
     word = None if reason is None or view.state not in _WAITS else _REASON_WORDS.get(reason.code)
-    if word is None:
+    if reason is None or word is None:
         return detail
-    if reason is not None and reason.blocker:
-        word = f"{word} {reason.blocker}"
-    return f"{detail}·{word}"
+    shortest = f"{view.state.value}·{word}"
+    candidates = [f"{detail}·{word}", shortest]
+    if reason.blocker:
+        candidates.insert(0, f"{detail}·{word} {one_line(reason.blocker)}")
+    return next((c for c in candidates if width is None or len(c) <= width), shortest)
 
 
 def aligned(

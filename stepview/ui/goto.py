@@ -14,7 +14,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
+
+from stepview.ui.footer import FittingFooter
 
 
 class GoToStep(ModalScreen[int | None]):
@@ -32,7 +34,7 @@ class GoToStep(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="goto"):
             yield Input(placeholder=f"{self.first}-{self.last}", restrict=r"[0-9]*", id="goto-step")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         box = self.query_one("#goto")

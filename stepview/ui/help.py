@@ -15,7 +15,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
+
+from stepview.ui.footer import FittingFooter
 
 HelpSection = tuple[str, Iterable[BindingType]]
 
@@ -35,7 +37,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Static(self._text())
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         box = self.query_one("#help")

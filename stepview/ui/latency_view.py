@@ -19,10 +19,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Sparkline, Static
+from textual.widgets import Sparkline, Static
 
 from stepview.insight.latency import METRICS, QUANTILES, LatencyStats
 from stepview.model.snapshot import StepSnapshot
+from stepview.ui.footer import FittingFooter
 from stepview.ui.format import aligned, rate_value, seconds
 
 _MUTED: Final = "$text-muted"
@@ -114,7 +115,7 @@ class LatencyScreen(Screen[None]):
             yield Static(id="latency-table")
             yield Static(id="latency-caption")
             yield Sparkline([], id="latency-histogram")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         scroll = self.query_one("#latency-scroll")

@@ -20,9 +20,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
 from stepview.model.load import LOAD_FIELDS, MIX_HELP, LoadSpec, parse_load_fields
+from stepview.ui.footer import FittingFooter
 from stepview.ui.form import show_field_errors
 
 # Each field's label and what it takes (shown as the placeholder of an empty field).
@@ -70,7 +71,7 @@ class LoadForm(ModalScreen[LoadSpec | None]):
                 yield Button("Start", id="submit", variant="primary", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Static(id="form-status")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         form = self.query_one("#form")

@@ -19,9 +19,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from stepview.model.snapshot import StepSnapshot
+from stepview.ui.footer import FittingFooter
 from stepview.ui.format import multi_line, one_line
 
 
@@ -93,7 +94,7 @@ class ErrorScreen(Screen[None]):
             if self.can_go_back:
                 hint += ", escape to look at the last state"
             yield Static(Content.styled(hint, "$text-muted"), id="error-hint")
-        yield Footer()
+        yield FittingFooter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":

@@ -58,7 +58,8 @@ class Columns:
         wide = width >= 110
         self.id = 10 if wide else 6
         self.params = 18 if wide else 13
-        self.state = 17 if wide else 15
+        # Room for why a request waits, and behind whom: "waiting·behind load1-12".
+        self.state = 26 if wide else 23 if width >= 90 else 17
         self.latency = 24 if wide else 21
         rest = width - self.id - self.params - self.state - self.latency - 4
         if rest < 12:  # very narrow: the prompt matters more than the latency
@@ -412,7 +413,7 @@ class RequestTable(ScrollView, can_focus=True):
             (one_line(view.request_id, cols.id + 1), cols.id, self._style("id")),
             (prompt, cols.prompt, ""),
             (view.spec.summary(), cols.params, self._style("dim")),
-            (state_cell(view), cols.state, state_style),
+            (state_cell(view, cols.state), cols.state, state_style),
             (latency_cell(view, self._now), cols.latency, self._style("dim")),
         ]
         text = Text(no_wrap=True, end="")

@@ -20,10 +20,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
+from stepview.ui.footer import FittingFooter
 from stepview.ui.format import aligned, one_line, percent, seconds
 
 _Part = str | tuple[str, str]
@@ -175,7 +176,7 @@ class StepScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="step-scroll"):
             yield Static(id="step-body")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         scroll = self.query_one("#step-scroll")

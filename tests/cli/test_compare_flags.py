@@ -93,3 +93,30 @@ def test_compare_with_an_export(
     a, b = two_traces
     argv = ["--replay", str(a), "--compare", str(b), export, str(tmp_path / "out")]
     _fails(argv, capsys, "--compare and the exports exclude each other")
+
+
+@pytest.mark.parametrize(
+    "playback", [["--paused"], ["--replay-speed", "4"], ["--paused", "--replay-speed", "0.5"]]
+)
+@pytest.mark.parametrize("summary", [[], ["--summary"]])
+def test_compare_refuses_playback_flags_before_reading_anything(
+    tmp_path: Path,
+    playback: list[str],
+    summary: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The compare view has no playback: the flags would be ignored. Refused before either
+    # file is read (neither exists here) and before any UI starts.
+    a, b = tmp_path / "missing-a.jsonl", tmp_path / "missing-b.jsonl"
+    argv = ["--replay", str(a), "--compare", str(b), *summary, *playback]
+    _fails(argv, capsys, "--compare does not play the runs")
+
+
+@pytest.mark.parametrize(
+    "no_tui", [["--summary"], ["--export-csv", "out.csv"], ["--export-chrome-trace", "t.json"]]
+)
+def test_a_replay_without_the_tui_refuses_playback_flags(
+    tmp_path: Path, no_tui: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--replay", str(tmp_path / "missing.jsonl"), *no_tui, "--paused"]
+    _fails(argv, capsys, "--paused and --replay-speed go with a replay in the TUI")

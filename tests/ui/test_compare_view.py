@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
+from stepview.demo.snapshots import mid_run
+from stepview.demo.sources import StaticSource
 from stepview.trace.reader import load_trace
+from stepview.ui.app import StepviewApp
 from stepview.ui.compare import CompareApp, RunPane
+from stepview.ui.theme import THEME
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
@@ -60,6 +64,15 @@ async def test_narrow_terminals_stack_the_runs() -> None:
     app = _app()
     async with app.run_test(size=(120, 40)):
         assert not app.query_one("#panes").has_class("stacked")
+
+
+async def test_the_compare_view_wears_the_main_apps_theme() -> None:
+    # It opened in Textual's default true-colour theme: a different look from the app it
+    # comes from, and blends that tmux and ssh cannot draw.
+    app = _app()
+    async with app.run_test(size=(80, 24)):
+        assert app.theme == THEME == StepviewApp(StaticSource(mid_run()), clock=None).theme
+        assert app.ansi_color
 
 
 @pytest.mark.parametrize("size", SIZES)

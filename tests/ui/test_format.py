@@ -6,6 +6,7 @@ import pytest
 
 from stepview.demo.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 from stepview.model.sampling import SamplingSpec
+from stepview.model.scheduling import BEHIND, KV_CACHE, NOT_ADMITTED, TOKEN_BUDGET, WaitReason
 from stepview.model.snapshot import RequestState, StepStat
 from stepview.ui.filtering import RequestFilter
 from stepview.ui.format import (
@@ -19,6 +20,7 @@ from stepview.ui.format import (
     rate_value,
     seconds,
     sparkline,
+    state_cell,
     state_detail,
     step_throughputs,
     throughput,
@@ -194,3 +196,30 @@ def test_throughput_is_the_last_busy_windows_not_an_average_over_idle_time() -> 
     assert throughput(steps) == pytest.approx(40 / 0.1)  # the second burst alone
     assert throughput(steps[:20]) == pytest.approx(76 / 0.19)
     assert throughput([*steps[:20], *burst(20, 60.0, 1)]) is None  # one step: no rate yet
+
+
+_BEHIND = WaitReason(BEHIND, "behind load1-12, which vLLM could not schedule", "load1-12")
+
+
+@pytest.mark.parametrize(
+    ("state", "preemptions", "wait", "width", "shown"),
+    [
+        (RequestState.WAITING, 0, _BEHIND, 17, "waiting·behind"),
+        (RequestState.WAITING, 0, _BEHIND, 23, "waiting·behind load1-12"),
+        (RequestState.WAITING, 0, _BEHIND, None, "waiting·behind load1-12"),
+        (RequestState.PREEMPTED, 2, WaitReason(TOKEN_BUDGET, "spent"), 20, "preempted x2·budget"),
+        (RequestState.PREEMPTED, 12, _BEHIND, 17, "preempted·behind"),
+        (RequestState.WAITING, 0, WaitReason(KV_CACHE, "3 more blocks"), 17, "waiting·kv"),
+        (RequestState.PENDING, 0, WaitReason(NOT_ADMITTED, "in stepview's queue"), 17, "pending"),
+    ],
+)
+def test_the_state_cell_keeps_the_wait_reason_whole_within_its_width(
+    state: RequestState,
+    preemptions: int,
+    wait: WaitReason,
+    width: int | None,
+    shown: str,
+) -> None:
+    view = request("w1", "p", state, preemptions=preemptions, wait=wait)
+    assert state_cell(view, width) == shown
+    assert width is None or len(shown) <= width
