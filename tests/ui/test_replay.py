@@ -86,7 +86,7 @@ async def test_play_runs_to_the_end_and_pause_holds() -> None:
         await pilot.press("space")
         await until(pilot, lambda: source.status.playing or source.status.position == last)
         await until(pilot, lambda: at(app, source, last))  # 40 ms of recording at 1x
-        assert not source.status.playing  # a player stops at the end
+        await until(pilot, lambda: not source.status.playing)  # a player stops at the end
         await until(
             pilot, lambda: f"‖ 1x  STOPPED  step {LAST_STEP}/{LAST_STEP}" in status_text(app)
         )
