@@ -80,6 +80,18 @@ def one_line(text: str, limit: int | None = None) -> str:
     return _sanitize(text, NEWLINE_MARK)
 
 
+def id_cell(request_id: str, width: int) -> str:
+    """A request id for a column ``width`` wide: too long, its *end* is kept.
+
+    Ids that share a start differ at the end (``load1-12``, ``load1-13``; ``a7db916a@1``
+    keeps its rank): cut at the end like other cells, a whole load's rows read ``load1…``.
+    """
+    request_id = one_line(request_id, 64)
+    if len(request_id) <= width or width < 2:
+        return request_id
+    return "…" + request_id[len(request_id) - width + 1 :]
+
+
 def multi_line(text: str) -> str:
     """``text`` made safe for a wrapping block: real line breaks kept, nothing else raw."""
     return "\n".join(

@@ -27,7 +27,7 @@ from textual.strip import Strip
 
 from stepview.model.snapshot import RequestState, RequestView
 from stepview.ui.filtering import RequestFilter
-from stepview.ui.format import latency_cell, one_line, state_cell
+from stepview.ui.format import id_cell, latency_cell, one_line, state_cell
 
 # Characters of a prompt a row ever looks at (the cell is never wider).
 _PROMPT_PREVIEW = 300
@@ -56,7 +56,8 @@ class Columns:
     def __init__(self, width: int) -> None:
         self.width = width
         wide = width >= 110
-        self.id = 10 if wide else 6
+        # Whole ids at 90 columns: load1-12 and a server's 8 hex digits (longer: the end).
+        self.id = 10 if wide else 8 if width >= 90 else 6
         self.params = 18 if wide else 13
         # Room for why a request waits, and behind whom: "waiting·behind load1-12".
         self.state = 26 if wide else 23 if width >= 90 else 17
@@ -410,7 +411,7 @@ class RequestTable(ScrollView, can_focus=True):
         if view.lineage is not None:  # a clone's prompt is its parent's: say whose
             prompt = f"{one_line(view.lineage.label(), 40)} · {prompt}"
         cells: list[tuple[str, int, Style | str]] = [
-            (one_line(view.request_id, cols.id + 1), cols.id, self._style("id")),
+            (id_cell(view.request_id, cols.id), cols.id, self._style("id")),
             (prompt, cols.prompt, ""),
             (view.spec.summary(), cols.params, self._style("dim")),
             (state_cell(view, cols.state), cols.state, state_style),

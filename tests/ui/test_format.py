@@ -12,6 +12,7 @@ from stepview.ui.filtering import RequestFilter
 from stepview.ui.format import (
     NEWLINE_MARK,
     REPLACEMENT,
+    id_cell,
     latency,
     latency_cell,
     multi_line,
@@ -223,3 +224,17 @@ def test_the_state_cell_keeps_the_wait_reason_whole_within_its_width(
     view = request("w1", "p", state, preemptions=preemptions, wait=wait)
     assert state_cell(view, width) == shown
     assert width is None or len(shown) <= width
+
+
+@pytest.mark.parametrize(
+    ("request_id", "width", "shown"),
+    [
+        ("u12", 6, "u12"),
+        ("load1-12", 8, "load1-12"),
+        ("load1-12", 6, "…d1-12"),  # a load's rows differ at the end, not the start
+        ("a7db916a@1", 8, "…b916a@1"),  # a rank stays visible
+        ("line\nbreak", 10, "line⏎break"),
+    ],
+)
+def test_ids_too_long_keep_their_end(request_id: str, width: int, shown: str) -> None:
+    assert id_cell(request_id, width) == shown
