@@ -131,7 +131,8 @@ def test_attach_watches_the_api_server_through_a_restart(
     # The server dies with requests in flight: they are held, the link says so.
     # The demo model is fast: 64 x 480 tokens can be done in 2 s on a quiet machine, so ask
     # for several times that and kill only while the server itself says work is running.
-    complete_in_background(server.port, 256, 480)
+    answered: dict[str, str] = {}
+    complete_in_background(server.port, 256, 480, answered)
     term.wait_for(lambda s: pane_count(s, "Running") > 0, timeout=60)
     assert server.running() > 0, "the server finished everything before it could be killed"
     server.kill()
@@ -164,9 +165,16 @@ def test_attach_watches_the_api_server_through_a_restart(
         assert {"prefill", "decode"} <= states_seen, adopted["timeline"]
         assert adopted["completions"][0]["finish_reason"] == "length"
         assert adopted["completions"][0]["text"] == texts[adopted["prompt"]]
+    # The view may lag the server under 256 requests: records received before the kill are
+    # still read after DISCONNECTED showed (more requests adopted, some finished), so the
+    # count held on screen then is not the count settled. What must hold: every request
+    # either finished or was settled as lost, with why; every answered one finished; and
+    # some were in flight when the server died.
     states = [r["state"] for r in records]
-    assert states.count("finished") == 3 + 1 + 2 + (len(records) - 6 - held)  # 64 - held
-    assert states.count("aborted") == held
+    assert set(states) == {"finished", "aborted"}
+    lost = [r for r in records if r["state"] == "aborted"]
+    assert lost and all(r["error"] for r in lost)
+    assert states.count("finished") >= 3 + 1 + 2 + len(answered)
     mine = next(r for r in records if r["id"] == "u1")
     assert mine["prompt"] == "hello through the api" and mine["state"] == "finished"
     assert mine["completions"][0]["token_ids"]  # the answer's, with its text
