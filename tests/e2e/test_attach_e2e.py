@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,15 +36,15 @@ from tests.e2e.terminal import STEPVIEW
 
 
 def complete_in_background(
-    port: int, count: int, max_tokens: int, texts: dict[str, str] | None = None
+    port: int, count: int, max_tokens: int, texts: dict[str, str] | None = None, name: str = "story"
 ) -> list[threading.Thread]:
     """``count`` completions from another client; failures (a killed server) are expected.
 
-    ``texts`` gets each answer's text by its prompt.
+    Prompts are ``"{name} {i} about the sea"``; ``texts`` gets each answer's text by its prompt.
     """
 
     def one(i: int) -> None:
-        prompt = f"story {i} about the sea"
+        prompt = f"{name} {i} about the sea"
         with contextlib.suppress(OSError, urllib.error.URLError):
             answer = complete(port, prompt, max_tokens)
             if texts is not None:
@@ -52,6 +54,18 @@ def complete_in_background(
     for thread in threads:
         thread.start()
     return threads
+
+
+def is_load(prompt: str | None) -> bool:
+    """Whether a results record's prompt is the killed load's, or one without its text.
+
+    Only the load's can lack text: the server died before it decoded all 256 prompts.
+    """
+    return (
+        not prompt
+        or prompt.startswith("load ")
+        or re.fullmatch(r"\(\d+ prompt tokens\)", prompt) is not None
+    )
 
 
 def pane_count(screen: str, pane: str) -> int:
@@ -132,7 +146,7 @@ def test_attach_watches_the_api_server_through_a_restart(
     # The demo model is fast: 64 x 480 tokens can be done in 2 s on a quiet machine, so ask
     # for several times that and kill only while the server itself says work is running.
     answered: dict[str, str] = {}
-    complete_in_background(server.port, 256, 480, answered)
+    complete_in_background(server.port, 256, 480, answered, name="load")
     term.wait_for(lambda s: pane_count(s, "Running") > 0, timeout=60)
     assert server.running() > 0, "the server finished everything before it could be killed"
     server.kill()
@@ -145,7 +159,7 @@ def test_attach_watches_the_api_server_through_a_restart(
     term.wait_for(lambda s: "DISCONNECTED" not in s and pane_count(s, "Running") == 0, 60)
     screen = term.wait_for_text("aborted", timeout=30)
     before = pane_count(screen, "Finished")
-    threads = complete_in_background(server.port, 2, 50)
+    threads = complete_in_background(server.port, 2, 50, name="again")
     term.wait_for(lambda s: pane_count(s, "Finished") == before + 2, timeout=120)
     for thread in threads:
         thread.join(60)
@@ -166,15 +180,28 @@ def test_attach_watches_the_api_server_through_a_restart(
         assert adopted["completions"][0]["finish_reason"] == "length"
         assert adopted["completions"][0]["text"] == texts[adopted["prompt"]]
     # The view may lag the server under 256 requests: records received before the kill are
-    # still read after DISCONNECTED showed (more requests adopted, some finished), so the
-    # count held on screen then is not the count settled. What must hold: every request
-    # either finished or was settled as lost, with why; every answered one finished; and
-    # some were in flight when the server died.
-    states = [r["state"] for r in records]
-    assert set(states) == {"finished", "aborted"}
-    lost = [r for r in records if r["state"] == "aborted"]
-    assert lost and all(r["error"] for r in lost)
-    assert states.count("finished") >= 3 + 1 + 2 + len(answered)
+    # still read after DISCONNECTED showed, so the count held on screen then is not the count
+    # settled. And a SIGKILL takes with it the records still queued in the server for a
+    # subscriber that is behind (stepview runs niced): a completion its client got in the
+    # server's last moments can be one stepview never heard finish, and settles as lost.
+    # What must hold: every request either finished or was settled as lost, with why; some
+    # were lost; none of the load is left in another state; every phase outside the kill
+    # finished whole.
+    by_state: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_state.setdefault(record["state"], []).append(record)
+    assert set(by_state) == {"finished", "aborted"}, sorted(by_state)
+    lost, finished = by_state["aborted"], by_state["finished"]
+    assert lost, "no request was in flight when the server died"
+    assert all(r["error"] for r in lost)
+    outside_the_kill = [r for r in records if not is_load(r["prompt"])]
+    assert all(r["state"] == "finished" for r in outside_the_kill), [
+        (r["id"], r["prompt"], r["state"]) for r in outside_the_kill
+    ]
+    assert len(outside_the_kill) == 3 + 1 + 2
+    finished_load = len(finished) - len(outside_the_kill)
+    told = f"{len(answered)} answered, {finished_load} seen finished, {len(lost)} lost"
+    assert finished_load + len(lost) >= len(answered), told
     mine = next(r for r in records if r["id"] == "u1")
     assert mine["prompt"] == "hello through the api" and mine["state"] == "finished"
     assert mine["completions"][0]["token_ids"]  # the answer's, with its text
