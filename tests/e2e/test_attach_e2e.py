@@ -36,7 +36,12 @@ from tests.e2e.terminal import STEPVIEW
 
 
 def complete_in_background(
-    port: int, count: int, max_tokens: int, texts: dict[str, str] | None = None, name: str = "story"
+    port: int,
+    count: int,
+    max_tokens: int,
+    texts: dict[str, str] | None = None,
+    name: str = "story",
+    **extra: Any,
 ) -> list[threading.Thread]:
     """``count`` completions from another client; failures (a killed server) are expected.
 
@@ -46,7 +51,7 @@ def complete_in_background(
     def one(i: int) -> None:
         prompt = f"{name} {i} about the sea"
         with contextlib.suppress(OSError, urllib.error.URLError):
-            answer = complete(port, prompt, max_tokens)
+            answer = complete(port, prompt, max_tokens, **extra)
             if texts is not None:
                 texts[prompt] = answer["choices"][0]["text"]
 
@@ -144,9 +149,10 @@ def test_attach_watches_the_api_server_through_a_restart(
 
     # The server dies with requests in flight: they are held, the link says so.
     # The demo model is fast: 64 x 480 tokens can be done in 2 s on a quiet machine, so ask
-    # for several times that and kill only while the server itself says work is running.
+    # for several times that, every one of them to the end (greedy, the demo model often
+    # says EOS after a few tokens), and kill only while the server itself says work is running.
     answered: dict[str, str] = {}
-    complete_in_background(server.port, 256, 480, answered, name="load")
+    complete_in_background(server.port, 256, 480, answered, name="load", ignore_eos=True)
     term.wait_for(lambda s: pane_count(s, "Running") > 0, timeout=60)
     assert server.running() > 0, "the server finished everything before it could be killed"
     server.kill()
