@@ -31,6 +31,7 @@ from benchmarks.vllm_server import (
     server_command,
     server_env,
 )
+from stepview.engine.watched_core import LEFT
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW
 
@@ -187,12 +188,12 @@ def test_attach_watches_the_api_server_through_a_restart(
         assert adopted["completions"][0]["text"] == texts[adopted["prompt"]]
     # The view may lag the server under 256 requests: records received before the kill are
     # still read after DISCONNECTED showed, so the count held on screen then is not the count
-    # settled. And a SIGKILL takes with it the records still queued in the server for a
-    # subscriber that is behind (stepview runs niced): a completion its client got in the
-    # server's last moments can be one stepview never heard finish, and settles as lost.
-    # What must hold: every request either finished or was settled as lost, with why; some
-    # were lost; none of the load is left in another state; every phase outside the kill
-    # finished whole.
+    # settled. And a SIGKILL takes with it the steps still queued in the server for a
+    # subscriber that is behind (stepview runs niced, and on this CPU box the server takes
+    # both cores): requests that came and went in them, or finished in them, stepview never
+    # heard of, or settles as lost. (Starved by two busy loops, stepview saw 105 of the 122
+    # completions answered before the kill finish.) What must hold: every request either
+    # finished whole or was settled as lost, with why; every phase outside the kill finished.
     by_state: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         by_state.setdefault(record["state"], []).append(record)
@@ -205,9 +206,15 @@ def test_attach_watches_the_api_server_through_a_restart(
         (r["id"], r["prompt"], r["state"]) for r in outside_the_kill
     ]
     assert len(outside_the_kill) == 3 + 1 + 2
-    finished_load = len(finished) - len(outside_the_kill)
-    told = f"{len(answered)} answered, {finished_load} seen finished, {len(lost)} lost"
-    assert finished_load + len(lost) >= len(answered), told
+    # A finished one of the load either ended as vLLM said (all 480 tokens), or, when stepview
+    # fell so far behind that the server's queue for it overflowed and dropped the step that
+    # said how it ended, it "left the engine" (stepview says what it knows, nothing more).
+    for record in finished:
+        if is_load(record["prompt"]):
+            (completion,) = record["completions"]
+            assert completion["finish_reason"] in ("length", LEFT), record
+            if completion["finish_reason"] == "length":
+                assert len(completion["token_ids"]) == 480, record["id"]
     mine = next(r for r in records if r["id"] == "u1")
     assert mine["prompt"] == "hello through the api" and mine["state"] == "finished"
     assert mine["completions"][0]["token_ids"]  # the answer's, with its text
