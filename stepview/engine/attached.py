@@ -71,12 +71,20 @@ log = logging.getLogger(__name__)
 SILENT = "lost while disconnected: gone when the server came back"
 # Records kept while the view is held (paused) or behind; older ones are dropped (the
 # records are complete, so the next one read puts every request right again; what is sent
-# only once is kept, see WatchedCore.stash).
-MAX_BACKLOG = 1024
+# only once is kept, see WatchedCore.stash). A server steps 100-200 times a second: this is
+# a view at most a second or two behind. Kept longer, a stepview that cannot keep up (niced
+# on a box the server saturates) would leave the records in zmq's queues instead, whose
+# overflow drops them whole, with the ends of requests in them.
+MAX_BACKLOG = 256
 # One record per step while stepview keeps up; more than this many waiting (a fast server
-# on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once.
+# on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once,
+# for at most CATCH_UP_S (one record costs ~1 ms at 256 requests; a starved process takes
+# many times that in wall time), so that the sockets are read again soon.
 CATCH_UP_AFTER = 64
 CATCH_UP_STEP = 256
+CATCH_UP_S = 0.1
+# A view this many seconds behind the server says so in the status bar.
+BEHIND_SHOWN_S = 2.0
 # After a lost connection comes back, how long held requests wait for a record.
 SETTLE_S = 2.0
 # How often the server's API is asked what it serves, until it answers.
@@ -188,9 +196,10 @@ class AttachedEngine:
         count = 1 if len(backlog) <= CATCH_UP_AFTER else min(len(backlog), CATCH_UP_STEP)
         now = self._clock()
         reads: list[CoreStep] = []
+        until = time.perf_counter() + CATCH_UP_S
         for i in range(count):
-            if i and not self._next_ready():
-                break  # held for its text: read in a later step
+            if i and (not self._next_ready() or time.perf_counter() > until):
+                break  # held for its text, or time to read the sockets: in a later step
             core, facts, _ = backlog.popleft()
             read = core.read(
                 facts, now, own=self._own, awaiting=self._awaiting, labelled=self._labelled
@@ -240,7 +249,12 @@ class AttachedEngine:
             message = f"DISCONNECTED from {where} — reconnecting{also}"
             return LinkState(EngineState.DISCONNECTED, message, ranks)
         busy = any(core.busy for core in cores)
-        return LinkState(EngineState.RUNNING if busy else EngineState.IDLE, "", ranks)
+        message = ""
+        if self._backlog:  # nothing waiting to be read: the view is as late as delivery
+            behind = max(core.behind for core in cores)
+            if behind >= BEHIND_SHOWN_S:
+                message = f"view {behind:.0f} s behind the server: stepview is short of CPU"
+        return LinkState(EngineState.RUNNING if busy else EngineState.IDLE, message, ranks)
 
     def shutdown(self) -> None:
         """Close the sockets; the server is left alone (so are requests sent through the API)."""

@@ -106,6 +106,7 @@ class WatchedCore:
         # on receiving a batch of records (the newest of a batch is the freshest): clock skew
         # plus the quickest delivery. Records are dated by it.
         self.offset: float | None = None
+        self.behind = 0.0  # how late (beyond the offset) the last record was read, seconds
         self.next_resync = 0.0
         self.status = RankStatus(rank, False)
         self.kv_used = 0
@@ -127,6 +128,7 @@ class WatchedCore:
         self.unread_ends.clear()
         self.view = SchedulerView(self._lookup)
         self.busy = False
+        self.behind = 0.0
         self.last_step = None
         self.kv_used = 0
         self.status = RankStatus(self.rank, self.status.connected)
@@ -214,6 +216,7 @@ class WatchedCore:
         self.last_step, self.last_time, self.was_idle = facts.step, facts.time, facts.idle
         lag = now - facts.time
         offset = lag if self.offset is None else self.offset
+        self.behind = max(0.0, lag - offset)
         return CoreStep(
             scheduled,
             outputs,
@@ -223,7 +226,7 @@ class WatchedCore:
             generated,
             self.view.new_preemptions,
             interval,
-            max(0.0, lag - offset),
+            self.behind,
         )
 
     def _adopt(

@@ -143,6 +143,8 @@ class StatusBar(Widget):
                 right = step
             elif snap.alerts:
                 left = _spaced((alert_text(snap.alerts), "bold $warning"))
+            elif snap.info.attached and snap.phase and snap.engine_state is EngineState.RUNNING:
+                left = _spaced(("⚠ " + one_line(snap.phase, 200), "bold $warning"))  # behind
         left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         gap = max(1, width - left.cell_length - right.cell_length)
         return Content.assemble(left, " " * gap, right)

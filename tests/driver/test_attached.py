@@ -442,7 +442,10 @@ def test_samples_added_a_step_apart_make_one_request(
     assert watcher.active()["n"].spec.n == 2 and len(watcher.active()) == 1
 
 
-def test_a_step_catches_up_on_many_records_at_once(server: Server, engine: AttachedEngine) -> None:
+def test_a_step_catches_up_on_many_records_at_once(
+    server: Server, engine: AttachedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(attached, "CATCH_UP_S", 60.0)  # however slow the machine
     watcher = Watcher(engine)
     records = [record(1, request("a-0123abcd", outputs=1, new=[1]))]
     last = attached.CATCH_UP_AFTER + 10
@@ -470,6 +473,43 @@ def test_a_step_catches_up_on_many_records_at_once(server: Server, engine: Attac
         "stop",
     )
     assert set(watcher.active()) == {"b"}
+
+
+def test_a_catch_up_step_stops_at_its_time_budget_and_loses_nothing(
+    server: Server, engine: AttachedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A starved stepview: every catch-up step is out of time after its first record, so it
+    # goes back to the sockets; the records left wait in the backlog, none is skipped. The
+    # records span 2.3 s of the server's steps, so the status bar says how late the view is.
+    monkeypatch.setattr(attached, "CATCH_UP_S", 0.0)
+    watcher = Watcher(engine)
+    last = 230
+    assert attached.CATCH_UP_AFTER + 4 < last < attached.MAX_BACKLOG
+    records = [record(1, request("a-0123abcd", outputs=1, new=[1]))]
+    records += [
+        record(i, request("a-0123abcd", outputs=i, new=[i], intro=False)) for i in range(2, last)
+    ]
+    records.append(
+        record(
+            last,
+            finished=["a-0123abcd"],
+            ended=[EndedFacts("a-0123abcd", last, list(range(1, last + 1)), "stop")],
+        )
+    )
+    server.send(*records)
+    wait_until(lambda: engine.has_unfinished() and len(engine._backlog) == last)
+    generated = [watcher.step().counters.generation_tokens for _ in range(4)]
+    assert generated == [1, 1, 1, 1]  # one record each while more than CATCH_UP_AFTER wait
+    assert len(engine._backlog) == last - 4
+    assert engine.link().message == "view 2 s behind the server: stepview is short of CPU"
+    while engine.has_unfinished():
+        watcher.step()
+    assert engine.link().message == ""  # all read: as late as delivery, no more
+    done = watcher.finished()["a"]
+    assert (list(done.completions[0].token_ids), done.completions[0].finish_reason) == (
+        list(range(1, last + 1)),
+        "stop",
+    )
 
 
 def test_records_dropped_unread_keep_what_is_sent_once(

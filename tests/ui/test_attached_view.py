@@ -42,6 +42,16 @@ async def test_a_lost_server_is_named_where_the_model_was() -> None:
         assert "tiny @" not in text
 
 
+async def test_a_view_behind_the_server_says_how_far() -> None:
+    message = "view 3 s behind the server: stepview is short of CPU"
+    app, _ = make_app(replace(attached_run(EngineState.RUNNING, message), alerts=()))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        first = status_text(app).splitlines()[0]
+        assert first.startswith(f"⚠ {message}")
+        assert "RUNNING" in first and first.rstrip().endswith(" step 240")
+
+
 async def test_pausing_an_attached_view_says_the_server_runs_on() -> None:
     app, _ = make_app(attached_run(EngineState.PAUSED))
     async with app.run_test(size=SIZE) as pilot:
