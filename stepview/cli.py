@@ -153,8 +153,6 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         return None
     if own.replay is not None:
         return "--attach and --replay exclude each other (watch a server, or replay a trace)"
-    if own.headless:
-        return "--attach runs the TUI only (no --headless)"
     if engine_argv:
         return (
             f"--attach takes no engine flags: the server was started with its own "

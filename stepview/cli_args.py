@@ -231,7 +231,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="watch a running vLLM server instead of starting an engine: ADDRESS is the "
         "STEPVIEW_PUBLISH address (tcp://HOST:PORT or ipc://PATH) of a server started with "
         "--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler; takes no engine "
-        "flags; pause and single step only hold the view, the server runs on",
+        "flags; pause and single step only hold the view, the server runs on; with "
+        "--headless, print what the server finishes until Ctrl+C",
     )
     group.add_argument(
         "--attach-ranks",

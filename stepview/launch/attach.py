@@ -62,30 +62,48 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     except PromptsFileError as exc:
         return fail(str(exc))
 
-    problem = claim_terminal("")
-    if problem is not None:
-        return fail(problem)
+    if not options.headless:
+        problem = claim_terminal("")
+        if problem is not None:
+            return fail(problem)
     lower_priority(ATTACH_NICE if options.nice is None else options.nice)
 
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": options.api}
 
-    insight = exports_insight(options)
-    outputs = open_outputs(options, header, insight)
-    if isinstance(outputs, int):
-        return outputs
-    sinks, results_path, default_results = outputs
-
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
         return AttachedEngine(address, ranks, api=api)
 
+    insight = exports_insight(options)
+    read_only = None if api is not None else NO_API
+    if options.headless:
+        from stepview.engine.sinks import file_sinks
+        from stepview.launch.attach_headless import watch_headless
+
+        try:  # as a headless run: a results file only when asked for
+            files = file_sinks(
+                header,
+                results=options.results,
+                append_results=True,
+                record=options.record,
+                annotate=insight.request_fields,
+            )
+        except OSError as exc:
+            return fail(f"cannot open output file: {exc}")
+        return watch_headless(
+            options, factory, files, requests, read_only=read_only, insight=insight
+        )
+    outputs = open_outputs(options, header, insight)
+    if isinstance(outputs, int):
+        return outputs
+    sinks, results_path, default_results = outputs
     driver = Driver(
         factory,
         sinks=sinks,
         history_size=options.history,
         admit_per_step=options.admit_per_step or 0,
-        read_only=None if api is not None else NO_API,
+        read_only=read_only,
         insight=insight,
     )
     for request in requests:

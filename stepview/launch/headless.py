@@ -42,6 +42,7 @@ from stepview.launch.exits import (
     EXIT_FAILED,
     EXIT_OK,
     fail,
+    notice,
     unfinished_note,
 )
 from stepview.launch.export import export_run, exports_insight
@@ -50,6 +51,7 @@ from stepview.model.errors import describe
 from stepview.model.load import plan_load
 from stepview.model.prompts import PromptsFileError, prompt_commands, seed_requests
 from stepview.model.records import Annotate, format_request_output, request_record
+from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
 DASHES = "-" * 50
@@ -64,14 +66,16 @@ class HeadlessPrinter:
 
     def __init__(
         self,
-        expected: int,
+        expected: int | None,
         *,
         json_lines: bool,
         out: TextIO,
         err: TextIO,
         annotate: Annotate | None = None,
     ) -> None:
-        """``annotate`` adds fields to each JSON record (the run insight's timeline)."""
+        """``expected``: how many requests end the run (``None``: the run ends otherwise, as a
+        watched server's does). ``annotate`` adds fields to each JSON record (the run
+        insight's timeline)."""
         self.expected = expected
         self.annotate = annotate
         self.json_lines = json_lines
@@ -124,7 +128,9 @@ class HeadlessPrinter:
                 self._write(json.dumps(request_record(view, self.annotate), ensure_ascii=False))
             else:
                 self._write(f"{format_request_output(view)}\n{DASHES}")
-        if snapshot.engine_state is EngineState.ERROR or self.seen >= self.expected:
+        if snapshot.engine_state is EngineState.ERROR or (
+            self.expected is not None and self.seen >= self.expected
+        ):
             self.done.set()
 
     def close(self) -> None:
@@ -163,7 +169,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     from stepview.engine.engine_args import UsageError, parse_engine_args
     from stepview.engine.environment import prepare_vllm_environment, redirect_native_stderr
     from stepview.engine.live import live_driver
-    from stepview.engine.sinks import EngineArgsHolder, file_sinks, sink_errors
+    from stepview.engine.sinks import EngineArgsHolder, file_sinks
 
     try:
         requests = starting_commands(options, seed_requests())
@@ -211,21 +217,29 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             admit_per_step=admit,
             insight=insight,
         )
-        code, completed = _drive(driver, requests, printer, options.results)
-        exported = export_run(
-            options.export_csv, options.export_chrome_trace, insight, driver.latest()
-        )
-        errors = [*sink_errors(sinks), *exported]
-        if completed and not any(errors):
-            # Only after a run that went to its end: an interrupted or failed one says why in
-            # one line, and a closed pipe ends quietly.
-            _say(sys.stderr, format_summary(insight.summary()))
-        for error in errors:
-            if error is not None:
-                code = fail(error, EXIT_FAILED)
-        return code
+        code, completed = drive(driver, requests, printer, options.results)
+        return finish_run(driver, sinks, options, code, completed)
     finally:
         restore_stderr()
+
+
+def finish_run(
+    driver: Driver, sinks: Sequence[SnapshotSink], options: OwnOptions, code: int, completed: bool
+) -> int:
+    """After :func:`drive`: the exports, the latency table on stderr, files that failed."""
+    from stepview.engine.sinks import sink_errors
+
+    insight = driver.insight
+    exported = export_run(options.export_csv, options.export_chrome_trace, insight, driver.latest())
+    errors = [*sink_errors(sinks), *exported]
+    if completed and not any(errors):
+        # Only after a run that went to its end: an interrupted or failed one says why in
+        # one line, and a closed pipe ends quietly.
+        _say(sys.stderr, format_summary(insight.summary()))
+    for error in errors:
+        if error is not None:
+            code = fail(error, EXIT_FAILED)
+    return code
 
 
 def _say(stream: TextIO, text: str) -> None:
@@ -235,11 +249,13 @@ def _say(stream: TextIO, text: str) -> None:
         stream.flush()
 
 
-def _drive(
+def drive(
     driver: Driver,
     requests: Sequence[Command],
     printer: HeadlessPrinter,
     results: Path | None,
+    *,
+    watching: bool = False,
 ) -> tuple[int, bool]:
     """Run until every request is printed, the engine fails, the reader of stdout goes away,
     or a signal asks to stop.
@@ -247,6 +263,7 @@ def _drive(
     The requests are handed over once the engine is up: an engine that cannot start is one
     message, not one rejection per request followed by the same message again. Returns the
     exit code and whether the run went to its end (every request printed, no stop, no failure).
+    ``watching`` (an attached server): a signal is how the run ends, not an interruption.
     """
     stop = threading.Event()
 
@@ -278,6 +295,10 @@ def _drive(
         return EXIT_BROKEN_PIPE, False
     if driver.error:
         return fail(driver.error, EXIT_FAILED), False
+    if stop.is_set() and watching:
+        note = unfinished_note(driver.unfinished, results)
+        notice("stopped watching" + (f" ({note})" if note else ""))
+        return (EXIT_FAILED if printer.rejected else EXIT_OK), True
     if stop.is_set():
         note = unfinished_note(driver.unfinished, results)
         code = fail(

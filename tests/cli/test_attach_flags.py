@@ -57,7 +57,6 @@ def test_bad_ranks_are_a_usage_error(ranks: str, capsys: pytest.CaptureFixture[s
         (["--api", "http://h:8000"], "--api, --attach-ranks and --nice go with --attach"),
         (["--nice", "5"], "--api, --attach-ranks and --nice go with --attach"),
         (["--attach", "tcp://h:1", "--replay", "t.jsonl"], "--attach and --replay exclude"),
-        (["--attach", "tcp://h:1", "--headless"], "--attach runs the TUI only"),
         (["--attach", "tcp://h:1", "--model", "m"], "takes no engine flags"),
         (["--attach", "tcp://h:1", "--prompts", "p.jsonl"], "--prompts with --attach needs --api"),
         (["--attach", "h:5570"], "--attach: 'h:5570' is not a tcp://HOST:PORT or ipc://PATH"),

@@ -1,0 +1,94 @@
+"""``stepview --attach ADDRESS --headless``: watch a server without a TUI, for scripts and logs.
+
+On a GPU box people leave a server running for hours; this records what it did without a
+terminal to draw on (``nohup``, a systemd unit, a CI job): every request the server finishes
+is printed as ``--headless`` prints its own (vLLM's ``RequestOutput`` form, or one JSON object
+per line with ``--json``, timeline included), ``--results`` and ``--record`` write the same
+files as an attached TUI, and stderr says when the link to the server is lost and back.
+
+Watching has no end of its own: it runs until Ctrl+C, SIGTERM or SIGHUP, which end it
+normally (exit 0, the latency table on stderr, requests still in flight recorded as
+``unfinished``). With ``--prompts`` (and ``--api``) it sends them through the server's API
+and ends when they have finished. A reader of stdout that goes away ends it quietly (141),
+as for any Unix filter.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from stepview.cli_args import OwnOptions
+from stepview.engine.driver import Driver, EngineFactory
+from stepview.insight.run import RunInsight
+from stepview.launch.exits import notice
+from stepview.launch.headless import HeadlessPrinter, drive, finish_run
+from stepview.model.commands import AddRequest
+from stepview.model.sink import SnapshotSink
+from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
+
+
+class LinkNotices:
+    """A sink that says on stderr, once each time, where the link to the server stands:
+    connecting, watching, lost, back. (stdout is the results' alone.)"""
+
+    error: str | None = None
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._state: EngineState | None = None
+
+    def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
+        state, before = snapshot.engine_state, self._state
+        if state is before or state is EngineState.PAUSED:
+            return
+        self._state = state
+        reached = state in (EngineState.RUNNING, EngineState.IDLE)
+        if state is EngineState.STARTING and before is None:
+            notice(f"connecting to {self.address}")
+        elif state is EngineState.DISCONNECTED:
+            notice(snapshot.phase or f"DISCONNECTED from {self.address}")
+        elif reached and before is EngineState.DISCONNECTED:
+            notice(f"back in touch with {self.address}")
+        elif reached and before in (None, EngineState.STARTING):
+            notice(f"watching {snapshot.info.label} (Ctrl+C to stop)")
+
+    def close(self) -> None:
+        pass
+
+
+def watch_headless(
+    options: OwnOptions,
+    factory: EngineFactory,
+    files: list[SnapshotSink],
+    requests: Sequence[AddRequest],
+    *,
+    read_only: str | None,
+    insight: RunInsight,
+) -> int:
+    """Watch until stopped (see the module docstring); the exit code.
+
+    ``files`` are the results file and trace, already open, annotated by ``insight``;
+    ``requests`` the prompts to send through the server's API (with no ``--api``,
+    ``read_only`` says why there are none).
+    """
+    address = options.attach
+    assert address is not None
+    printer = HeadlessPrinter(
+        len(requests) if requests else None,
+        json_lines=options.json,
+        out=sys.stdout,
+        err=sys.stderr,
+        annotate=insight.request_fields,
+    )
+    sinks: list[SnapshotSink] = [printer, LinkNotices(address), *files]
+    driver = Driver(
+        factory,
+        sinks=sinks,
+        history_size=1,
+        admit_per_step=options.admit_per_step or 0,
+        read_only=read_only,
+        insight=insight,
+    )
+    code, completed = drive(driver, requests, printer, options.results, watching=True)
+    return finish_run(driver, sinks, options, code, completed)

@@ -1,0 +1,145 @@
+"""``stepview --attach ADDRESS --headless``: the real command, in a child process, watching a
+publisher that plays an engine core (no vLLM): finished requests on stdout as JSON lines, the
+link on stderr, Ctrl+C as the normal end with the unfinished recorded and the table printed.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from stepview.model.core_facts import EndedFacts
+from tests.driver.attach_helpers import Server, record, request
+
+
+class Lines:
+    """A child's stream read line by line on a thread, so waits can time out."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 15.0) -> str:
+        """The first line (seen before or coming) that contains ``text``."""
+        for line in self.seen:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no line with {text!r} in {self.seen}"
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+
+    def rest(self) -> list[str]:
+        while True:
+            try:
+                self.seen.append(self._queue.get(timeout=1.0))
+            except queue.Empty:
+                return self.seen
+
+
+@pytest.fixture
+def watcher(server: Server, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    command = [
+        sys.executable,
+        "-m",
+        "stepview",
+        "--attach",
+        server.address,
+        "--headless",
+        "--json",
+        "--results",
+        str(tmp_path / "results.jsonl"),
+        "--record",
+        str(tmp_path / "run.trace.jsonl"),
+        "--log-file",
+        str(tmp_path / "stepview.log"),
+    ]
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
+def test_watches_headless_until_ctrl_c(
+    server: Server, watcher: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    assert watcher.stdout is not None and watcher.stderr is not None
+    out, err = Lines(watcher.stdout), Lines(watcher.stderr)
+    server.wait_subscribed(timeout=30)
+    err.wait_for("stepview: watching")
+    # Another client's request runs and finishes; a second is in flight.
+    server.send(
+        record(1, request("a-0123abcd", outputs=1, new=[7])),
+        record(2, request("a-0123abcd", outputs=2, new=[8], intro=False), request("b-0123abcd")),
+        record(
+            3,
+            request("b-0123abcd", intro=False, outputs=1, new=[9]),
+            finished=["a-0123abcd"],
+            ended=[EndedFacts("a-0123abcd", 3, [7, 8, 6], "length")],
+        ),
+    )
+    first = json.loads(out.wait_for('"id": "a"'))
+    assert first["state"] == "finished"
+    assert first["completions"][0]["token_ids"] == [7, 8, 6]
+    assert first["completions"][0]["finish_reason"] == "length"
+    assert first["timeline"][-1]["state"] == "decode"
+
+    # The server goes away and comes back: stderr says so, stdout stays results only.
+    server.kill()
+    err.wait_for("DISCONNECTED from")
+    server.restart()
+    err.wait_for("back in touch with")
+
+    watcher.send_signal(signal.SIGINT)
+    assert watcher.wait(15) == 0
+    results = tmp_path / "results.jsonl"
+    lines = err.rest()
+    assert any(
+        f"stopped watching (1 unfinished request, recorded in {results})" in line for line in lines
+    ), lines
+    assert any("TTFT" in line for line in lines), lines  # the latency table
+    assert all(line.startswith("{") for line in out.rest())
+    states = {r["id"]: r["state"] for r in map(json.loads, results.read_text().splitlines())}
+    assert states == {"a": "finished", "b": "unfinished"}
+    summary = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stepview",
+            "--replay",
+            str(tmp_path / "run.trace.jsonl"),
+            "--summary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert summary.returncode == 0, summary.stderr
+    assert "TTFT" in summary.stdout + summary.stderr
