@@ -78,19 +78,12 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     insight = exports_insight(options)
     read_only = None if api is not None else NO_API
     if options.headless:
-        from stepview.engine.sinks import file_sinks
         from stepview.launch.attach_headless import watch_headless
+        from stepview.launch.headless import open_files
 
-        try:  # as a headless run: a results file only when asked for
-            files = file_sinks(
-                header,
-                results=options.results,
-                append_results=True,
-                record=options.record,
-                annotate=insight.request_fields,
-            )
-        except OSError as exc:
-            return fail(f"cannot open output file: {exc}")
+        files = open_files(options, header, insight)  # as a headless run's: only if named
+        if isinstance(files, int):
+            return files
         return watch_headless(
             options, factory, files, requests, read_only=read_only, insight=insight
         )

@@ -29,14 +29,15 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver import Driver
 from stepview.insight.report import format_summary
+from stepview.insight.run import RunInsight
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -169,7 +170,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     from stepview.engine.engine_args import UsageError, parse_engine_args
     from stepview.engine.environment import prepare_vllm_environment, redirect_native_stderr
     from stepview.engine.live import live_driver
-    from stepview.engine.sinks import EngineArgsHolder, file_sinks
+    from stepview.engine.sinks import EngineArgsHolder
 
     try:
         requests = starting_commands(options, seed_requests())
@@ -187,16 +188,9 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
         insight = exports_insight(options)
-        try:
-            files = file_sinks(
-                holder.header_fields,
-                results=options.results,
-                append_results=True,
-                record=options.record,
-                annotate=insight.request_fields,
-            )
-        except OSError as exc:
-            return fail(f"cannot open output file: {exc}")
+        files = open_files(options, holder.header_fields, insight)
+        if isinstance(files, int):
+            return files
         printer = HeadlessPrinter(
             request_count(requests),
             json_lines=options.json,
@@ -221,6 +215,25 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         return finish_run(driver, sinks, options, code, completed)
     finally:
         restore_stderr()
+
+
+def open_files(
+    options: OwnOptions, header: Callable[[], Mapping[str, Any]], insight: RunInsight
+) -> list[SnapshotSink] | int:
+    """The results file and trace a headless run was asked for (none unless named: the
+    output is stdout); an exit code instead when one cannot be opened."""
+    from stepview.engine.sinks import file_sinks
+
+    try:
+        return file_sinks(
+            header,
+            results=options.results,
+            append_results=True,
+            record=options.record,
+            annotate=insight.request_fields,
+        )
+    except OSError as exc:
+        return fail(f"cannot open output file: {exc}")
 
 
 def finish_run(
