@@ -114,5 +114,6 @@ def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> Arr
         stop=tuple(intro.stop),
         logprobs=intro.logprobs,
         prompt_logprobs=intro.prompt_logprobs,
+        ignore_eos=intro.ignore_eos,
     )
     return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids))

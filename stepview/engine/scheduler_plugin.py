@@ -343,6 +343,7 @@ def _intro(req: Any) -> RequestIntro:
         [stop] if isinstance(stop, str) else list(stop or ()),
         params.logprobs,
         params.prompt_logprobs,
+        bool(params.ignore_eos),
     )
 
 

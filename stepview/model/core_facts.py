@@ -70,6 +70,7 @@ class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
     stop: list[str] = []
     logprobs: int | None = None
     prompt_logprobs: int | None = None
+    ignore_eos: bool = False
     # Append new fields here, each with a default.
 
 

@@ -60,7 +60,9 @@ def request(
         max_tokens,
         False,
         list(new),
-        RequestIntro(list(range(100, 100 + prompt)), temperature, seed=7) if intro else None,
+        RequestIntro(list(range(100, 100 + prompt)), temperature, seed=7, ignore_eos=True)
+        if intro
+        else None,
     )
 
 

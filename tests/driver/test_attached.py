@@ -111,6 +111,7 @@ def test_requests_in_flight_are_adopted_with_what_the_record_says(
     assert a.prompt == "(12 prompt tokens)"
     assert a.prompt_token_ids == tuple(range(100, 112))
     assert (a.spec.temperature, a.spec.seed, a.spec.max_tokens) == (0.7, 7, 16)
+    assert a.spec.ignore_eos  # as the client asked
     assert a.waited == pytest.approx(3.01)
     assert arrived["cmpl-c-0"].spec.n == 2  # two samples seen
     assert result.ended == ()

@@ -309,7 +309,9 @@ def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() 
     from vllm import SamplingParams
     from vllm.v1.request import RequestStatus as RS
 
-    params = SamplingParams(temperature=0.5, top_k=3, seed=11, stop="END", max_tokens=8)
+    params = SamplingParams(
+        temperature=0.5, top_k=3, seed=11, stop="END", max_tokens=8, ignore_eos=True
+    )
     req = FakeRequest(
         RS.RUNNING,
         3,
@@ -326,6 +328,7 @@ def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() 
     intro = first.intro
     assert intro is not None and intro.prompt_token_ids == [1, 2, 3]
     assert (intro.temperature, intro.top_k, intro.seed, intro.stop) == (0.5, 3, 11, ["END"])
+    assert intro.ignore_eos
 
     def again(*tokens: int) -> Any:
         req.output_token_ids.extend(tokens)
