@@ -7,9 +7,13 @@ records they write out with :func:`request` and :func:`record`.
 
 from __future__ import annotations
 
+import queue
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from stepview.engine.attached import AttachedEngine
 from stepview.engine.facts_channel import FactsPublisher
@@ -150,3 +154,56 @@ def wait_until(condition: object, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met"
         time.sleep(0.01)
+
+
+def watch_command(address: str, folder: Path) -> list[str]:
+    """``stepview --attach ADDRESS --headless --json`` as a child process runs it."""
+    log = str(folder / "stepview.log")
+    return [
+        sys.executable,
+        "-m",
+        "stepview",
+        "--attach",
+        address,
+        "--headless",
+        "--json",
+        "--log-file",
+        log,
+    ]
+
+
+class Lines:
+    """A child's stream read line by line on a thread, so waits can time out."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 15.0) -> str:
+        """The first line (seen before or coming) that contains ``text``."""
+        for line in self.seen:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no line with {text!r} in {self.seen}"
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+
+    def rest(self) -> list[str]:
+        while True:
+            try:
+                self.seen.append(self._queue.get(timeout=1.0))
+            except queue.Empty:
+                return self.seen

@@ -6,75 +6,26 @@ link on stderr, Ctrl+C as the normal end with the unfinished recorded and the ta
 from __future__ import annotations
 
 import json
-import queue
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 from stepview.model.core_facts import EndedFacts
-from tests.driver.attach_helpers import Server, record, request
-
-
-class Lines:
-    """A child's stream read line by line on a thread, so waits can time out."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.seen: list[str] = []
-        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line.rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float = 15.0) -> str:
-        """The first line (seen before or coming) that contains ``text``."""
-        for line in self.seen:
-            if text in line:
-                return line
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no line with {text!r} in {self.seen}"
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            self.seen.append(line)
-            if text in line:
-                return line
-
-    def rest(self) -> list[str]:
-        while True:
-            try:
-                self.seen.append(self._queue.get(timeout=1.0))
-            except queue.Empty:
-                return self.seen
+from tests.driver.attach_helpers import Lines, Server, record, request, watch_command
 
 
 @pytest.fixture
 def watcher(server: Server, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     command = [
-        sys.executable,
-        "-m",
-        "stepview",
-        "--attach",
-        server.address,
-        "--headless",
-        "--json",
+        *watch_command(server.address, tmp_path),
         "--results",
         str(tmp_path / "results.jsonl"),
         "--record",
         str(tmp_path / "run.trace.jsonl"),
-        "--log-file",
-        str(tmp_path / "stepview.log"),
     ]
     child = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
