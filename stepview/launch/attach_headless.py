@@ -80,6 +80,7 @@ def watch_headless(
         out=sys.stdout,
         err=sys.stderr,
         annotate=insight.request_fields,
+        awaited=[request.request_id for request in requests],
     )
     sinks: list[SnapshotSink] = [printer, LinkNotices(address), *files]
     driver = Driver(

@@ -29,7 +29,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -73,11 +73,14 @@ class HeadlessPrinter:
         out: TextIO,
         err: TextIO,
         annotate: Annotate | None = None,
+        awaited: Collection[str] | None = None,
     ) -> None:
         """``expected``: how many requests end the run (``None``: the run ends otherwise, as a
-        watched server's does). ``annotate`` adds fields to each JSON record (the run
-        insight's timeline)."""
+        watched server's does); with ``awaited``, only requests of those ids count (a watched
+        server finishes other clients' requests too). ``annotate`` adds fields to each JSON
+        record (the run insight's timeline)."""
         self.expected = expected
+        self.awaited = None if awaited is None else frozenset(awaited)
         self.annotate = annotate
         self.json_lines = json_lines
         self.out = out
@@ -117,7 +120,8 @@ class HeadlessPrinter:
         for view in finished:
             if view.state is RequestState.UNFINISHED:
                 continue  # the run is over: counted in the exit line, kept in the results
-            self.seen += 1
+            if self.awaited is None or view.request_id in self.awaited:
+                self.seen += 1
             if view.state is RequestState.REJECTED:
                 self.rejected += 1
                 with contextlib.suppress(OSError, ValueError):

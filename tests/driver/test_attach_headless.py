@@ -9,13 +9,22 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stepview.model.core_facts import EndedFacts
-from tests.driver.attach_helpers import Lines, Server, record, request, watch_command
+from tests.driver.attach_helpers import (
+    Lines,
+    Server,
+    record,
+    request,
+    wait_until,
+    watch_command,
+)
+from tests.driver.fake_api import FakeApi
 
 
 @pytest.fixture
@@ -94,3 +103,59 @@ def test_watches_headless_until_ctrl_c(
     )
     assert summary.returncode == 0, summary.stderr
     assert "TTFT" in summary.stdout + summary.stderr
+
+
+def test_with_prompts_it_ends_when_they_are_answered_not_before(
+    server: Server, fake_api: FakeApi, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "mine", "prompt": "Hello", "params": {"max_tokens": 3}}))
+    command = [*watch_command(server.address, tmp_path), "--api", fake_api.url]
+    child = subprocess.Popen(
+        [*command, "--prompts", str(prompts)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        out, err = Lines(child.stdout), Lines(child.stderr)
+        server.wait_subscribed(timeout=30)
+        err.wait_for("stepview: watching")
+        wait_until(lambda: len(fake_api.bodies) == 1, timeout=15)
+        assert fake_api.bodies[0]["prompt"] == "Hello"
+        # Another client's request finishes first: the run goes on.
+        server.send(
+            record(1, request("other-0123abcd", outputs=1, new=[7])),
+            record(
+                2,
+                idle=True,
+                finished=["other-0123abcd"],
+                ended=[EndedFacts("other-0123abcd", 2, [7, 8], "stop")],
+            ),
+        )
+        assert json.loads(out.wait_for('"id": "other"'))["state"] == "finished"
+        time.sleep(0.5)
+        assert child.poll() is None, err.rest()
+        # Its own is answered: the run ends by itself, with the answer printed.
+        fake_api.answer = {
+            "choices": [
+                {
+                    "index": 0,
+                    "text": " world!",
+                    "token_ids": [4, 5, 6],
+                    "prompt_token_ids": [1, 2],
+                    "finish_reason": "length",
+                    "stop_reason": None,
+                }
+            ]
+        }
+        fake_api.release.set()
+        mine = json.loads(out.wait_for('"id": "mine"'))
+        assert (mine["state"], mine["completions"][0]["text"]) == ("finished", " world!")
+        assert child.wait(15) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
