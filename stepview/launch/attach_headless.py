@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from stepview.cli_args import OwnOptions
 from stepview.engine.driver import Driver, EngineFactory
 from stepview.insight.run import RunInsight
-from stepview.launch.exits import notice
+from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
 from stepview.model.commands import AddRequest
 from stepview.model.sink import SnapshotSink
@@ -37,16 +37,24 @@ class LinkNotices:
     def __init__(self, address: str) -> None:
         self.address = address
         self._state: EngineState | None = None
+        self._phase = ""
+        self.reached = False
+        """The server's records came, at least once."""
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
         state, before = snapshot.engine_state, self._state
+        if state is EngineState.STARTING:
+            # "connecting to ADDRESS", then what it waits for and what to check: each once.
+            phase = snapshot.phase
+            if phase != self._phase and self.address in phase:
+                self._phase = phase
+                notice(phase)
         if state is before or state is EngineState.PAUSED:
             return
         self._state = state
         reached = state in (EngineState.RUNNING, EngineState.IDLE)
-        if state is EngineState.STARTING and before is None:
-            notice(f"connecting to {self.address}")
-        elif state is EngineState.DISCONNECTED:
+        self.reached = self.reached or reached
+        if state is EngineState.DISCONNECTED:
             notice(snapshot.phase or f"DISCONNECTED from {self.address}")
         elif reached and before is EngineState.DISCONNECTED:
             notice(f"back in touch with {self.address}")
@@ -82,7 +90,8 @@ def watch_headless(
         annotate=insight.request_fields,
         awaited=[request.request_id for request in requests],
     )
-    sinks: list[SnapshotSink] = [printer, LinkNotices(address), *files]
+    link = LinkNotices(address)
+    sinks: list[SnapshotSink] = [printer, link, *files]
     driver = Driver(
         factory,
         sinks=sinks,
@@ -92,4 +101,6 @@ def watch_headless(
         insight=insight,
     )
     code, completed = drive(driver, requests, printer, options.results, watching=True)
+    if code == EXIT_OK and not link.reached:  # a wrong address, or a server without the plug-in
+        code, completed = fail(f"nothing ever came from {address}", EXIT_FAILED), False
     return finish_run(driver, sinks, options, code, completed)

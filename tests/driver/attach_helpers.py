@@ -8,10 +8,12 @@ records they write out with :func:`request` and :func:`record`.
 from __future__ import annotations
 
 import queue
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -207,3 +209,45 @@ class Lines:
                 self.seen.append(self._queue.get(timeout=1.0))
             except queue.Empty:
                 return self.seen
+
+
+class Watch:
+    """A ``stepview --attach --headless`` child process and its two streams, line by line."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.child = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.child.stdout is not None and self.child.stderr is not None
+        self.out, self.err = Lines(self.child.stdout), Lines(self.child.stderr)
+
+
+@contextmanager
+def watching(command: list[str]) -> Iterator[Watch]:
+    """Run ``command`` (see :func:`watch_command`); killed on the way out if still running."""
+    watch = Watch(command)
+    try:
+        yield watch
+    finally:
+        if watch.child.poll() is None:
+            watch.child.kill()
+            watch.child.wait(10)
+
+
+ANSWER = {
+    "choices": [
+        {
+            "index": 0,
+            "text": " world!",
+            "token_ids": [7, 8, 9],
+            "prompt_token_ids": [1, 2],
+            "finish_reason": "length",
+            "stop_reason": None,
+        }
+    ]
+}
+"""The completions endpoint's answer to a prompt of two tokens, three generated."""

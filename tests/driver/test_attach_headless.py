@@ -10,93 +10,63 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from stepview.model.core_facts import EndedFacts
 from tests.driver.attach_helpers import (
-    Lines,
+    ANSWER,
     Server,
     record,
     request,
     wait_until,
     watch_command,
+    watching,
 )
 from tests.driver.fake_api import FakeApi
 
 
-@pytest.fixture
-def watcher(server: Server, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    command = [
-        *watch_command(server.address, tmp_path),
-        "--results",
-        str(tmp_path / "results.jsonl"),
-        "--record",
-        str(tmp_path / "run.trace.jsonl"),
-    ]
-    child = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
-    )
-    try:
-        yield child
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
+def test_watches_headless_until_ctrl_c(server: Server, tmp_path: Path) -> None:
+    results, trace = tmp_path / "results.jsonl", tmp_path / "run.trace.jsonl"
+    command = watch_command(server.address, tmp_path)
+    with watching([*command, "--results", str(results), "--record", str(trace)]) as watch:
+        server.wait_subscribed(timeout=30)
+        watch.err.wait_for("stepview: watching")
+        # Another client's request runs and finishes; a second is in flight.
+        server.send(
+            record(1, request("a-0123abcd", outputs=1, new=[7])),
+            record(
+                2, request("a-0123abcd", outputs=2, new=[8], intro=False), request("b-0123abcd")
+            ),
+            record(
+                3,
+                request("b-0123abcd", intro=False, outputs=1, new=[9]),
+                finished=["a-0123abcd"],
+                ended=[EndedFacts("a-0123abcd", 3, [7, 8, 6], "length")],
+            ),
+        )
+        first = json.loads(watch.out.wait_for('"id": "a"'))
+        assert first["state"] == "finished"
+        assert first["completions"][0]["token_ids"] == [7, 8, 6]
+        assert first["completions"][0]["finish_reason"] == "length"
+        assert first["timeline"][-1]["state"] == "decode"
 
+        # The server goes away and comes back: stderr says so, stdout stays results only.
+        server.kill()
+        watch.err.wait_for("DISCONNECTED from")
+        server.restart()
+        watch.err.wait_for("back in touch with")
 
-def test_watches_headless_until_ctrl_c(
-    server: Server, watcher: subprocess.Popen[str], tmp_path: Path
-) -> None:
-    assert watcher.stdout is not None and watcher.stderr is not None
-    out, err = Lines(watcher.stdout), Lines(watcher.stderr)
-    server.wait_subscribed(timeout=30)
-    err.wait_for("stepview: watching")
-    # Another client's request runs and finishes; a second is in flight.
-    server.send(
-        record(1, request("a-0123abcd", outputs=1, new=[7])),
-        record(2, request("a-0123abcd", outputs=2, new=[8], intro=False), request("b-0123abcd")),
-        record(
-            3,
-            request("b-0123abcd", intro=False, outputs=1, new=[9]),
-            finished=["a-0123abcd"],
-            ended=[EndedFacts("a-0123abcd", 3, [7, 8, 6], "length")],
-        ),
-    )
-    first = json.loads(out.wait_for('"id": "a"'))
-    assert first["state"] == "finished"
-    assert first["completions"][0]["token_ids"] == [7, 8, 6]
-    assert first["completions"][0]["finish_reason"] == "length"
-    assert first["timeline"][-1]["state"] == "decode"
-
-    # The server goes away and comes back: stderr says so, stdout stays results only.
-    server.kill()
-    err.wait_for("DISCONNECTED from")
-    server.restart()
-    err.wait_for("back in touch with")
-
-    watcher.send_signal(signal.SIGINT)
-    assert watcher.wait(15) == 0
-    results = tmp_path / "results.jsonl"
-    lines = err.rest()
-    assert any(
-        f"stopped watching (1 unfinished request, recorded in {results})" in line for line in lines
-    ), lines
-    assert any("TTFT" in line for line in lines), lines  # the latency table
-    assert all(line.startswith("{") for line in out.rest())
+        watch.child.send_signal(signal.SIGINT)
+        assert watch.child.wait(15) == 0
+        lines = watch.err.rest()
+        stopped = f"stopped watching (1 unfinished request, recorded in {results})"
+        assert any(stopped in line for line in lines), lines
+        assert any("TTFT" in line for line in lines), lines  # the latency table
+        assert all(line.startswith("{") for line in watch.out.rest())
     states = {r["id"]: r["state"] for r in map(json.loads, results.read_text().splitlines())}
     assert states == {"a": "finished", "b": "unfinished"}
     summary = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stepview",
-            "--replay",
-            str(tmp_path / "run.trace.jsonl"),
-            "--summary",
-        ],
+        [sys.executable, "-m", "stepview", "--replay", str(trace), "--summary"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -111,18 +81,9 @@ def test_with_prompts_it_ends_when_they_are_answered_not_before(
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"id": "mine", "prompt": "Hello", "params": {"max_tokens": 3}}))
     command = [*watch_command(server.address, tmp_path), "--api", fake_api.url]
-    child = subprocess.Popen(
-        [*command, "--prompts", str(prompts)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stderr is not None
-        out, err = Lines(child.stdout), Lines(child.stderr)
+    with watching([*command, "--prompts", str(prompts)]) as watch:
         server.wait_subscribed(timeout=30)
-        err.wait_for("stepview: watching")
+        watch.err.wait_for("stepview: watching")
         wait_until(lambda: len(fake_api.bodies) == 1, timeout=15)
         assert fake_api.bodies[0]["prompt"] == "Hello"
         # Another client's request finishes first: the run goes on.
@@ -135,27 +96,23 @@ def test_with_prompts_it_ends_when_they_are_answered_not_before(
                 ended=[EndedFacts("other-0123abcd", 2, [7, 8], "stop")],
             ),
         )
-        assert json.loads(out.wait_for('"id": "other"'))["state"] == "finished"
+        assert json.loads(watch.out.wait_for('"id": "other"'))["state"] == "finished"
         time.sleep(0.5)
-        assert child.poll() is None, err.rest()
+        assert watch.child.poll() is None, watch.err.rest()
         # Its own is answered: the run ends by itself, with the answer printed.
-        fake_api.answer = {
-            "choices": [
-                {
-                    "index": 0,
-                    "text": " world!",
-                    "token_ids": [4, 5, 6],
-                    "prompt_token_ids": [1, 2],
-                    "finish_reason": "length",
-                    "stop_reason": None,
-                }
-            ]
-        }
+        fake_api.answer = ANSWER
         fake_api.release.set()
-        mine = json.loads(out.wait_for('"id": "mine"'))
+        mine = json.loads(watch.out.wait_for('"id": "mine"'))
         assert (mine["state"], mine["completions"][0]["text"]) == ("finished", " world!")
-        assert child.wait(15) == 0
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
+        assert watch.child.wait(15) == 0
+
+
+def test_an_address_nobody_publishes_on_says_what_to_check_and_fails(tmp_path: Path) -> None:
+    address = f"ipc://{tmp_path / 'nobody.sock'}"
+    with watching(watch_command(address, tmp_path)) as watch:
+        hint = watch.err.wait_for("waiting for the server's records")
+        assert f"STEPVIEW_PUBLISH={address}" in hint and "--scheduler-cls" in hint
+        watch.child.send_signal(signal.SIGINT)
+        assert watch.child.wait(15) == 1
+        assert f"stepview: nothing ever came from {address}" in watch.err.rest()
+        assert watch.out.rest() == []

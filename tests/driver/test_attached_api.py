@@ -19,7 +19,15 @@ from stepview.model.commands import AddRequest
 from stepview.model.core_facts import EndedFacts
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
-from tests.driver.attach_helpers import Server, ipc_address, next_step, record, request, wait_until
+from tests.driver.attach_helpers import (
+    ANSWER,
+    Server,
+    ipc_address,
+    next_step,
+    record,
+    request,
+    wait_until,
+)
 from tests.driver.fake_api import FakeApi
 from tests.driver.test_attached import Watcher
 
@@ -69,18 +77,7 @@ def test_a_prompt_sent_through_the_api_is_followed_and_finished_by_its_answer(
     assert watcher.step().ended == ()
     assert list(watcher.active()["u1"].completions[0].token_ids) == [7, 8, 9]
     assert watcher.active()["u1"].completions[0].finish_reason is None
-    fake_api.answer = {
-        "choices": [
-            {
-                "index": 0,
-                "text": " world!",
-                "token_ids": [7, 8, 9],
-                "prompt_token_ids": [1, 2],
-                "finish_reason": "length",
-                "stop_reason": None,
-            }
-        ]
-    }
+    fake_api.answer = ANSWER
     fake_api.release.set()
     watcher.step()
     done = watcher.finished()["u1"]

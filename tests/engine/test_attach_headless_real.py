@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from stepview.model.sampling import SamplingSpec
-from tests.driver.attach_helpers import Lines, watch_command
+from tests.driver.attach_helpers import watch_command, watching
 
 from .conftest import EnginePool
 
@@ -33,17 +32,8 @@ def test_headless_watcher_prints_what_the_client_got(engines: EnginePool, tmp_pa
     engine = engines.get(multiprocess=True, max_num_seqs=3)
     address = engine.facts_address
     assert address is not None
-    child = subprocess.Popen(
-        watch_command(address, tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None and child.stderr is not None
-        out, err = Lines(child.stdout), Lines(child.stderr)
-        err.wait_for("stepview: watching", timeout=60)
+    with watching(watch_command(address, tmp_path)) as watch:
+        watch.err.wait_for("stepview: watching", timeout=60)
         time.sleep(0.5)  # the subscription reaches the core before the first step
         for request_id, prompt, spec in WORKLOAD:
             engine.add_request(request_id, prompt, spec)
@@ -57,17 +47,13 @@ def test_headless_watcher_prints_what_the_client_got(engines: EnginePool, tmp_pa
                     )
         printed = {}
         for request_id, _, _ in WORKLOAD:
-            line = json.loads(out.wait_for(f'"id": "{request_id}"', timeout=30))
+            line = json.loads(watch.out.wait_for(f'"id": "{request_id}"', timeout=30))
             printed[request_id] = {
                 c["index"]: (c["token_ids"], c["finish_reason"]) for c in line["completions"]
             }
             assert line["state"] == "finished"
             assert line["timeline"][-1]["state"] == "decode"
         assert printed == client
-        child.send_signal(signal.SIGINT)
-        assert child.wait(30) == 0
-        assert any("stopped watching" in line for line in err.rest())
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
+        watch.child.send_signal(signal.SIGINT)
+        assert watch.child.wait(30) == 0
+        assert any("stopped watching" in line for line in watch.err.rest())
