@@ -50,6 +50,9 @@ class LoadingView(Widget):
         if snapshot is self._snapshot and int(held) == int(self._held):
             return
         self._snapshot, self._held = snapshot, held
+        # Attached, nothing is started: stepview waits for a server that runs by itself.
+        attached = bool(snapshot.info.attached)
+        self.border_title = "Reaching the server" if attached else "Starting the engine"
         self.refresh(layout=True)
 
     def render(self) -> Content:

@@ -14,6 +14,7 @@ from stepview.demo.snapshots import mid_run
 from stepview.model.snapshot import EngineState, RankStatus
 from stepview.ui.app import StepviewApp
 from stepview.ui.form import PromptForm
+from stepview.ui.loading import LoadingView
 from stepview.ui.status_bar import StatusBar
 
 SIZE = (100, 24)
@@ -50,6 +51,17 @@ async def test_a_view_behind_the_server_says_how_far() -> None:
         first = status_text(app).splitlines()[0]
         assert first.startswith(f"⚠ {message}")
         assert "RUNNING" in first and first.rstrip().endswith(" step 240")
+
+
+async def test_before_the_first_record_it_says_it_is_reaching_the_server() -> None:
+    hint = f"waiting for the server's records at {ADDRESS} (started with STEPVIEW_PUBLISH=…?)"
+    snap = attached_run(EngineState.STARTING, hint)
+    app, _ = make_app(replace(snap, step=0))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        loading = app.query_one(LoadingView)
+        assert loading.border_title == "Reaching the server"
+        assert hint in str(loading.render()).replace("\n", " ")
 
 
 async def test_pausing_an_attached_view_says_the_server_runs_on() -> None:
