@@ -7,7 +7,14 @@ vLLM's CUMULATIVE ``RequestOutput``: one output per sample that moved, all token
 Its scheduler is vLLM's policy in miniature: running requests first, then waiting ones in
 order while ``max_num_seqs``, the per-step token budget (chunked prefill) and the KV blocks
 allow; when blocks run out the newest running request is preempted to the front of the
-waiting queue and its progress reset. Rejections use vLLM's own wording.
+waiting queue and its progress reset, and (as in vLLM) no waiting request is admitted in that
+step. Rejections use vLLM's own wording.
+
+Each step it writes the record vLLM's engine core would (a
+:class:`~stepview.model.core_facts.StepFacts`, as the scheduler plug-in captures it) and reads
+it with the same :class:`~stepview.engine.scheduler_view.SchedulerView` as a real engine: the
+states, why each waiting request waits, the token budget and the KV blocks come from the same
+code, so the UI tests see what a user of real vLLM sees.
 
 Tokens are bytes of UTF-8 text and generated tokens come from a fixed word list indexed by a
 hash of (request, sample, position, seed), so every run gives the same screen.
@@ -21,15 +28,16 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from stepview.engine.scheduler_view import SchedulerView
+from stepview.model.core_facts import CoreState, RequestFacts, StepFacts
 from stepview.model.engine_api import (
     CompletionUpdate,
     EngineRejected,
     OutputUpdate,
-    SchedulerEntry,
     StepResult,
 )
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineCounters, EngineInfo, LogprobEntry, RequestState
+from stepview.model.snapshot import EngineCounters, EngineInfo, LogprobEntry
 
 WORDS = (
     " the",
@@ -69,6 +77,7 @@ class _Seq:
     text: str = ""
     finish_reason: str | None = None
     preemptions: int = 0
+    preempted_at: int = 0  # the step (counted from 1) of its latest preemption
 
     @property
     def total_tokens(self) -> int:
@@ -109,6 +118,8 @@ class FakeEngine:
         self._children: dict[str, list[_Seq]] = {}
         self._prompt_logprobs: dict[str, list[tuple[LogprobEntry, ...] | None]] = {}
         self._prefix_queries = 0
+        self._step = 0
+        self._view = SchedulerView(self._client_id)
         self.shut_down = False
 
     @property
@@ -157,6 +168,12 @@ class FakeEngine:
     def shutdown(self) -> None:
         self.shut_down = True
 
+    def _client_id(self, core_id: str) -> str | None:
+        """The request id of a sample's engine-core id (``"<index>_<request id>"``, as vLLM
+        names the samples of a request), while the request is tracked."""
+        request_id = core_id.partition("_")[2]
+        return request_id if request_id in self._children else None
+
     # -- one step ----------------------------------------------------------------------------
 
     def _blocks(self, seq: _Seq, extra: int = 0) -> int:
@@ -189,6 +206,7 @@ class FakeEngine:
                 victim = self._running.pop()
                 victim.computed = 0
                 victim.preemptions += 1
+                victim.preempted_at = self._step + 1
                 preemptions += 1
                 self._waiting.appendleft(victim)
                 scheduled = [entry for entry in scheduled if entry[0] is not victim]
@@ -199,8 +217,15 @@ class FakeEngine:
             scheduled.append((seq, want, seq.computed < len(seq.prompt_ids)))
             seq.computed += want
             budget -= want
-        # Then waiting requests, in order, while seats, budget and blocks allow.
-        while self._waiting and len(self._running) < self.max_num_seqs and budget > 0:
+        # Then waiting requests, in order, while seats, budget and blocks allow (none in a
+        # step that preempted: vLLM skips the waiting queue then).
+        preempted_now = [s for s in self._waiting if s.preempted_at == self._step + 1]
+        while (
+            self._waiting
+            and not preemptions
+            and len(self._running) < self.max_num_seqs
+            and budget > 0
+        ):
             seq = self._waiting[0]
             want = min(len(seq.prompt_ids) - seq.computed, budget)
             if self._free_blocks() < self._blocks(seq, want):
@@ -232,7 +257,60 @@ class FakeEngine:
             prefix_cache_hits=0,
             preemptions=preemptions,
         )
-        return StepResult(outputs=outputs, scheduled=self._scheduler_view(), counters=counters)
+        self._step += 1
+        facts = self._record(scheduled, budget, preempted_now)
+        scheduler = self._view.read(facts)
+        return StepResult(
+            outputs=outputs, scheduled=scheduler, counters=counters, budget=self._view.budget
+        )
+
+    def _record(
+        self, scheduled: list[tuple[_Seq, int, bool]], left: int, preempted: list[_Seq]
+    ) -> StepFacts:
+        """The record vLLM's engine core would give of this step (see the module docstring)."""
+        given = {id(seq): count for seq, count, _ in scheduled}
+        prefill = sum(count for _, count, prefilling in scheduled if prefilling)
+        running = set(map(id, self._running))
+
+        def facts(seq: _Seq) -> RequestFacts:
+            held = id(seq) in running
+            if held:
+                state = CoreState.RUNNING
+            else:
+                state = CoreState.PREEMPTED if seq.preemptions else CoreState.WAITING
+            return RequestFacts(
+                _core_id(seq),
+                int(state),
+                len(seq.prompt_ids),
+                seq.computed,
+                len(seq.output),
+                seq.preemptions,
+                given.get(id(seq), 0),
+                self._blocks(seq) if held else 0,
+                0,
+                0.0,
+                0,
+                seq.spec.max_tokens,
+            )
+
+        return StepFacts(
+            self._step,
+            self._step,
+            time.time(),
+            0.0,
+            0,
+            self.max_num_batched_tokens,
+            prefill,
+            self.max_num_batched_tokens - left - prefill,
+            self.max_num_seqs,
+            max(0, self._free_blocks()),
+            self.num_kv_blocks,
+            self.block_size,
+            [_core_id(seq) for seq in preempted],
+            [],
+            [facts(seq) for seq in (*self._running, *self._waiting)],
+            waiting_order=[_core_id(seq) for seq in self._waiting],
+        )
 
     def _generate(self, seq: _Seq) -> None:
         position = len(seq.output)
@@ -288,36 +366,9 @@ class FakeEngine:
                 del self._children[seq.request_id]
         return tuple(outputs)
 
-    def _scheduler_view(self) -> dict[str, SchedulerEntry]:
-        view: dict[str, SchedulerEntry] = {}
-        rank = {
-            RequestState.WAITING: 0,
-            RequestState.PREEMPTED: 1,
-            RequestState.PREFILLING: 2,
-            RequestState.DECODING: 3,
-        }
-        running = set(map(id, self._running))
-        for request_id, children in self._children.items():
-            best: SchedulerEntry | None = None
-            for seq in children:
-                if id(seq) in running:
-                    done = seq.computed >= len(seq.prompt_ids)
-                    state = RequestState.DECODING if done else RequestState.PREFILLING
-                elif seq.finish_reason is not None:
-                    continue
-                else:
-                    state = RequestState.PREEMPTED if seq.preemptions else RequestState.WAITING
-                entry = SchedulerEntry(
-                    state=state,
-                    prompt_tokens=len(seq.prompt_ids),
-                    computed_prompt_tokens=min(seq.computed, len(seq.prompt_ids)),
-                    num_preemptions=sum(c.preemptions for c in children),
-                )
-                if best is None or rank[state] > rank[best.state]:
-                    best = entry
-            if best is not None:
-                view[request_id] = best
-        return view
+
+def _core_id(seq: _Seq) -> str:
+    return f"{seq.index}_{seq.request_id}"
 
 
 class ManualClock:
