@@ -236,6 +236,11 @@ class FakeEngine:
             scheduled.append((seq, want, True))
             seq.computed += want
             budget -= want
+        # The record is taken here, as the plug-in takes it after schedule(): requests this
+        # step finishes still run and hold their blocks. It is read after the outputs, so
+        # those that finished are gone from it, as with a real engine.
+        self._step += 1
+        facts = self._record(scheduled, budget, preempted_now)
         prompt_tokens = 0
         generated: list[_Seq] = []
         for seq, count, prefilling in scheduled:
@@ -257,8 +262,6 @@ class FakeEngine:
             prefix_cache_hits=0,
             preemptions=preemptions,
         )
-        self._step += 1
-        facts = self._record(scheduled, budget, preempted_now)
         scheduler = self._view.read(facts)
         return StepResult(
             outputs=outputs, scheduled=scheduler, counters=counters, budget=self._view.budget

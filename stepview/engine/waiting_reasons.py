@@ -191,4 +191,5 @@ def _stopped_at(req: RequestFacts, facts: StepFacts, eligible: int) -> WaitReaso
         return WaitReason(KV_CACHE, f"needs {blocks} more KV {noun}, {free} free")
     # allocate_slots refused with enough blocks free on paper (vLLM keeps some back, e.g. for
     # the whole prompt or speculative slots): still the KV cache, in vLLM's own accounting.
-    return WaitReason(KV_CACHE, f"vLLM did not allocate its {blocks} KV blocks ({free} free)")
+    noun = "block" if blocks == 1 else "blocks"
+    return WaitReason(KV_CACHE, f"vLLM did not allocate its {blocks} KV {noun} ({free} free)")

@@ -82,3 +82,17 @@ def test_a_step_that_preempts_admits_nobody_and_says_why() -> None:
     assert b.wait_reason is not None and b.wait_reason.code == KV_CACHE
     assert b.wait_reason.text.startswith("preempted this step to free KV blocks")
     assert result.counters.preemptions == 1
+
+
+def test_a_request_finishing_in_the_step_still_held_its_slot_and_blocks() -> None:
+    # Recorded after scheduling, as vLLM's plug-in does: "short" finishes in this step but
+    # was running when "w" was left out, so the slots were full, not the KV cache.
+    engine = FakeEngine(max_num_seqs=2, max_num_batched_tokens=256, num_kv_blocks=4)
+    engine.add_request("short", "s" * 40, SamplingSpec(temperature=0.0, max_tokens=1))
+    engine.add_request("long", "l", GREEDY)
+    engine.add_request("w", "w", GREEDY)
+    result = engine.step()
+    assert [o.request_id for o in result.outputs if o.finished] == ["short"]
+    assert reasons(result) == {"w": (MAX_NUM_SEQS, None)}
+    assert result.scheduled is not None and "short" not in result.scheduled
+    assert result.budget == StepBudget(256, 41, 0, 0, 4)
