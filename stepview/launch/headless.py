@@ -87,6 +87,7 @@ class HeadlessPrinter:
         self.err = err
         self.seen = 0
         self.rejected = 0
+        self.failed = 0
         self.pipe_closed = False
         """The reader of ``out`` went away: nothing more is printed and the run should end."""
         self.done = threading.Event()
@@ -122,6 +123,8 @@ class HeadlessPrinter:
                 continue  # the run is over: counted in the exit line, kept in the results
             if self.awaited is None or view.request_id in self.awaited:
                 self.seen += 1
+                if self.awaited is not None and view.state is not RequestState.FINISHED:
+                    self.failed += 1  # one of its own prompts, rejected or lost
             if view.state is RequestState.REJECTED:
                 self.rejected += 1
                 with contextlib.suppress(OSError, ValueError):
@@ -273,6 +276,7 @@ def drive(
     results: Path | None,
     *,
     watching: bool = False,
+    reached: Callable[[], bool] = lambda: True,
 ) -> tuple[int, bool]:
     """Run until every request is printed, the engine fails, the reader of stdout goes away,
     or a signal asks to stop.
@@ -280,7 +284,11 @@ def drive(
     The requests are handed over once the engine is up: an engine that cannot start is one
     message, not one rejection per request followed by the same message again. Returns the
     exit code and whether the run went to its end (every request printed, no stop, no failure).
-    ``watching`` (an attached server): a signal is how the run ends, not an interruption.
+    ``watching`` (an attached server): a signal is how the run ends, not an interruption,
+    unless the server was never ``reached`` or its own prompts were not all answered.
+
+    A signal the process was started ignoring stays ignored: under ``nohup`` a hang-up
+    must not end the run.
     """
     stop = threading.Event()
 
@@ -291,7 +299,9 @@ def drive(
         return not stop.is_set() and driver.alive
 
     previous = {
-        sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        sig: signal.signal(sig, on_signal)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        if signal.getsignal(sig) is not signal.SIG_IGN
     }
     try:
         driver.start()
@@ -312,15 +322,14 @@ def drive(
         return EXIT_BROKEN_PIPE, False
     if driver.error:
         return fail(driver.error, EXIT_FAILED), False
-    if stop.is_set() and watching:
-        note = unfinished_note(driver.unfinished, results)
-        notice("stopped watching" + (f" ({note})" if note else ""))
-        return (EXIT_FAILED if printer.rejected else EXIT_OK), True
+    note = unfinished_note(driver.unfinished, results)
+    note = f" ({note})" if note else ""
+    if stop.is_set() and watching and not reached():
+        return fail("stopped watching: nothing ever came from the server", EXIT_FAILED), False
+    expected = printer.expected
+    if stop.is_set() and watching and (expected is None or printer.seen >= expected):
+        notice("stopped watching" + note)
+        return (EXIT_FAILED if printer.rejected or printer.failed else EXIT_OK), True
     if stop.is_set():
-        note = unfinished_note(driver.unfinished, results)
-        code = fail(
-            "interrupted; requests that finished were printed" + (f" ({note})" if note else ""),
-            EXIT_FAILED,
-        )
-        return code, False
-    return (EXIT_FAILED if printer.rejected else EXIT_OK), True
+        return fail(f"interrupted; requests that finished were printed{note}", EXIT_FAILED), False
+    return (EXIT_FAILED if printer.rejected or printer.failed else EXIT_OK), True

@@ -12,9 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from stepview.engine.attached import api_client_id
 from stepview.model.core_facts import EndedFacts
 from tests.driver.attach_helpers import (
     ANSWER,
+    Lines,
     Server,
     record,
     request,
@@ -114,5 +116,65 @@ def test_an_address_nobody_publishes_on_says_what_to_check_and_fails(tmp_path: P
         assert f"STEPVIEW_PUBLISH={address}" in hint and "--scheduler-cls" in hint
         watch.child.send_signal(signal.SIGINT)
         assert watch.child.wait(15) == 1
-        assert f"stepview: nothing ever came from {address}" in watch.err.rest()
+        rest = watch.err.rest()
+        assert "stepview: stopped watching: nothing ever came from the server" in rest, rest
+        assert not any("TTFT" in line for line in rest)  # no empty latency table
         assert watch.out.rest() == []
+
+
+def test_under_nohup_a_hang_up_does_not_end_the_watch(server: Server, tmp_path: Path) -> None:
+    with watching(["nohup", *watch_command(server.address, tmp_path)]) as watch:
+        server.wait_subscribed(timeout=30)
+        watch.err.wait_for("stepview: watching")
+        watch.child.send_signal(signal.SIGHUP)  # the terminal closed: nohup ignores it
+        time.sleep(1.0)
+        assert watch.child.poll() is None, watch.err.rest()
+        watch.child.send_signal(signal.SIGTERM)  # a stop it does not ignore
+        assert watch.child.wait(15) == 0
+        assert any("stopped watching" in line for line in watch.err.rest())
+
+
+def test_its_own_prompt_lost_with_the_server_fails_the_run(
+    server: Server, fake_api: FakeApi, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "mine", "prompt": "Hello", "params": {"max_tokens": 9}}))
+    csv = tmp_path / "run.csv"
+    command = [*watch_command(server.address, tmp_path), "--api", fake_api.url]
+    with watching([*command, "--prompts", str(prompts), "--export-csv", str(csv)]) as watch:
+        server.wait_subscribed(timeout=30)
+        wait_until(lambda: len(fake_api.bodies) == 1, timeout=15)
+        core_id = f"{api_client_id(fake_api.bodies[0]['request_id'])}-0123abcd"
+        server.send(record(1, request(core_id, outputs=1, new=[7], prompt=2)))
+        time.sleep(0.5)  # read: the request runs
+        server.restart()  # a new core: what ran in the old one is lost (no answer comes)
+        lost = json.loads(watch.out.wait_for('"id": "mine"', timeout=30))
+        assert (lost["state"], lost["completions"][0]["token_ids"]) == ("aborted", [7])
+        assert watch.child.wait(15) == 1  # its only prompt was not answered
+    assert "mine" in csv.read_text()  # the export is written all the same
+
+
+def test_a_reader_that_goes_away_ends_the_watch_quietly(server: Server, tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        watch_command(server.address, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        err = Lines(child.stderr)
+        server.wait_subscribed(timeout=30)
+        err.wait_for("stepview: watching")
+        child.stdout.close()  # as `| head -1` does once it has its line
+        server.send(
+            record(1, request("a-0123abcd", outputs=1, new=[7])),
+            record(2, finished=["a-0123abcd"], ended=[EndedFacts("a-0123abcd", 1, [7], "stop")]),
+        )
+        assert child.wait(15) == 141
+        assert not any("Traceback" in line for line in err.rest())
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
