@@ -253,7 +253,7 @@ class AttachedEngine:
         if self._backlog:  # nothing waiting to be read: the view is as late as delivery
             behind = max(core.behind for core in cores)
             if behind >= BEHIND_SHOWN_S:
-                message = f"view {behind:.0f} s behind the server: stepview is short of CPU"
+                message = f"view {behind:.0f} s behind the server, catching up"
         return LinkState(EngineState.RUNNING if busy else EngineState.IDLE, message, ranks)
 
     def shutdown(self) -> None:

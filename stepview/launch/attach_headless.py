@@ -16,30 +16,38 @@ as for any Unix filter.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from stepview.cli_args import OwnOptions
 from stepview.engine.driver import Driver, EngineFactory
 from stepview.insight.run import RunInsight
-from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
+from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
 from stepview.model.commands import AddRequest
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 
+# A view that falls behind again soon after says so at most this often.
+BEHIND_NOTICE_EVERY_S = 60.0
+
 
 class LinkNotices:
     """A sink that says on stderr, once each time, where the link to the server stands:
-    connecting, watching, lost, back. (stdout is the results' alone.)"""
+    connecting, watching, lost, back, fallen behind. (stdout is the results' alone.)"""
 
     error: str | None = None
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.address = address
+        self._clock = clock
         self._state: EngineState | None = None
         self._phase = ""
+        self._behind = ""  # the view's lag, as the link last told it ("" when none)
+        self._quiet_until = 0.0
         self.reached = False
-        """The server's records came, at least once."""
+        """The link to the server was made, at least once (a zmq handshake with its
+        publisher: an idle server sends no record until it has work)."""
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
         state, before = snapshot.engine_state, self._state
@@ -49,6 +57,15 @@ class LinkNotices:
             if phase != self._phase and self.address in phase:
                 self._phase = phase
                 notice(phase)
+        elif state is EngineState.RUNNING and snapshot.phase != self._behind:
+            # "view N s behind the server, catching up": when it starts, not every second.
+            now = self._clock()
+            if snapshot.phase and not self._behind and now >= self._quiet_until:
+                notice(snapshot.phase)
+                self._quiet_until = now + BEHIND_NOTICE_EVERY_S
+            self._behind = snapshot.phase
+        elif state is not EngineState.RUNNING:
+            self._behind = ""
         if state is before or state is EngineState.PAUSED:
             return
         self._state = state
@@ -59,7 +76,7 @@ class LinkNotices:
         elif reached and before is EngineState.DISCONNECTED:
             notice(f"back in touch with {self.address}")
         elif reached and before in (None, EngineState.STARTING):
-            notice(f"watching {snapshot.info.label} (Ctrl+C to stop)")
+            notice(f"watching {snapshot.info.label or self.address} (Ctrl+C to stop)")
 
     def close(self) -> None:
         pass
@@ -100,7 +117,7 @@ def watch_headless(
         read_only=read_only,
         insight=insight,
     )
-    code, completed = drive(driver, requests, printer, options.results, watching=True)
-    if code == EXIT_OK and not link.reached:  # a wrong address, or a server without the plug-in
-        code, completed = fail(f"nothing ever came from {address}", EXIT_FAILED), False
+    code, completed = drive(
+        driver, requests, printer, options.results, watching=True, reached=lambda: link.reached
+    )
     return finish_run(driver, sinks, options, code, completed)

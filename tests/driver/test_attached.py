@@ -502,7 +502,7 @@ def test_a_catch_up_step_stops_at_its_time_budget_and_loses_nothing(
     generated = [watcher.step().counters.generation_tokens for _ in range(4)]
     assert generated == [1, 1, 1, 1]  # one record each while more than CATCH_UP_AFTER wait
     assert len(engine._backlog) == last - 4
-    assert engine.link().message == "view 2 s behind the server: stepview is short of CPU"
+    assert engine.link().message == "view 2 s behind the server, catching up"
     while engine.has_unfinished():
         watcher.step()
     assert engine.link().message == ""  # all read: as late as delivery, no more

@@ -44,7 +44,7 @@ async def test_a_lost_server_is_named_where_the_model_was() -> None:
 
 
 async def test_a_view_behind_the_server_says_how_far() -> None:
-    message = "view 3 s behind the server: stepview is short of CPU"
+    message = "view 3 s behind the server, catching up"
     app, _ = make_app(replace(attached_run(EngineState.RUNNING, message), alerts=()))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
