@@ -77,7 +77,6 @@ class _Seq:
     text: str = ""
     finish_reason: str | None = None
     preemptions: int = 0
-    preempted_at: int = 0  # the step (counted from 1) of its latest preemption
 
     @property
     def total_tokens(self) -> int:
@@ -194,7 +193,7 @@ class FakeEngine:
         # (sequence, tokens computed this step, whether it was still prefilling). Tokens are
         # counted as computed when scheduled, so later checks see the blocks already taken.
         scheduled: list[tuple[_Seq, int, bool]] = []
-        preemptions = 0
+        preempted: list[_Seq] = []  # this step, newest running first
         # Running first: decode one token, or continue a chunked prefill.
         for seq in list(self._running):
             if seq not in self._running:
@@ -206,8 +205,7 @@ class FakeEngine:
                 victim = self._running.pop()
                 victim.computed = 0
                 victim.preemptions += 1
-                victim.preempted_at = self._step + 1
-                preemptions += 1
+                preempted.append(victim)
                 self._waiting.appendleft(victim)
                 scheduled = [entry for entry in scheduled if entry[0] is not victim]
                 if victim is seq:
@@ -219,10 +217,9 @@ class FakeEngine:
             budget -= want
         # Then waiting requests, in order, while seats, budget and blocks allow (none in a
         # step that preempted: vLLM skips the waiting queue then).
-        preempted_now = [s for s in self._waiting if s.preempted_at == self._step + 1]
         while (
             self._waiting
-            and not preemptions
+            and not preempted
             and len(self._running) < self.max_num_seqs
             and budget > 0
         ):
@@ -240,7 +237,7 @@ class FakeEngine:
         # step finishes still run and hold their blocks. It is read after the outputs, so
         # those that finished are gone from it, as with a real engine.
         self._step += 1
-        facts = self._record(scheduled, budget, preempted_now)
+        facts = self._record(scheduled, budget, preempted)
         prompt_tokens = 0
         generated: list[_Seq] = []
         for seq, count, prefilling in scheduled:
@@ -260,7 +257,7 @@ class FakeEngine:
             generation_tokens=len(generated),
             prefix_cache_queries=self._prefix_queries,
             prefix_cache_hits=0,
-            preemptions=preemptions,
+            preemptions=len(preempted),
         )
         scheduler = self._view.read(facts)
         return StepResult(
