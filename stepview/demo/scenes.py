@@ -41,9 +41,13 @@ def history_app(snapshots: Sequence[StepSnapshot]) -> tuple[StepviewApp, History
     return app, source
 
 
-def replay_app(trace: str | os.PathLike[str]) -> tuple[StepviewApp, ReplaySource]:
-    """The app over a paused replay of ``trace``: nothing moves until a key says so."""
-    source = ReplaySource(trace, start_paused=True)
+def replay_app(
+    trace: str | os.PathLike[str], clock: Callable[[], float] = time.monotonic
+) -> tuple[StepviewApp, ReplaySource]:
+    """The app over a paused replay of ``trace``: nothing moves until a key says so.
+
+    ``clock`` is the player's (a test can stop it to hold a playback where it is)."""
+    source = ReplaySource(trace, start_paused=True, clock=clock)
     app = StepviewApp(source, clock=None)
     app.animation_level = "none"
     return app, source
