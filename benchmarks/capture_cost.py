@@ -61,7 +61,7 @@ def _per_step(samples: Sequence[int]) -> tuple[float, float]:
 
 def _unsubscribed_check_ns(calls: int = 200_000) -> float:
     """ns per ``wanted()`` on a publisher nobody subscribes to (one per engine step)."""
-    from stepview.engine.facts_channel import FactsPublisher
+    from stepview.engine.plugin.publisher import FactsPublisher
 
     with tempfile.TemporaryDirectory() as folder:
         publisher = FactsPublisher(f"ipc://{folder}/idle.sock")
@@ -75,18 +75,19 @@ def _unsubscribed_check_ns(calls: int = 200_000) -> float:
 
 
 def measure(rounds: int, requests: int, max_tokens: int, out: Callable[[str], None]) -> None:
-    from stepview.engine.environment import prepare_vllm_environment
+    from stepview.engine.own.environment import prepare_vllm_environment
 
     workdir = Path(tempfile.mkdtemp(prefix="stepview-capture-"))
     prepare_vllm_environment(workdir / "vllm.log")
     from vllm.v1.engine.core import EngineCore
 
-    from stepview.engine import facts_channel
-    from stepview.engine.demo_model import DEMO_MODEL_NAME, demo_engine_args
-    from stepview.engine.facts_channel import FactsPublisher, FactsSubscriber
-    from stepview.engine.scheduler_plugin import CoreCapture
-    from stepview.engine.scheduler_view import SchedulerView
-    from stepview.engine.vllm_engine import VllmEngine
+    from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args
+    from stepview.engine.own.vllm_engine import VllmEngine
+    from stepview.engine.plugin.capture import CoreCapture
+    from stepview.engine.plugin.publisher import FactsPublisher
+    from stepview.engine.records import channel as facts_channel
+    from stepview.engine.records.channel import FactsSubscriber
+    from stepview.engine.records.entries import SchedulerView
 
     steps: list[int] = []
     captures: list[int] = []

@@ -7,14 +7,14 @@ One command measures, side by side and on the same workload, the throughput of
   default engine settings: the engine core (scheduler and model) in its own process. This is
   what a user compares stepview with. ``bare-inproc`` is the same loop with the engine core in
   the calling process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), printed for reference;
-* ``driver``: the same engine behind :class:`~stepview.engine.vllm_engine.VllmEngine` and
-  :class:`~stepview.engine.driver.Driver`, building and publishing a snapshot after every step,
+* ``driver``: the same engine behind :class:`~stepview.engine.own.vllm_engine.VllmEngine` and
+  :class:`~stepview.engine.driver.loop.Driver`, building and publishing a snapshot after every step,
   with no UI;
 * ``driver+record``: the same with a :class:`~stepview.trace.recorder.TraceRecorder` and a
-  :class:`~stepview.engine.results_file.ResultsWriter` as sinks (what ``--record`` adds);
+  :class:`~stepview.files.results_file.ResultsWriter` as sinks (what ``--record`` adds);
 * ``tui``: the real ``stepview --prompts W --results R --log-file L`` in a 120x40 tmux pane;
   the benchmark waits for the results file to hold every request, presses ``q``, and reads the
-  driver's :class:`~stepview.engine.run_stats.RunStats`, which stepview writes as JSON to the
+  driver's :class:`~stepview.engine.driver.run_stats.RunStats`, which stepview writes as JSON to the
   file named by ``STEPVIEW_RUN_STATS`` as it stops.
 
 ``driver``, ``driver+record`` and ``tui`` run in stepview's default engine-core mode;
@@ -56,8 +56,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from stepview.engine import run_stats
-from stepview.engine.environment import DEFAULT_MULTIPROCESSING
+from stepview.engine.driver import run_stats
+from stepview.engine.own.environment import DEFAULT_MULTIPROCESSING
 from stepview.model.commands import AddRequest
 from stepview.model.prompts import read_prompts
 from stepview.model.sampling import SamplingSpec
@@ -187,8 +187,8 @@ def _env_for(env: dict[str, str], variant: str) -> dict[str, str]:
 
 def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
     """vLLM's llm_engine_example loop, all requests added up front, nothing else."""
-    from stepview.engine.engine_args import parse_engine_args
-    from stepview.engine.environment import prepare_vllm_environment
+    from stepview.engine.own.engine_args import parse_engine_args
+    from stepview.engine.own.environment import prepare_vllm_environment
 
     prepare_vllm_environment(workdir / "bare.log")  # same logging set-up as stepview
     from vllm import LLMEngine, SamplingParams
@@ -221,10 +221,10 @@ def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measure
 
 def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
     """The TUI's driver set-up (``live_driver``, default history) with no UI reading it."""
-    from stepview.engine.environment import prepare_vllm_environment
-    from stepview.engine.live import live_driver
-    from stepview.engine.results_file import ResultsWriter
-    from stepview.engine.sinks import EngineArgsHolder
+    from stepview.engine.own.environment import prepare_vllm_environment
+    from stepview.engine.own.live import live_driver
+    from stepview.files.results_file import ResultsWriter
+    from stepview.files.sinks import EngineArgsHolder
     from stepview.model.sink import SnapshotSink
     from stepview.model.snapshot import EngineState
     from stepview.trace.recorder import TraceRecorder

@@ -325,9 +325,9 @@ def history_bytes(requests: int = 64, max_tokens: int = 64) -> dict[str, float]:
     difference in traced memory is what the kept snapshots hold (token lists are shared
     between snapshots, so they cancel out), divided by the request-steps they show.
     """
-    from stepview.engine.driver import Driver
-    from stepview.engine.fake_engine import FakeEngine
+    from stepview.engine.driver.loop import Driver
     from stepview.model.commands import AddRequest
+    from stepview.testing.fake_engine import FakeEngine
 
     def run(history_size: int) -> tuple[int, Driver]:
         engine = FakeEngine(max_num_seqs=32, max_num_batched_tokens=2048, num_kv_blocks=4096)

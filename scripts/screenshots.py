@@ -17,8 +17,8 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from stepview.demo import scenes
-from stepview.demo.snapshots import mid_run
+from stepview.testing import scenes
+from stepview.testing.snapshots import mid_run
 from stepview.ui.app import StepviewApp
 
 ROOT = Path(__file__).resolve().parent.parent

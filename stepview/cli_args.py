@@ -371,7 +371,7 @@ def stated_max_model_len(engine_argv: list[str]) -> int | None:
         return int(value) if value.isdigit() else None
     if any(arg.partition("=")[0] == "--model" for arg in engine_argv):
         return None
-    from stepview.engine.demo_model import DEMO_ENGINE_DEFAULTS
+    from stepview.engine.own.tiny_model import DEMO_ENGINE_DEFAULTS
 
     demo = DEMO_ENGINE_DEFAULTS["max_model_len"]
     return demo if isinstance(demo, int) else None

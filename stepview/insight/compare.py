@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepview.insight.latency import RequestLatency, request_latency
+from stepview.insight.percentiles import RequestLatency, request_latency
 from stepview.insight.run import RunInsight
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
 

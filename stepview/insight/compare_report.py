@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stepview.insight.compare import Comparison, Decision, Divergence, RunFigures
-from stepview.insight.latency import QUANTILES
+from stepview.insight.percentiles import QUANTILES
 
 _LABEL = 22
 _CELL = 11

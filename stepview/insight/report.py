@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stepview.insight.latency import METRIC_LABELS, METRICS
+from stepview.insight.percentiles import METRIC_LABELS, METRICS
 
 _COLUMNS = ("p50", "p90", "p99", "max")
 _CELL = 10

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepview.insight.alerts import Thresholds, Watchdogs
-from stepview.insight.latency import RECENT_WINDOW, LatencyStats
+from stepview.insight.percentiles import RECENT_WINDOW, LatencyStats
 from stepview.insight.steps import StepSeries
 from stepview.insight.timeline import TimelineTracker
 from stepview.model.alerts import Alert

@@ -2,7 +2,7 @@
 
 Nothing here starts or imports vLLM: the server runs elsewhere (another terminal, another
 machine through an ssh tunnel) with stepview's scheduler plug-in, and stepview subscribes to
-its records (:mod:`stepview.engine.attached`). Every flag is checked before the app starts
+its records (:mod:`stepview.engine.watch.attached`). Every flag is checked before the app starts
 (a wrong address or URL is a one-line usage error, exit code 2); a server that is not up
 yet is not an error: the app waits for it and says so.
 
@@ -39,10 +39,10 @@ NO_API = (
 
 def run_attach(options: OwnOptions, log_path: Path) -> int:
     """Watch the server publishing at ``options.attach``; returns the exit code."""
-    from stepview.engine.attached import AttachedEngine
-    from stepview.engine.driver import Driver, PhaseCallback
-    from stepview.engine.facts_channel import rank_address
-    from stepview.engine.server_api import ServerApi
+    from stepview.engine.driver.loop import Driver, PhaseCallback
+    from stepview.engine.records.channel import rank_address
+    from stepview.engine.watch.attached import AttachedEngine
+    from stepview.engine.watch.server_api import ServerApi
     from stepview.model.engine_api import Engine
 
     address = options.attach

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from stepview.cli_args import OwnOptions
-from stepview.engine.driver import Driver, EngineFactory
+from stepview.engine.driver.loop import Driver, EngineFactory
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run

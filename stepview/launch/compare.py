@@ -60,7 +60,7 @@ def run_compare(a: Path, b: Path, *, summary: bool) -> int:
 
 def _run_tui(trace_a: Trace, trace_b: Trace) -> int:
     from stepview.launch.terminal import claim_terminal
-    from stepview.ui.compare import CompareApp
+    from stepview.ui.compare.app import CompareApp
 
     problem = claim_terminal("")
     if problem is not None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepview.cli_args import OwnOptions
+from stepview.files.csv_export import export_snapshot
 from stepview.insight.chrome_trace import export_timelines
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.paths import check_output_paths
 from stepview.launch.summary import summarize
-from stepview.model.csv_export import export_snapshot
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace

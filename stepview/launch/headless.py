@@ -35,7 +35,8 @@ from types import FrameType
 from typing import Any, TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
-from stepview.engine.driver import Driver
+from stepview.engine.driver.loop import Driver
+from stepview.files.records import Annotate, format_request_output, request_record
 from stepview.insight.report import format_summary
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import (
@@ -51,7 +52,6 @@ from stepview.model.commands import AddRequest, Command, Schedule, Shutdown
 from stepview.model.errors import describe
 from stepview.model.load import plan_load
 from stepview.model.prompts import PromptsFileError, prompt_commands, seed_requests
-from stepview.model.records import Annotate, format_request_output, request_record
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
@@ -174,10 +174,9 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     command line, engine flags, the model) is judged before it starts, so a mistake costs no
     engine start and prints nothing on stdout.
     """
-    from stepview.engine.engine_args import UsageError, parse_engine_args
-    from stepview.engine.environment import prepare_vllm_environment, redirect_native_stderr
-    from stepview.engine.live import live_driver
-    from stepview.engine.sinks import EngineArgsHolder
+    from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, parse_engine_args
+    from stepview.engine.own.environment import prepare_vllm_environment, redirect_native_stderr
+    from stepview.engine.own.live import live_driver
 
     try:
         requests = starting_commands(options, seed_requests())
@@ -229,7 +228,7 @@ def open_files(
 ) -> list[SnapshotSink] | int:
     """The results file and trace a headless run was asked for (none unless named: the
     output is stdout); an exit code instead when one cannot be opened."""
-    from stepview.engine.sinks import file_sinks
+    from stepview.files.sinks import file_sinks
 
     try:
         return file_sinks(
@@ -247,7 +246,7 @@ def finish_run(
     driver: Driver, sinks: Sequence[SnapshotSink], options: OwnOptions, code: int, completed: bool
 ) -> int:
     """After :func:`drive`: the exports, the latency table on stderr, files that failed."""
-    from stepview.engine.sinks import sink_errors
+    from stepview.files.sinks import sink_errors
 
     insight = driver.insight
     exported = export_run(options.export_csv, options.export_chrome_trace, insight, driver.latest())

@@ -22,11 +22,11 @@ ENGINE_HELP = (
 
 def print_help() -> int:
     """Print the help of both parsers on stdout; returns the exit code."""
-    from stepview.engine.environment import prepare_vllm_environment
+    from stepview.engine.own.environment import prepare_vllm_environment
 
     print(help_parser().format_help())
     prepare_vllm_environment(default_log_path())
-    from stepview.engine.engine_args import engine_parser
+    from stepview.engine.own.engine_args import engine_parser
 
     engine = engine_parser()
     engine.usage = argparse.SUPPRESS

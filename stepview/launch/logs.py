@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from stepview.engine.environment import LOG_FORMAT
+from stepview.engine.own.environment import LOG_FORMAT
 
 
 def setup_logging(path: Path) -> None:

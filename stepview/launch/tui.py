@@ -30,15 +30,14 @@ from stepview.model.prompts import PromptsFileError
 from stepview.model.sink import SnapshotSink
 
 if TYPE_CHECKING:
-    from stepview.engine.driver import Driver
+    from stepview.engine.driver.loop import Driver
 
 
 def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     """Run the TUI on vLLM built from ``engine_argv``; returns the exit code."""
-    from stepview.engine.engine_args import UsageError, check_option_names
-    from stepview.engine.environment import redirect_native_stderr
-    from stepview.engine.live import live_driver
-    from stepview.engine.sinks import EngineArgsHolder
+    from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, check_option_names
+    from stepview.engine.own.environment import redirect_native_stderr
+    from stepview.engine.own.live import live_driver
 
     try:
         check_option_names(engine_argv)
@@ -92,7 +91,7 @@ def open_outputs(
 
     An exit code instead when one cannot be opened (before anything starts).
     """
-    from stepview.engine.sinks import file_sinks
+    from stepview.files.sinks import file_sinks
 
     default_results = options.results is None
     results_path = options.results or default_results_path()
@@ -124,7 +123,7 @@ def wrap_up(
     """After the app: name the results file, write the exports the flags ask for
     (``--export-csv``, ``--export-chrome-trace``, from the driver's insight), report what
     went wrong; the exit code."""
-    from stepview.engine.sinks import sink_errors
+    from stepview.files.sinks import sink_errors
 
     _report_results(results_path, default=default_results, unfinished=driver.unfinished)
     file_errors = sink_errors(sinks)

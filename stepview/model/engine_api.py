@@ -1,6 +1,6 @@
 """The protocol between the driver and an engine: vLLM's, or a fake that behaves like it.
 
-The driver (``stepview.engine.driver``) knows nothing of vLLM. It talks to an :class:`Engine`:
+The driver (``stepview.engine.driver.loop``) knows nothing of vLLM. It talks to an :class:`Engine`:
 ``add_request`` / ``abort`` / ``step`` / ``has_unfinished`` / ``shutdown``, the same calls as
 vLLM's ``LLMEngine``. ``step()`` returns a :class:`StepResult` shaped like vLLM's
 CUMULATIVE outputs: every request that produced something this step, with *all* its tokens so

@@ -3,8 +3,8 @@
 vLLM's scheduler says *what* it scheduled; stepview's plug-in also records *why* every other
 request was left out (:class:`WaitReason`) and how the step's token budget was spent
 (:class:`StepBudget`). The reasons are decided by the rules of the vLLM version in use, next to
-the probe that reads them (:mod:`stepview.engine.waiting_reasons`); this module only names them,
-so the UI, traces and reports can use them without importing the engine.
+the probe that reads them (:mod:`stepview.engine.records.waiting_reasons`); this module only
+names them, so the UI, traces and reports can use them without importing the engine.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ User actions become plain commands sent to the source; their effect shows up in 
 snapshot, like everything else.
 
 Looking back works in both kinds of run with the same keys, through one
-:class:`~stepview.ui.timeline.Timeline` chosen from the source when the app is built. In a
-live run the panes show the pinned step, marked as history, while the timer keeps pulling
-(the engine is not paused by looking back; ``p`` does that) until ``L`` returns to live. In a
-replay the keys become playback commands and the replay thread moves ``latest()`` itself.
+:class:`~stepview.ui.main.step_navigation.Timeline` chosen from the source when the app is
+built. In a live run the panes show the pinned step, marked as history, while the timer keeps
+pulling (the engine is not paused by looking back; ``p`` does that) until ``L`` returns to
+live. In a replay the keys become playback commands and the replay thread moves ``latest()`` itself.
 The keys and the rules saying which of them apply are in :mod:`stepview.ui.bindings`.
 """
 
@@ -34,11 +34,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
-from stepview.model.derive import clone_of
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
-from stepview.ui.aborts import AbortTracker, Notice
-from stepview.ui.adding import Adder, AskToAdd
 from stepview.ui.bindings import (
     APP_BINDINGS,
     MAIN_ACTIONS,
@@ -46,21 +43,24 @@ from stepview.ui.bindings import (
     Over,
     action_enabled,
 )
-from stepview.ui.detail import DetailScreen
-from stepview.ui.filter_bar import FilterBar
-from stepview.ui.filtering import RequestFilter
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.detail.strip import StepChosen
+from stepview.ui.dialogs.adding import Adder
+from stepview.ui.dialogs.goto import GoToStep
+from stepview.ui.dialogs.help import app_help
+from stepview.ui.drafts import AskToAdd, clone_of
 from stepview.ui.footer import FittingFooter
-from stepview.ui.goto import GoToStep
-from stepview.ui.help import app_help
-from stepview.ui.latency_view import LatencyScreen
-from stepview.ui.loading import ErrorScreen, LoadingView
-from stepview.ui.request_table import RequestTable
+from stepview.ui.main.aborts import AbortTracker, Notice
+from stepview.ui.main.filter_bar import FilterBar
+from stepview.ui.main.filtering import RequestFilter
+from stepview.ui.main.loading import ErrorScreen, LoadingView
+from stepview.ui.main.request_table import RequestTable
+from stepview.ui.main.status_bar import StatusBar
+from stepview.ui.main.step_navigation import timeline_for
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
-from stepview.ui.status_bar import StatusBar
-from stepview.ui.step_view import StepScreen
-from stepview.ui.strip import StepChosen
 from stepview.ui.theme import THEME
-from stepview.ui.timeline import timeline_for
+from stepview.ui.views.latency_view import LatencyScreen
+from stepview.ui.views.step_view import StepScreen
 
 # Full screens that show the step on screen and follow the history keys.
 _FOLLOWERS = (DetailScreen, StepScreen, LatencyScreen)
@@ -316,7 +316,7 @@ class StepviewApp(App[None]):
         self.source.send(SingleStep())
 
     def action_abort(self) -> None:
-        """Abort the request under the cursor now, once (see :mod:`stepview.ui.aborts`)."""
+        """Abort the request under the cursor now, once (see :mod:`stepview.ui.main.aborts`)."""
         if self.adder.read_only():
             return
         request_id, notice = self._aborts.ask(self.current_request())

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from stepview.files.csv_export import COLUMNS
 from stepview.launch.summary import summarize
-from stepview.model.csv_export import COLUMNS
 from stepview.trace.reader import load_trace
 from tests.e2e.terminal import command_env
 from tests.insight.chrome_checks import check_against_run, load

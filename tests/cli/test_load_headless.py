@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from stepview.files.csv_export import COLUMNS
 from stepview.launch.summary import summarize
-from stepview.model.csv_export import COLUMNS
 from stepview.model.load import LenRange, LoadSpec, plan_load
 from stepview.trace.reader import load_trace
 from tests.insight.chrome_checks import check_against_run, load

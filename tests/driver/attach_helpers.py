@@ -17,15 +17,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from stepview.engine.attached import AttachedEngine
-from stepview.engine.facts_channel import FactsPublisher
-from stepview.model.core_facts import (
+from stepview.engine.plugin.publisher import FactsPublisher
+from stepview.engine.records.facts import (
     CoreState,
     EndedFacts,
     RequestFacts,
     RequestIntro,
     StepFacts,
 )
+from stepview.engine.watch.attached import AttachedEngine
 from stepview.model.engine_api import StepResult
 
 WAITING = int(CoreState.WAITING)

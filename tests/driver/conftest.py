@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.server_api import ServerApi
+from stepview.engine.watch.server_api import ServerApi
 from tests.driver.attach_helpers import Server, ipc_address
 from tests.driver.fake_api import FakeApi
 

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from stepview.engine.attached import api_client_id
-from stepview.model.core_facts import EndedFacts
+from stepview.engine.records.facts import EndedFacts
+from stepview.engine.watch.attached import api_client_id
 from tests.driver.attach_helpers import (
     ANSWER,
     Lines,

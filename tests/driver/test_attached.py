@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine import attached, watched_core
-from stepview.engine.adoption import short_id
-from stepview.engine.attached import SILENT, AttachedEngine
-from stepview.engine.ledger import RequestLedger
-from stepview.engine.watched_core import ABORTED_BY_CLIENT, LEFT, RESTARTED
-from stepview.model.core_facts import EndedFacts
+from stepview.engine.driver.ledger import RequestLedger
+from stepview.engine.records.facts import EndedFacts
+from stepview.engine.watch import attached, watched_core
+from stepview.engine.watch.adopting import short_id
+from stepview.engine.watch.attached import SILENT, AttachedEngine
+from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT, LEFT, RESTARTED
 from stepview.model.engine_api import EngineRejected, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, StepBudget

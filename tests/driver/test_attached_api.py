@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.attached import AttachedEngine, api_client_id
-from stepview.engine.server_api import ApiError, ServerApi, completion_body
+from stepview.engine.records.facts import EndedFacts
+from stepview.engine.watch.attached import AttachedEngine, api_client_id
+from stepview.engine.watch.server_api import ApiError, ServerApi, completion_body
 from stepview.model.commands import AddRequest
-from stepview.model.core_facts import EndedFacts
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
 from tests.driver.attach_helpers import (

@@ -4,7 +4,7 @@ A :class:`Server` publishes the engine core's records (token ids only) and a loc
 server plays vLLM's API (:mod:`tests.driver.fake_api`: ``POST /detokenize`` decodes token
 ``t`` as `` wT``). The attached engine's clock is a test's :class:`Clock`, so a record held
 for its text is held until the fake answers, or until the test moves the clock past
-:data:`~stepview.engine.detokenize.HOLD_S`: nothing depends on the machine's speed.
+:data:`~stepview.engine.watch.detokenize.HOLD_S`: nothing depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from stepview.engine import server_api
-from stepview.engine.adoption import short_id
-from stepview.engine.attached import AttachedEngine
-from stepview.engine.detokenize import HOLD_S
-from stepview.engine.server_api import ServerApi
-from stepview.model.core_facts import EndedFacts, split_internal_id
-from stepview.model.records import request_record
+from stepview.engine.records.facts import EndedFacts, split_internal_id
+from stepview.engine.watch import server_api
+from stepview.engine.watch.adopting import short_id
+from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.detokenize import HOLD_S
+from stepview.engine.watch.server_api import ServerApi
+from stepview.files.records import request_record
 from stepview.model.snapshot import RequestView
 from tests.driver.attach_helpers import Server, record, request, wait_until
 from tests.driver.fake_api import FakeApi, fake_text
@@ -31,7 +31,7 @@ A = "cmpl-0123456789abcdef-0-0123abcd"  # another client's completion, adopted a
 B0 = "0_cmpl-fedcba9876543210-0-89abcdef"  # one with n=2: its samples 0 and 1
 B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
 C = "cmpl-aaaabbbbccccdddd-0-01234567"
-LOGGER = "stepview.engine.detokenize"
+LOGGER = "stepview.engine.watch.detokenize"
 
 
 @pytest.fixture

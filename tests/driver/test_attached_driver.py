@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from stepview.engine.attached import AttachedEngine
-from stepview.engine.driver import Driver
-from stepview.engine.watched_core import LEFT
+from stepview.engine.driver.loop import Driver
+from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.watched_core import LEFT
 from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.results_file import ResultsWriter
+from stepview.engine.driver.loop import Driver
+from stepview.files.results_file import ResultsWriter
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.engine_api import Engine
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine
 from tests.helpers import all_done, wait_for
 
 ORDER = [

@@ -7,11 +7,11 @@ gives the same reason here, deterministically, for the UI tests.
 
 from __future__ import annotations
 
-from stepview.engine.fake_engine import FakeEngine
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET, StepBudget
 from stepview.model.snapshot import RequestState
+from stepview.testing.fake_engine import FakeEngine
 
 GREEDY = SamplingSpec(temperature=0.0, max_tokens=8)
 

@@ -6,8 +6,7 @@ deterministic fake engine, or written out by hand) and reads its views after eve
 
 from __future__ import annotations
 
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.ledger import RequestLedger
+from stepview.engine.driver.ledger import RequestLedger
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import (
     CompletionUpdate,
@@ -18,6 +17,7 @@ from stepview.model.engine_api import (
 )
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineCounters, RequestState
+from stepview.testing.fake_engine import FakeEngine
 
 S = RequestState
 

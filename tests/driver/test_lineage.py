@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.ledger import RequestLedger
+from stepview.engine.driver.ledger import RequestLedger
+from stepview.files.records import request_record
 from stepview.model.commands import AddRequest
 from stepview.model.lineage import Lineage, LineageKind
-from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
+from stepview.testing.fake_engine import FakeEngine
 
 
 def test_lineage_rides_through_every_step_into_the_record() -> None:

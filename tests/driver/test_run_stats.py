@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.run_stats import RUN_STATS_ENV, RunStats, hand_over, load
+from stepview.engine.driver.loop import Driver
+from stepview.engine.driver.run_stats import RUN_STATS_ENV, RunStats, hand_over, load
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
+from stepview.testing.fake_engine import FakeEngine
 from tests.helpers import all_done, wait_for
 
 

@@ -8,13 +8,13 @@ with ``stepview --headless --max-num-batched-tokens 64`` and a seeded 200-token 
 
 from __future__ import annotations
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.step_faults import explain_step_failure
+from stepview.engine.driver.loop import Driver
+from stepview.engine.driver.step_faults import explain_step_failure
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, Timings
+from stepview.testing.fake_engine import FakeEngine
 from tests.helpers import wait_for
 
 VLLM_CPU_MESSAGE = "CPU Generator does not use offset"

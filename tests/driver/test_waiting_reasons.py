@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepview.engine.waiting_reasons import step_budget, wait_reasons
-from stepview.model.core_facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.records.waiting_reasons import step_budget, wait_reasons
 from stepview.model.scheduling import (
     BEHIND,
     DEFERRED,

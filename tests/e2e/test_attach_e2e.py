@@ -31,7 +31,7 @@ from benchmarks.vllm_server import (
     server_command,
     server_env,
 )
-from stepview.engine.watched_core import LEFT
+from stepview.engine.watch.watched_core import LEFT
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW
 
@@ -87,7 +87,7 @@ def pane_count(screen: str, pane: str) -> int:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ApiServer]:
-    from stepview.engine.demo_model import ensure_demo_model
+    from stepview.engine.own.tiny_model import ensure_demo_model
 
     model, port = ensure_demo_model(), free_port()
     publish = f"tcp://127.0.0.1:{free_port()}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stepview.model.sampling import FORM_FIELDS
-from stepview.ui.presets import PRESETS
+from stepview.ui.dialogs.presets import PRESETS
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import PROMPT, STEPVIEW, alive, process_tree, wait_gone
 

@@ -26,14 +26,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-from stepview.engine.environment import prepare_vllm_environment
+from stepview.engine.own.environment import prepare_vllm_environment
 
 # One file for all runs (engine test runs never overlap: they hold the engine lock).
 VLLM_TEST_LOG = Path(tempfile.gettempdir()) / "stepview-tests-vllm.log"
 prepare_vllm_environment(VLLM_TEST_LOG)
 
-from stepview.engine.demo_model import DEMO_MODEL_NAME, demo_engine_args  # noqa: E402
-from stepview.engine.vllm_engine import VllmEngine  # noqa: E402
+from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args  # noqa: E402
+from stepview.engine.own.vllm_engine import VllmEngine  # noqa: E402
 
 
 class EnginePool:
@@ -87,7 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def demo_model_path() -> Path:
     """The demo model in the user cache dir (built on first use, ~5 s)."""
-    from stepview.engine.demo_model import ensure_demo_model
+    from stepview.engine.own.tiny_model import ensure_demo_model
 
     return ensure_demo_model()
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from stepview.engine.attached import AttachedEngine
-from stepview.engine.ledger import RequestLedger
-from stepview.engine.watched_core import ABORTED_BY_CLIENT
+from stepview.engine.driver.ledger import RequestLedger
+from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView
 

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from stepview.engine.demo_model import demo_engine_args
-from stepview.engine.driver import Driver, PhaseCallback
-from stepview.engine.facts_channel import FactsSubscriber
-from stepview.engine.vllm_engine import VllmEngine
+from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.own.tiny_model import demo_engine_args
+from stepview.engine.own.vllm_engine import VllmEngine
+from stepview.engine.records.channel import FactsSubscriber
+from stepview.engine.records.facts import StepFacts
 from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
-from stepview.model.core_facts import StepFacts
 from stepview.model.engine_api import Engine
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine import demo_model
-from stepview.engine.demo_model import DEMO_ENGINE_DEFAULTS, ensure_demo_model, recipe_hash
+from stepview.engine.own import tiny_model as demo_model
+from stepview.engine.own.tiny_model import DEMO_ENGINE_DEFAULTS, ensure_demo_model, recipe_hash
 
 pytestmark = pytest.mark.engine
 

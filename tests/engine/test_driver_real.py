@@ -26,17 +26,17 @@ from typing import Any
 import psutil
 import pytest
 
-from stepview.engine.demo_model import demo_engine_args
-from stepview.engine.driver import Driver, PhaseCallback
-from stepview.engine.vllm_engine import VllmEngine
+from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.own.tiny_model import demo_engine_args
+from stepview.engine.own.vllm_engine import VllmEngine
+from stepview.files.records import request_record
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
-from stepview.model.derive import clone_of, fork_of, token_texts
 from stepview.model.engine_api import Engine
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.prompts import seed_requests
-from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
+from stepview.ui.drafts import clone_of, fork_of, token_texts
 from tests.helpers import all_done, wait_for
 
 from .conftest import EnginePool

@@ -34,7 +34,7 @@ def test_native_writes_go_to_log_python_stderr_to_terminal(tmp_path: Path) -> No
         """
         import ctypes, sys
         from pathlib import Path
-        from stepview.engine.environment import redirect_native_stderr
+        from stepview.engine.own.environment import redirect_native_stderr
 
         restore = redirect_native_stderr(Path(sys.argv[1]))
         libc = ctypes.CDLL(None)
@@ -71,7 +71,7 @@ def test_prepare_sets_defaults_blocks_cuda_extras_and_routes_logging(tmp_path: P
         """
         import logging, os, sys
         from pathlib import Path
-        from stepview.engine.environment import cpu_build_installed, prepare_vllm_environment
+        from stepview.engine.own.environment import cpu_build_installed, prepare_vllm_environment
 
         prepare_vllm_environment(Path(sys.argv[1]))
         prepare_vllm_environment(Path(sys.argv[1]))  # twice: no second handler

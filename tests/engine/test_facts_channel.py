@@ -18,14 +18,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from stepview.engine.core_link import PendingRecords
-from stepview.engine.facts_channel import (
-    ChannelState,
-    FactsPublisher,
-    FactsSubscriber,
-    rank_address,
-)
-from stepview.model.core_facts import (
+from stepview.engine.own.core_link import PendingRecords
+from stepview.engine.plugin.publisher import FactsPublisher
+from stepview.engine.records.channel import ChannelState, FactsSubscriber, rank_address
+from stepview.engine.records.facts import (
     CoreState,
     RequestFacts,
     StepFacts,
@@ -179,7 +175,7 @@ def test_publisher_wants_records_only_while_someone_subscribes(address: str) -> 
 
         # A subscriber killed without a word: zmq reports its unsubscribe all the same.
         child = _child(f"""
-            from stepview.engine.facts_channel import FactsSubscriber
+            from stepview.engine.records.channel import FactsSubscriber
             import time
             sub = FactsSubscriber({address!r})
             sub.wait_connected(10)
@@ -245,7 +241,7 @@ def test_every_subscription_and_a_resync_mark_the_next_record_fresh(address: str
 
 _PUBLISHER = """
     import time
-    from stepview.engine.facts_channel import FactsPublisher
+    from stepview.engine.plugin.publisher import FactsPublisher
     from tests.engine.test_facts_channel import _facts
     publisher = FactsPublisher({address!r})
     started = time.time()

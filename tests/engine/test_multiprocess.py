@@ -19,13 +19,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from stepview.engine.core_link import LocalLink
-from stepview.engine.demo_model import demo_engine_args
-from stepview.engine.driver import Driver, PhaseCallback
-from stepview.engine.facts_channel import FactsSubscriber
-from stepview.engine.vllm_engine import VllmEngine
+from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.own.core_link import LocalLink
+from stepview.engine.own.tiny_model import demo_engine_args
+from stepview.engine.own.vllm_engine import VllmEngine
+from stepview.engine.records.channel import FactsSubscriber
+from stepview.engine.records.facts import CoreState, StepFacts
 from stepview.model.commands import AddRequest
-from stepview.model.core_facts import CoreState, StepFacts
 from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 
 from stepview.cli_args import stepview_parser
-from stepview.engine.driver import Driver
-from stepview.engine.engine_args import parse_engine_args
-from stepview.engine.results_file import ResultsWriter
-from stepview.engine.sinks import EngineArgsHolder
-from stepview.engine.vllm_engine import VllmEngine
+from stepview.engine.driver.loop import Driver
+from stepview.engine.own.engine_args import EngineArgsHolder, parse_engine_args
+from stepview.engine.own.vllm_engine import VllmEngine
+from stepview.files.records import request_record
+from stepview.files.results_file import ResultsWriter
 from stepview.model.commands import Abort, AddRequest
 from stepview.model.engine_api import StepResult
-from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineInfo, RequestState
 from stepview.trace.reader import load_trace

@@ -15,17 +15,12 @@ from typing import Any
 
 import pytest
 
-from stepview.engine.scheduler_plugin import (
-    PLUGIN_QUALNAME,
-    CoreCapture,
-    StepviewScheduler,
-    chained_class,
-    client_id_lookup,
-    resolve_base,
-    user_scheduler_base,
-)
-from stepview.engine.scheduler_view import SchedulerView
-from stepview.model.core_facts import CoreState, StepFacts
+from stepview.engine.plugin.capture import CoreCapture
+from stepview.engine.plugin.client_side import client_id_lookup
+from stepview.engine.plugin.config import PLUGIN_QUALNAME, resolve_base, user_scheduler_base
+from stepview.engine.plugin.scheduler import StepviewScheduler, chained_class
+from stepview.engine.records.entries import SchedulerView
+from stepview.engine.records.facts import CoreState, StepFacts
 from stepview.model.engine_api import SchedulerEntry, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
@@ -223,10 +218,10 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
 def test_missing_internals_mean_unavailable_and_one_log_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="stepview.engine.scheduler_plugin")
+    caplog.set_level(logging.WARNING, logger="stepview.engine.plugin")
     # caplog's handler on the logger itself: an in-process CLI run earlier in the session
     # (launch/logs.py) stops "stepview" records from propagating to the root logger.
-    plugin_log = logging.getLogger("stepview.engine.scheduler_plugin")
+    plugin_log = logging.getLogger("stepview.engine.plugin")
     plugin_log.addHandler(caplog.handler)
     propagate, plugin_log.propagate = plugin_log.propagate, False  # each record seen once
     try:
@@ -429,8 +424,8 @@ def test_base_class_rules() -> None:
 
 
 def test_a_bad_scheduler_class_is_refused_before_any_engine_starts(engines: EnginePool) -> None:
-    from stepview.engine.demo_model import DEMO_MODEL_NAME, demo_engine_args
-    from stepview.engine.vllm_engine import VllmEngine
+    from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args
+    from stepview.engine.own.vllm_engine import VllmEngine
 
     args = demo_engine_args(scheduler_cls="tests.engine.gated_scheduler.NotAScheduler")
     started = time.monotonic()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from stepview.engine.demo_model import DEMO_MODEL_NAME, demo_engine_args
-from stepview.engine.vllm_engine import VllmEngine
+from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args
+from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.model.engine_api import CompletionUpdate, EngineRejected, OutputUpdate, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import LogprobEntry, RequestState

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.engine.vllm_engine import VllmEngine
+from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET

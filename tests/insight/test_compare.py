@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.insight.compare import compare_runs, match_requests
 from stepview.insight.compare_report import format_comparison
 from stepview.model.commands import Pause, Resume
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView, Timings
+from stepview.testing.fake_engine import FakeEngine
 from stepview.trace.reader import load_trace
 from tests.trace.runs import add, record, run_to_end
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.insight.latency import (
+from stepview.insight.percentiles import (
     LatencyStats,
     distribution,
     histogram,

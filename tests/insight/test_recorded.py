@@ -15,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.insight.report import format_summary
 from stepview.insight.run import RunInsight
 from stepview.launch.summary import summarize
 from stepview.model.alerts import THRASH
+from stepview.testing.fake_engine import FakeEngine
 from stepview.trace.reader import load_trace
 from tests.trace.runs import add, record, run_to_end
 

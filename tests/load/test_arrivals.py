@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.arrivals import ArrivalQueue
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.arrivals import ArrivalQueue
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import AddRequest, Arrival, Schedule
 from stepview.model.load import LenRange, LoadSpec, plan_load
 from stepview.model.prompts import PromptsFileError, prompt_commands, read_timed_prompts
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import ArrivalCount, RequestState
+from stepview.testing.fake_engine import FakeEngine
 from tests.helpers import wait_for
 
 

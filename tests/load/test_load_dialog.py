@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from textual.widgets import Input, Static
 
-from stepview.demo.scenes import until
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.load import LoadSpec
+from stepview.testing.fake_engine import FakeEngine
+from stepview.testing.scenes import until
 from stepview.ui.app import StepviewApp
-from stepview.ui.load_form import LoadForm
+from stepview.ui.dialogs.load_form import LoadForm
 
 SIZE = (80, 24)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.engine_args import vllm_version
+from stepview.engine.own.engine_args import vllm_version
 from tests.e2e.conftest import open_terminal
 
 __all__ = ["open_terminal"]

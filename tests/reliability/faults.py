@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import threading
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.sink import SnapshotSink
+from stepview.testing.fake_engine import FakeEngine
 from stepview.ui.app import StepviewApp
 from tests.helpers import live_children
 

@@ -4,7 +4,7 @@
 
 FAULT is ``hang-step-from N`` (the Nth ``step()`` and every later one never returns, like a
 hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), both patched into
-``stepview.engine.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the app's Nth snapshot
+``stepview.engine.own.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the app's Nth snapshot
 raises while being drawn: a bug in stepview itself). It then runs ``stepview.cli.main()``
 exactly as the installed console script does, so everything else is the real command.
 """
@@ -25,7 +25,7 @@ class InjectedFault(RuntimeError):
 
 
 def inject(fault: str, at: int) -> None:
-    from stepview.engine.vllm_engine import VllmEngine
+    from stepview.engine.own.vllm_engine import VllmEngine
 
     real_step = VllmEngine.step
     calls = 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepview.engine.engine_args import UsageError, check_option_names, local_model_problem
+from stepview.engine.own.engine_args import UsageError, check_option_names, local_model_problem
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
 

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from stepview.demo.scenes import until
-from stepview.engine.driver import Driver
-from stepview.engine.results_file import ResultsWriter
+from stepview.engine.driver.loop import Driver
+from stepview.files.results_file import ResultsWriter
 from stepview.model.commands import AddRequest, Resume
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
+from stepview.testing.scenes import until
 from stepview.ui.app import StepviewApp
-from stepview.ui.detail import DetailScreen
-from stepview.ui.help import HelpScreen
-from stepview.ui.loading import ErrorScreen
-from stepview.ui.request_table import RequestTable
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.dialogs.help import HelpScreen
+from stepview.ui.main.loading import ErrorScreen
+from stepview.ui.main.request_table import RequestTable
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import (
     PROMPT,

@@ -20,14 +20,14 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widgets import Input, Static, TextArea
 
-from stepview.demo.scenes import until
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import FORM_FIELDS, SamplingSpec, form_values, parse_form
 from stepview.model.snapshot import EngineState, RequestState
+from stepview.testing.scenes import until
 from stepview.ui.app import StepviewApp
-from stepview.ui.detail import DetailScreen
-from stepview.ui.form import EMPTY_PROMPT, PromptForm
-from stepview.ui.request_table import RequestTable
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.dialogs.add_form import EMPTY_PROMPT, PromptForm
+from stepview.ui.main.request_table import RequestTable
 from tests.reliability.faults import (
     SIZE,
     FaultyEngine,

@@ -14,11 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stepview.demo.scenes import until
-from stepview.engine.results_file import ResultsWriter
+from stepview.files.results_file import ResultsWriter
 from stepview.model.commands import Abort, AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, StepSnapshot
+from stepview.testing.scenes import until
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW, alive, process_tree, wait_gone
 from tests.reliability.faults import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stepview.model.records import request_record
+from stepview.files.records import request_record
 from stepview.model.snapshot import StepSnapshot
 
 STEP_FIELDS = (

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine, ManualClock
-from stepview.engine.results_file import ResultsWriter
+from stepview.engine.driver.loop import Driver
+from stepview.files.results_file import ResultsWriter
 from stepview.insight.run import RunInsight
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine, ManualClock
 from stepview.trace.encoder import TraceEncoder
 from stepview.trace.format import dump_line, trace_header
 from stepview.trace.recorder import HeaderFields, TraceRecorder

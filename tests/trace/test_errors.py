@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.driver import Driver
+from stepview.engine.driver.loop import Driver
 from stepview.trace.format import TRACE_VERSION, TraceError
 from stepview.trace.reader import load_trace
 from stepview.trace.replay import ReplaySource

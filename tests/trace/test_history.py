@@ -8,12 +8,12 @@ from itertools import pairwise
 
 import pytest
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
-from stepview.model.history import HistoryCursor
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine
 from stepview.trace.encoder import diff_snapshots
+from stepview.ui.main.history_cursor import HistoryCursor
 from tests.helpers import wait_for
 from tests.trace.runs import add, run_to_end
 

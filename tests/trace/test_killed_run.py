@@ -15,9 +15,9 @@ from stepview.trace.reader import load_trace
 # writer and the recorder (earlier sinks) have written and flushed it.
 CHILD = """
 import sys
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.results_file import ResultsWriter
+from stepview.engine.driver.loop import Driver
+from stepview.testing.fake_engine import FakeEngine
+from stepview.files.results_file import ResultsWriter
 from stepview.trace.recorder import TraceRecorder
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
+from stepview.testing.fake_engine import FakeEngine
 from stepview.trace.reader import load_trace
 from tests.trace.runs import add, record, run_to_end
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.driver import Driver
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, StepSnapshot
@@ -216,9 +216,9 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
 
 
 def test_replay_imports_neither_vllm_nor_torch() -> None:
-    """Every module of the trace package, the replay launcher and the history cursor."""
+    """Every module of the trace package and the replay launcher."""
     code = (
-        "import importlib, pkgutil, sys, stepview.trace, stepview.model.history\n"
+        "import importlib, pkgutil, sys, stepview.trace\n"
         "import stepview.launch.replay\n"
         "for info in pkgutil.walk_packages(stepview.trace.__path__, 'stepview.trace.'):\n"
         "    importlib.import_module(info.name)\n"

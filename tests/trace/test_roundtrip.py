@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
-from stepview.engine.results_file import ResultsWriter
+from stepview.engine.driver.loop import Driver
+from stepview.files.records import request_record
+from stepview.files.results_file import ResultsWriter
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
 from stepview.model.grow import Frozen
-from stepview.model.records import request_record
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import (
     Completion,
@@ -26,6 +25,7 @@ from stepview.model.snapshot import (
     StepStat,
     Timings,
 )
+from stepview.testing.fake_engine import FakeEngine
 from stepview.trace.format import TRACE_KIND, TRACE_VERSION
 from stepview.trace.reader import load_trace
 from stepview.trace.recorder import TraceRecorder

@@ -78,7 +78,7 @@ def test_a_version_1_trace_replays_without_the_new_fields() -> None:
 
 
 def test_results_records_carry_the_kv_peak_and_the_prefix_cache_hit() -> None:
-    from stepview.model.records import request_record
+    from stepview.files.records import request_record
 
     record = request_record(_view("a", kv_blocks=2, peak_kv_blocks=5, cached_prompt_tokens=32))
     assert (record["kv_peak_blocks"], record["cached_prompt_tokens"]) == (5, 32)

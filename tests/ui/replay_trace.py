@@ -15,12 +15,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine, ManualClock
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import AddRequest, Resume, SingleStep
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine, ManualClock
 from stepview.trace.reader import load_trace
 from stepview.trace.recorder import TraceRecorder
 from tests.helpers import all_done, wait_for

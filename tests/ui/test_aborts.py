@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepview.demo.scenes import make_app, until
-from stepview.demo.snapshots import mid_run
 from stepview.model.commands import Abort
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
-from stepview.ui.aborts import AbortTracker, Notice
-from stepview.ui.request_table import RequestTable
+from stepview.testing.scenes import make_app, until
+from stepview.testing.snapshots import mid_run
+from stepview.ui.main.aborts import AbortTracker, Notice
+from stepview.ui.main.request_table import RequestTable
 
 
 def view(request_id: str, state: RequestState) -> RequestView:

@@ -14,21 +14,21 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static, TextArea
 
-from stepview.demo.scenes import make_app, until
-from stepview.demo.snapshots import mid_run, request, startup_error
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState
+from stepview.testing.fake_engine import FakeEngine
+from stepview.testing.scenes import make_app, until
+from stepview.testing.snapshots import mid_run, request, startup_error
 from stepview.ui.app import StepviewApp
-from stepview.ui.detail import DetailScreen
-from stepview.ui.filter_bar import FilterBar
-from stepview.ui.form import EMPTY_PROMPT, PromptForm
-from stepview.ui.help import HelpScreen
-from stepview.ui.loading import ErrorScreen
-from stepview.ui.request_table import RequestTable
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.dialogs.add_form import EMPTY_PROMPT, PromptForm
+from stepview.ui.dialogs.help import HelpScreen
+from stepview.ui.main.filter_bar import FilterBar
+from stepview.ui.main.loading import ErrorScreen
+from stepview.ui.main.request_table import RequestTable
 
 SIZE = (80, 24)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepview.demo.scenes import make_app
-from stepview.demo.snapshots import mid_run
 from stepview.model.snapshot import EngineState, RankStatus
+from stepview.testing.scenes import make_app
+from stepview.testing.snapshots import mid_run
 from stepview.ui.app import StepviewApp
-from stepview.ui.form import PromptForm
-from stepview.ui.loading import LoadingView
-from stepview.ui.status_bar import StatusBar
+from stepview.ui.dialogs.add_form import PromptForm
+from stepview.ui.main.loading import LoadingView
+from stepview.ui.main.status_bar import StatusBar
 
 SIZE = (100, 24)
 ADDRESS = "tcp://127.0.0.1:5570"

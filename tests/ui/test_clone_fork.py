@@ -10,15 +10,15 @@ from dataclasses import replace
 
 from textual.widgets import Input, Static, TextArea
 
-from stepview.demo.scenes import make_app
-from stepview.demo.snapshots import WORDS, mid_run
 from stepview.model.commands import AddRequest
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import form_values
-from stepview.ui.detail import DetailScreen
-from stepview.ui.form import PromptForm
-from stepview.ui.request_table import RequestTable
+from stepview.testing.scenes import make_app
+from stepview.testing.snapshots import WORDS, mid_run
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.dialogs.add_form import PromptForm
+from stepview.ui.main.request_table import RequestTable
 
 SIZE = (80, 24)
 U1_PROMPT, U1_SPEC = SEED_PROMPTS[0]

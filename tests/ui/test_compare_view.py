@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from stepview.demo.snapshots import mid_run
-from stepview.demo.sources import StaticSource
+from stepview.testing.snapshots import mid_run
+from stepview.testing.sources import StaticSource
 from stepview.trace.reader import load_trace
 from stepview.ui.app import StepviewApp
-from stepview.ui.compare import CompareApp, RunPane
+from stepview.ui.compare.app import CompareApp, RunPane
 from stepview.ui.theme import THEME
 
 DATA = Path(__file__).resolve().parents[1] / "data"

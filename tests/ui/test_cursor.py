@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView, Timings
-from stepview.ui.request_table import RequestTable
+from stepview.ui.main.request_table import RequestTable
 
 
 def views(*ids: str) -> list[RequestView]:

@@ -6,13 +6,13 @@ In a replay the footer offered Add and Demo, which do nothing there.
 
 from __future__ import annotations
 
-from stepview.demo.scenes import replay_app, until
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.snapshot import EngineState
+from stepview.testing.fake_engine import FakeEngine
+from stepview.testing.scenes import replay_app, until
 from stepview.ui.app import StepviewApp
 from stepview.ui.bindings import NEWCOMER_HINT, Over, action_enabled
-from stepview.ui.request_table import RequestTable
+from stepview.ui.main.request_table import RequestTable
 from stepview.ui.scrub import Mode
 from tests.ui.replay_trace import TRACE
 

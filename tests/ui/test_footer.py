@@ -13,8 +13,8 @@ from textual.pilot import Pilot
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from stepview.demo.scenes import make_app, replay_app, until
-from stepview.demo.snapshots import mid_run
+from stepview.testing.scenes import make_app, replay_app, until
+from stepview.testing.snapshots import mid_run
 from stepview.ui.app import StepviewApp
 from tests.ui.replay_trace import TRACE
 

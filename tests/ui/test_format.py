@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.demo.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, NOT_ADMITTED, TOKEN_BUDGET, WaitReason
 from stepview.model.snapshot import RequestState, StepStat
-from stepview.ui.filtering import RequestFilter
+from stepview.testing.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 from stepview.ui.format import (
     NEWLINE_MARK,
     REPLACEMENT,
@@ -27,6 +26,7 @@ from stepview.ui.format import (
     throughput,
     token_repr,
 )
+from stepview.ui.main.filtering import RequestFilter
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,10 @@ import math
 
 import pytest
 
-from stepview.model.derive import fork_of, token_texts
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import Completion, LogprobEntry, RequestState, RequestView, Timings
-from stepview.ui.heatmap import (
+from stepview.ui.detail.heatmap import (
     BANDS,
     CURSOR,
     band_of,
@@ -23,6 +22,7 @@ from stepview.ui.heatmap import (
     spots,
     token_panel,
 )
+from stepview.ui.drafts import fork_of, token_texts
 
 
 def entry(token_id: int, p: float, rank: int, decoded: str) -> LogprobEntry:

@@ -11,17 +11,17 @@ from dataclasses import replace
 
 from textual.widgets import Input
 
-from stepview.demo.scenes import history_app, until
-from stepview.demo.sources import HistorySource
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import AddRequest, Pause, Resume
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine
+from stepview.testing.scenes import history_app, until
+from stepview.testing.sources import HistorySource
 from stepview.ui.app import StepviewApp
-from stepview.ui.detail import DetailScreen
-from stepview.ui.loading import ErrorScreen
-from stepview.ui.request_table import RequestTable
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.main.loading import ErrorScreen
+from stepview.ui.main.request_table import RequestTable
 from tests.ui.replay_trace import recorded_run
 
 SIZE = (80, 24)

@@ -19,7 +19,7 @@ for package in (stepview.model, stepview.ui):
 heavy = sorted(
     name for name in sys.modules
     if name.split(".")[0] in {"vllm", "torch", "transformers"}
-    or name == "stepview.engine.vllm_engine"
+    or name == "stepview.engine.own.vllm_engine"
 )
 print(",".join(heavy))
 """

@@ -1,4 +1,4 @@
-"""The scheduler-insight views on the preemption story (:mod:`stepview.demo.story`).
+"""The scheduler-insight views on the preemption story (:mod:`stepview.testing.story`).
 
 The timeline strip in a request's detail, the step view (``v``), the latency panel (``t``)
 and the header's prefix-cache and preemption figures, driven by key presses as a user would,
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from textual.widgets import Sparkline, Static
 
-from stepview.demo import scenes
-from stepview.demo.sources import HistorySource
-from stepview.demo.story import preemption_story
 from stepview.model.snapshot import EngineState
+from stepview.testing import scenes
+from stepview.testing.sources import HistorySource
+from stepview.testing.story import preemption_story
 from stepview.ui.app import StepviewApp
 from stepview.ui.bindings import Over, action_enabled
-from stepview.ui.detail import DetailScreen
-from stepview.ui.latency_view import LatencyScreen
+from stepview.ui.detail.screen import DetailScreen
+from stepview.ui.main.status_bar import StatusBar
 from stepview.ui.scrub import Mode
-from stepview.ui.status_bar import StatusBar
-from stepview.ui.step_view import StepScreen
+from stepview.ui.views.latency_view import LatencyScreen
+from stepview.ui.views.step_view import StepScreen
 from tests.ui.replay_trace import TRACE
 
 

@@ -10,11 +10,11 @@ import dataclasses
 
 import pytest
 
-from stepview.demo.scenes import make_app, until
-from stepview.demo.snapshots import mid_run, request
 from stepview.model.scheduling import BEHIND, WaitReason
 from stepview.model.snapshot import RequestState, StepSnapshot
-from stepview.ui.request_table import RequestTable
+from stepview.testing.scenes import make_app, until
+from stepview.testing.snapshots import mid_run, request
+from stepview.ui.main.request_table import RequestTable
 
 
 def queue_behind_a_load_request() -> StepSnapshot:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from stepview.demo.scenes import at_step, replay_app, until
+from stepview.testing.scenes import at_step, replay_app, until
 from stepview.trace.reader import load_trace
 from stepview.trace.replay import ReplaySource
 from stepview.trace.store import TraceSnapshots
 from stepview.ui.app import StepviewApp
-from stepview.ui.form import PromptForm
+from stepview.ui.dialogs.add_form import PromptForm
 from stepview.ui.scrub import next_speed
 from tests.ui.replay_trace import TRACE
 from tests.ui.test_history import assert_panes_show, status_text

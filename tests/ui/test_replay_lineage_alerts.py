@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepview.demo.scenes import replay_app, until
 from stepview.model.alerts import THRASH, Alert
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
+from stepview.testing.scenes import replay_app, until
 from tests.trace.runs import write_trace
 from tests.ui.test_history import status_text
 

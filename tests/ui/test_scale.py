@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from stepview.demo.scenes import make_app
-from stepview.demo.snapshots import many_finished
 from stepview.model.grow import Frozen
 from stepview.model.snapshot import RequestView, StepSnapshot
-from stepview.ui.request_table import RequestTable
+from stepview.testing.scenes import make_app
+from stepview.testing.snapshots import many_finished
+from stepview.ui.main.request_table import RequestTable
 
 COUNT = 10_000
 

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 from textual.pilot import Pilot
 
-from stepview.demo import scenes, snapshots
 from stepview.model.snapshot import StepSnapshot
+from stepview.testing import scenes, snapshots
 from tests.ui.replay_trace import TRACE, recorded_run
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
@@ -98,7 +98,7 @@ def test_replay_at_the_end(snap_compare: Compare) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=scenes.at_end)
 
 
-# -- scheduler insight: the preemption story (stepview.demo.story) ---------------------------
+# -- scheduler insight: the preemption story (stepview.testing.story) ---------------------------
 
 INSIGHT_SCENES = [
     pytest.param(scenes.show_strip, id="timeline_strip"),

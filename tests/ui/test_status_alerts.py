@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stepview.model.alerts import STALL, THRASH, Alert
-from stepview.ui.status_bar import alert_text
+from stepview.ui.main.status_bar import alert_text
 
 
 def test_latest_alert_with_a_count_of_the_others() -> None:

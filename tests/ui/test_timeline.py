@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stepview.demo.snapshots import mid_run
-from stepview.demo.sources import HistorySource, StaticSource
-from stepview.engine.driver import Driver
-from stepview.engine.fake_engine import FakeEngine
+from stepview.engine.driver.loop import Driver
 from stepview.model.commands import Command
 from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine
+from stepview.testing.snapshots import mid_run
+from stepview.testing.sources import HistorySource, StaticSource
 from stepview.trace.playback import (
     PlaybackCommand,
     PlaybackStatus,
@@ -26,8 +26,8 @@ from stepview.trace.playback import (
     StepForward,
 )
 from stepview.trace.replay import ReplaySource
+from stepview.ui.main.step_navigation import LiveTimeline, ReplayTimeline, timeline_for
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark
-from stepview.ui.timeline import LiveTimeline, ReplayTimeline, timeline_for
 from tests.ui.replay_trace import TRACE
 
 

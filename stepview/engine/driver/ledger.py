@@ -1,0 +1,377 @@
+"""The driver's per-request bookkeeping: what stepview knows of every request, step by step.
+
+The :class:`RequestLedger` holds each request from the moment its ``AddRequest`` is dequeued
+until it reaches a final state: the pending queue, the mutable per-request tracks the
+engine's outputs are folded into, and the append-only list of finished requests. It knows
+nothing of threads, queues or publishing (that is :class:`~stepview.engine.driver.loop.Driver`):
+a test hands it commands and :class:`StepResult` values one at a time and reads its views.
+
+How a request's state is derived, each step:
+
+* ``PENDING`` from :meth:`RequestLedger.accept` until :meth:`RequestLedger.admit` hands it to
+  the engine;
+* ``WAITING`` / ``PREEMPTED`` / ``PREFILLING`` / ``DECODING`` from the scheduler's view when the
+  engine provides one; otherwise ``DECODING`` once it produced a token, else ``WAITING``;
+* ``FINISHED`` from the engine's ``finished`` output (for n > 1, when all samples are done),
+  ``ABORTED`` on an abort (or when the engine failed under it), ``REJECTED`` when the engine
+  refused it; ``UNFINISHED`` when the run ended first (:meth:`RequestLedger.end_in_flight`).
+
+A watched engine (``stepview --attach``) also reports requests stepview did not add and
+requests that ended without an output; :mod:`stepview.engine.driver.adoption` says how those enter
+and leave.
+
+Work per step is what the step changed: a request that made no progress keeps the same
+:class:`RequestView` object, and token lists grow in place behind frozen views.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from stepview.engine.driver.adoption import adopted_view, ended_view
+from stepview.engine.driver.tracks import Track, fold_output, take_described_text
+from stepview.model.commands import AddRequest
+from stepview.model.engine_api import (
+    ArrivedRequest,
+    DescribedRequest,
+    EndedRequest,
+    Engine,
+    EngineRejected,
+    StepResult,
+)
+from stepview.model.errors import describe
+from stepview.model.grow import Frozen, Growing
+from stepview.model.scheduling import NOT_ADMITTED, WaitReason
+from stepview.model.snapshot import (
+    RequestState,
+    RequestView,
+    Timings,
+)
+
+log = logging.getLogger(__name__)
+
+_NOT_ADMITTED = WaitReason(NOT_ADMITTED, "in stepview's own queue, not handed to vLLM yet")
+
+
+class RequestLedger:
+    """Every request the driver was given, from accepted to finished; no thread of its own.
+
+    ``now`` is the driver's clock (seconds since the driver started): arrival, scheduling,
+    first-token and finishing times are read from it.
+    """
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._tracks: dict[str, Track] = {}  # not finished yet, in arrival order
+        self._pending: deque[str] = deque()  # accepted, not yet handed to the engine
+        self._finished: Growing[RequestView] = Growing()
+        self._finished_since_take: list[RequestView] = []
+        self._seen_ids: set[str] = set()
+
+    # -- views -------------------------------------------------------------------------------
+
+    def active(self) -> tuple[RequestView, ...]:
+        """Every request not finished yet (pending, waiting, running), in arrival order."""
+        return tuple(track.view for track in self._tracks.values())
+
+    def finished(self) -> Frozen[RequestView]:
+        """Every finished request so far, in order of finishing (a frozen view, not a copy)."""
+        return self._finished.view()
+
+    @property
+    def finished_count(self) -> int:
+        return len(self._finished)
+
+    @property
+    def has_pending(self) -> bool:
+        """Requests are waiting to be handed to the engine."""
+        return bool(self._pending)
+
+    def take_finished(self) -> list[RequestView]:
+        """The requests that reached a final state since the last call (for the sinks)."""
+        finished, self._finished_since_take = self._finished_since_take, []
+        return finished
+
+    # -- requests in, requests out -------------------------------------------------------------
+
+    def accept(self, command: AddRequest, refusal: str | None = None) -> None:
+        """Queue a new request as pending, or reject it at once.
+
+        ``refusal`` says why no engine can take requests (it failed, or is not running); a
+        request id seen before is rejected too, since the engine could not tell the two apart.
+        """
+        view = RequestView(
+            request_id=command.request_id,
+            prompt=command.prompt,
+            spec=command.spec,
+            state=RequestState.PENDING,
+            timings=Timings(arrival=self._now()),
+            wait_reason=_NOT_ADMITTED,
+            prompt_tokens=len(command.prompt_token_ids),
+            prompt_token_ids=command.prompt_token_ids,
+            lineage=command.lineage,
+        )
+        if command.request_id in self._seen_ids:
+            message = f"duplicate request id {command.request_id!r}"
+            self._finish(view, RequestState.REJECTED, message)
+            return
+        self._seen_ids.add(command.request_id)
+        if refusal is not None:
+            self._finish(view, RequestState.REJECTED, refusal)
+            return
+        self._tracks[command.request_id] = Track(view)
+        self._pending.append(command.request_id)
+
+    def admit(self, engine: Engine, limit: int = 0) -> bool:
+        """Hand pending requests to ``engine`` (all, or ``limit`` of them); True if any were.
+
+        A request the engine refuses ends as rejected with its message; one whose
+        ``add_request`` raised anything else too, so a faulty engine cannot take the others
+        down with it.
+        """
+        count = len(self._pending)
+        if limit:
+            count = min(count, limit)
+        for _ in range(count):
+            request_id = self._pending.popleft()
+            track = self._tracks[request_id]
+            view = track.view
+            try:
+                if view.prompt_token_ids:  # given as ids (a synthetic load's prompt)
+                    engine.add_request(request_id, view.prompt, view.spec, view.prompt_token_ids)
+                else:
+                    engine.add_request(request_id, view.prompt, view.spec)
+            except EngineRejected as exc:
+                message = str(exc)
+            except Exception as exc:
+                log.warning("add_request(%s) raised\n%s", request_id, traceback.format_exc())
+                message = describe(exc)
+            else:
+                track.in_engine = True
+                track.view = view._replace(state=RequestState.WAITING, wait_reason=None)
+                continue
+            del self._tracks[request_id]
+            self._finish(view, RequestState.REJECTED, message)
+        return count > 0
+
+    def abort(self, request_id: str, engine: Engine | None) -> bool:
+        """End ``request_id`` as aborted by the user; True when ``engine`` held it (and was told).
+
+        A request that is finished, rejected or unknown is left alone; so is one the engine
+        cannot abort (a watched server's request from another client), whose view then
+        says why in its error.
+        """
+        track = self._tracks.get(request_id)
+        if track is None:
+            return False
+        if track.in_engine and engine is not None:
+            try:
+                engine.abort([request_id])
+            except EngineRejected as exc:
+                track.view = track.view._replace(error=str(exc))
+                return False
+            told = True
+        else:
+            self._pending.remove(request_id)
+            told = False
+        del self._tracks[request_id]
+        self._finish(track.view, RequestState.ABORTED, "aborted by the user")
+        return told
+
+    def end_in_flight(self, why: str, state: RequestState = RequestState.ABORTED) -> int:
+        """The engine is gone: every request it held, or was to get, ends in ``state``.
+
+        ``ABORTED`` when the engine failed under them, ``UNFINISHED`` when the run ended
+        first. They can never finish now; ending them puts them in the Finished pane and the
+        results file with the reason and the tokens they had, instead of leaving them running
+        forever on screen or losing them. Returns how many there were.
+        """
+        count = len(self._tracks)
+        for track in self._tracks.values():
+            self._finish(track.view, state, why)
+        self._tracks.clear()
+        self._pending.clear()
+        return count
+
+    # -- applying a step ---------------------------------------------------------------------
+
+    def apply(self, result: StepResult, now: float) -> None:
+        """Fold a step's outputs and scheduler view into the tracks; one new view per change.
+
+        ``now`` is when the step ended (driver clock): first tokens, scheduling and finishing
+        seen in ``result`` are dated to it. Work is proportional to what the step changed:
+        outputs (one per sample that moved) and scheduler entries that are new objects (the
+        probe reuses unchanged ones, so an identity test skips every request that is just
+        waiting or decoding along).
+        """
+        tracks = self._tracks
+        if result.arrived:
+            self._adopt(result.arrived, now)
+        touched: dict[str, Track] = {}
+        finished_ids: list[str] = []
+        for update in result.outputs:
+            track = tracks.get(update.request_id)
+            if track is None:
+                continue  # aborted this step
+            if fold_output(track, update):
+                finished_ids.append(update.request_id)
+            touched[update.request_id] = track
+        scheduled = result.scheduled
+        if scheduled is not None:
+            for request_id, entry in scheduled.items():
+                track = tracks.get(request_id)
+                if track is None or entry is track.entry or not track.in_engine:
+                    continue
+                track.entry = entry
+                view = track.view
+                if (
+                    entry.state is view.state
+                    and entry.computed_prompt_tokens == view.computed_prompt_tokens
+                    and entry.num_preemptions == view.num_preemptions
+                    and entry.scheduled_tokens == view.scheduled_tokens
+                    and entry.kv_blocks == view.kv_blocks
+                    and entry.cached_prompt_tokens == view.cached_prompt_tokens
+                    and entry.wait_reason == view.wait_reason
+                ):
+                    continue
+                track.new_entry = entry
+                touched[request_id] = track
+        if result.described:
+            self._describe(result.described, touched)
+        for track in touched.values():
+            track.view = _freeze(track, now, scheduled is not None)
+        for request_id in finished_ids:
+            view = tracks.pop(request_id).view
+            timings = view.timings
+            if timings.scheduled is None:
+                # Scheduled and finished within this one step (e.g. max_tokens=1): it has
+                # already left the scheduler, so no entry ever showed it running.
+                timings = timings._replace(scheduled=now)
+            state_view = view._replace(
+                timings=timings._replace(finished=now),
+                computed_prompt_tokens=max(view.computed_prompt_tokens, view.prompt_tokens),
+            )
+            self._finish(state_view, RequestState.FINISHED, None)
+        if result.ended:
+            self._end(result.ended, now)
+
+    def _adopt(self, arrived: Sequence[ArrivedRequest], now: float) -> None:
+        """Requests a watched engine holds that stepview did not add: in the engine already."""
+        for request in arrived:
+            track = self._tracks.get(request.request_id)
+            if track is not None:  # more of its samples arrived: n grew
+                track.view = track.view._replace(spec=request.spec)
+                continue
+            if request.request_id in self._seen_ids:
+                continue  # seen before (it ended)
+            self._seen_ids.add(request.request_id)
+            self._tracks[request.request_id] = Track(adopted_view(request, now), in_engine=True)
+
+    def _describe(self, described: Sequence[DescribedRequest], touched: dict[str, Track]) -> None:
+        """Text a watched engine's server decoded for requests it adopted: the prompt in place
+        of ``(N prompt tokens)``, the completions of samples that finish in this step."""
+        for news in described:
+            track = self._tracks.get(news.request_id)
+            if track is None or not track.in_engine:
+                continue
+            if news.prompt is not None:
+                track.view = track.view._replace(prompt=news.prompt)
+            for index, text in news.completions:
+                if take_described_text(track, index, text):
+                    touched[news.request_id] = track
+
+    def _end(self, ended: Sequence[EndedRequest], now: float) -> None:
+        """Requests that ended without a final output (:mod:`~stepview.engine.driver.adoption`)."""
+        for end in ended:
+            track = self._tracks.get(end.request_id)
+            if track is None or not track.in_engine:
+                continue
+            del self._tracks[end.request_id]
+            view, error = ended_view(track.view, end, now)
+            self._finish(view, end.state, error)
+
+    def _finish(self, view: RequestView, state: RequestState, error: str | None) -> None:
+        timings = view.timings
+        if timings.finished is None:
+            timings = timings._replace(finished=self._now())
+        final = view._replace(state=state, error=error, timings=timings)
+        self._finished.append(final)
+        self._finished_since_take.append(final)
+
+
+def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
+    """The track's new frozen view after a step, and the per-step marks cleared.
+
+    State comes from the scheduler's entry when the engine has one; without a scheduler
+    view, a request that produced output is decoding.
+    """
+    view = track.view
+    timings = view.timings
+    state = view.state
+    prompt_token_ids = view.prompt_token_ids
+    prompt_tokens = view.prompt_tokens
+    computed = view.computed_prompt_tokens
+    preemptions = view.num_preemptions
+    completions = view.completions
+    reason, scheduled, blocks = view.wait_reason, view.scheduled_tokens, view.kv_blocks
+    cached = view.cached_prompt_tokens
+    if track.moved:
+        if track.prompt_token_ids is not None:
+            prompt_token_ids = track.prompt_token_ids
+            prompt_tokens = len(prompt_token_ids)
+        if track.got_tokens and timings.first_token is None:
+            timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
+        samples = track.completions
+        if len(samples) == 1:  # n=1, the common case: no sort
+            only = next(iter(samples.values())).view
+            completions = () if only is None else (only,)
+        else:
+            completions = tuple(
+                [ct.view for _, ct in sorted(samples.items()) if ct.view is not None]
+            )
+    entry = track.new_entry
+    if entry is not None:
+        state = entry.state
+        if timings.scheduled is None and state.pane == "running":
+            timings = Timings(timings.arrival, now, timings.first_token, timings.finished)
+        prompt_tokens = entry.prompt_tokens
+        computed = entry.computed_prompt_tokens
+        preemptions = entry.num_preemptions
+        reason, scheduled, blocks = entry.wait_reason, entry.scheduled_tokens, entry.kv_blocks
+        cached = entry.cached_prompt_tokens
+    elif track.moved and not scheduler_known and state is not RequestState.DECODING:
+        state = RequestState.DECODING
+        if timings.scheduled is None:
+            timings = Timings(
+                timings.arrival, timings.first_token, timings.first_token, timings.finished
+            )
+        computed = prompt_tokens
+    prompt_logprobs = view.prompt_logprobs
+    if track.prompt_logprobs is not None:
+        prompt_logprobs = track.prompt_logprobs
+    track.moved = track.got_tokens = False
+    track.new_entry = None
+    track.prompt_token_ids = track.prompt_logprobs = None
+    return RequestView(
+        view.request_id,
+        view.prompt,
+        view.spec,
+        state,
+        timings,
+        prompt_tokens,
+        computed,
+        preemptions,
+        prompt_token_ids,
+        prompt_logprobs,
+        completions,
+        view.error,
+        reason,
+        scheduled,
+        blocks,
+        max(blocks, view.peak_kv_blocks),
+        cached,
+        lineage=view.lineage,
+    )

@@ -1,0 +1,444 @@
+"""The engine driver: one thread owns the engine and turns every ``step()`` into a snapshot.
+
+This is vLLM's ``llm_engine_example.py`` loop (add_request, step, look at the outputs, repeat)
+run on a worker thread, with three additions:
+
+* commands (add, abort, pause, resume, single step, shut down) arrive through a queue, so no
+  other thread ever calls the engine (nothing in vLLM's engine is locked);
+* after every step the driver publishes an immutable :class:`StepSnapshot` by swapping one
+  reference; readers take the latest and never slow the loop down;
+* snapshots share everything that did not change (see :mod:`stepview.engine.driver.ledger`, which
+  keeps every request's state and folds each step's outputs into it). Building a snapshot
+  costs what the step changed, not what the run has accumulated.
+
+The driver imports no vLLM: it talks to the :class:`~stepview.model.engine_api.Engine`
+protocol, so the same code runs the real engine and the deterministic fake used in UI tests.
+It also watches engines it does not drive (a :class:`WatchedEngine`: ``stepview --attach``):
+the same loop then reports each step the server made, pausing only holds the view, and the
+engine state (and its phase line) follow what the engine says of its link.
+The driver keeps the thread, the command queue, the loop, the stop deadline, the step
+figures and publishing; what happens to each request is the :class:`RequestLedger`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from stepview.engine.driver.arrivals import ArrivalQueue
+from stepview.engine.driver.ledger import RequestLedger
+from stepview.engine.driver.pacing import Pacing
+from stepview.engine.driver.run_stats import RunStats, hand_over
+from stepview.engine.driver.step_faults import explain_step_failure
+from stepview.insight.run import RunInsight
+from stepview.model.commands import (
+    Abort,
+    AddRequest,
+    Command,
+    Pause,
+    Resume,
+    Schedule,
+    Shutdown,
+    SingleStep,
+)
+from stepview.model.engine_api import Engine, LinkState, StepResult, WatchedEngine
+from stepview.model.errors import describe
+from stepview.model.scheduling import StepBudget
+from stepview.model.sink import SnapshotSink
+from stepview.model.snapshot import (
+    EngineCounters,
+    EngineInfo,
+    EngineState,
+    RequestState,
+    StepSnapshot,
+    StepStat,
+)
+
+log = logging.getLogger(__name__)
+
+PhaseCallback = Callable[[str], None]
+EngineFactory = Callable[[PhaseCallback], Engine]
+
+# How long the loop blocks on the command queue when there is nothing to step.
+IDLE_WAIT_S = 0.05
+# Steps kept for the sparklines.
+RECENT_STEPS = 120
+# The error of a request the run left unfinished.
+UNFINISHED_WHY = "stepview stopped before the request finished"
+# ... of a watched server's: it goes on there.
+UNWATCHED_WHY = "stepview stopped watching before the request finished (the server goes on)"
+
+
+class Driver:
+    """Runs an engine on its own thread and publishes a :class:`StepSnapshot` after each step.
+
+    Implements :class:`~stepview.model.source.SnapshotSource`.
+    """
+
+    def __init__(
+        self,
+        engine_factory: EngineFactory,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        history_size: int = 256,
+        admit_per_step: int = 0,
+        sinks: Sequence[SnapshotSink] = (),
+        start_paused: bool = False,
+        read_only: str | None = None,
+        insight: RunInsight | None = None,
+    ) -> None:
+        """``read_only``: why this source takes no new requests (``None``: it does).
+
+        ``insight`` sees every snapshot before the sinks do (its alerts go into the snapshot,
+        its timelines into the results); pass one to share it with sinks that read it.
+        """
+        self.read_only = read_only
+        self.insight = insight if insight is not None else RunInsight()
+        self._insight_on: RunInsight | None = self.insight
+        self._factory = engine_factory
+        self._clock = clock
+        self._t0 = clock()
+        self._admit_per_step = admit_per_step
+        self._sinks = list(sinks)
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="stepview-driver", daemon=True)
+        self._history: deque[StepSnapshot] = deque(maxlen=max(1, history_size))
+        self._history_lock = threading.Lock()
+        # Driver-thread state.
+        self._engine: Engine | None = None
+        self._watched: WatchedEngine | None = None
+        self._link: LinkState | None = None  # the watched engine's, as last published
+        self._info = EngineInfo()
+        self._ledger = RequestLedger(self._now)
+        self._arrivals = ArrivalQueue()  # requests scheduled to arrive later
+        self._recent: deque[StepStat] = deque(maxlen=RECENT_STEPS)
+        self._step = 0
+        self._step_time = 0.0
+        self._stepping_time = 0.0  # sum of step() wall times: the engine's share of the run
+        self._first_step_at: float | None = None  # clock() when the first step() began
+        self._last_step_end = 0.0  # clock() when the latest step() returned
+        self._first_step_cpu = 0.0  # thread_time() then, and ...
+        self._last_step_cpu = 0.0  # ... when the latest step() returned
+        self._counters = EngineCounters()
+        self._total_generated = 0
+        self._budget: StepBudget | None = None  # the last step's, when the engine tells
+        self._pacing = Pacing(start_paused)
+        self._stopping = False
+        self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
+        self._failed: str | None = None
+        self._unfinished = 0
+        self.startup_exception: BaseException | None = None
+        """What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags)."""
+        self._phase = "starting"
+        self._phase_since = 0.0
+        self._latest = StepSnapshot(step=0, clock=0.0, engine_state=EngineState.STARTING)
+
+    # -- SnapshotSource ----------------------------------------------------------------------
+
+    @property
+    def accepts_requests(self) -> bool:
+        return self.read_only is None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def latest(self) -> StepSnapshot:
+        return self._latest
+
+    def history(self) -> Sequence[StepSnapshot]:
+        with self._history_lock:
+            return tuple(self._history)
+
+    def send(self, command: Command) -> None:
+        self._commands.put(command)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the thread to stop and wait for it, at most ``timeout`` s after the *first* ask.
+
+        Several parties stop the driver on the way out (the app's quit, its unmount, the
+        command after the app); sharing one deadline keeps a stuck engine from making them
+        wait one after the other.
+        """
+        now = time.monotonic()
+        if self._stop_deadline is None:
+            self._stop_deadline = now + timeout
+        self._commands.put(Shutdown())
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, min(now + timeout, self._stop_deadline) - now))
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the driver thread to end (after a shutdown, or in headless runs)."""
+        self._thread.join(timeout)
+
+    @property
+    def run_stats(self) -> RunStats:
+        """Totals so far; exact once the driver thread has ended (read it after :meth:`join`)."""
+        first = self._first_step_at
+        return RunStats(
+            steps=self._step,
+            requests_done=self._ledger.finished_count,
+            tokens_generated=self._total_generated,
+            stepping_time=self._stepping_time,
+            busy_span=0.0 if first is None else self._last_step_end - first,
+            since_start=self._now(),
+            busy_cpu=self._last_step_cpu - self._first_step_cpu,
+        )
+
+    @property
+    def unfinished(self) -> int:
+        """How many requests were still pending or running when the driver stopped (each
+        ended as ``UNFINISHED``, with its tokens so far); final once the thread has ended."""
+        return self._unfinished
+
+    @property
+    def error(self) -> str | None:
+        """Why the engine failed (start-up or a step), if it did."""
+        return self._failed
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return self._clock() - self._t0
+
+    def _run(self) -> None:
+        try:
+            self._set_phase("starting engine")
+            self._engine = self._factory(self._set_phase)
+            self._info = self._engine.info
+            if isinstance(self._engine, WatchedEngine):
+                self._watched = self._engine
+            self._pacing.engine_started(getattr(self._engine, "core_hold", None))
+        except BaseException as exc:  # start-up can fail any way at all; show it, don't die
+            log.error("engine start-up failed\n%s", traceback.format_exc())
+            self.startup_exception = exc
+            self._failed = f"engine start-up failed: {describe(exc)}"
+            self._publish(EngineState.ERROR)
+            self._wait_for_shutdown()
+            self._close_sinks()
+            return
+        try:
+            self._publish(self._idle_state())
+            self._loop(self._engine)
+        except Exception as exc:
+            log.error("engine step failed\n%s", traceback.format_exc())
+            self._failed = explain_step_failure(exc, self._ledger.active())
+            self._ledger.end_in_flight(self._failed)
+            self._publish(EngineState.ERROR)
+            self._wait_for_shutdown()
+        finally:
+            try:
+                self._engine.shutdown()
+            except Exception:
+                log.exception("engine shutdown failed")
+            if self._failed is None:
+                # Stopped (quit, a signal, a closed pipe) with requests still to go: they
+                # reach the sinks as unfinished, so the results file names every request.
+                why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
+                self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
+                self._publish(EngineState.STOPPED)
+            self._arrivals.clear()  # requests that never arrived were never in the run
+            self._close_sinks()
+            stats = self.run_stats
+            log.info("%s", stats.summary())
+            hand_over(stats)
+
+    def _loop(self, engine: Engine) -> None:
+        while True:
+            busy = self._ledger.has_pending or engine.has_unfinished()
+            pacing = self._pacing
+            runnable = busy and (not pacing.paused or pacing.owed)
+            dirty = self._drain_commands(block=not runnable)
+            if self._stopping:
+                return
+            if self._arrive():
+                dirty = True
+            if pacing.paused and not pacing.owed:
+                if dirty:
+                    self._publish(EngineState.PAUSED)
+                continue  # a watched engine's news waits too: pausing holds the view
+            watched = self._watched
+            if watched is not None and (watched.link() != self._link or watched.info != self._info):
+                dirty = True  # reached, lost, busy or idle, described: news without a step
+            admitted = self._ledger.admit(engine, self._admit_per_step)
+            if engine.has_unfinished():
+                if not pacing.take_step():
+                    continue
+                start = self._clock()
+                if self._first_step_at is None:
+                    self._first_step_at = start
+                    self._first_step_cpu = self._last_step_cpu = time.thread_time()
+                result = engine.step()
+                end = self._last_step_end = self._clock()
+                self._last_step_cpu = time.thread_time()
+                self._step_time = end - start if result.interval is None else result.interval
+                self._stepping_time += self._step_time
+                self._step += 1
+                self._apply(result)
+                self._publish(self._idle_state())
+            elif dirty or admitted:
+                pacing.nothing_to_step()
+                self._publish(self._idle_state())
+
+    def _idle_state(self) -> EngineState:
+        if self._pacing.paused:
+            return EngineState.PAUSED
+        watched = self._watched
+        if watched is not None:
+            # A watched engine steps by itself: busy or not is its to say.
+            link = self._link = watched.link()
+            self._info = watched.info
+            self._phase = link.message
+            return link.state
+        engine = self._engine
+        busy = self._ledger.has_pending or (engine is not None and engine.has_unfinished())
+        return EngineState.RUNNING if busy else EngineState.IDLE
+
+    def _wait_for_shutdown(self) -> None:
+        """After a failure: keep answering commands (adds are rejected) until told to stop."""
+        while not self._stopping:
+            if self._drain_commands(block=True):
+                self._publish(EngineState.ERROR)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def _drain_commands(self, block: bool) -> bool:
+        """Handle every queued command; when ``block``, wait a little for the first one."""
+        handled = False
+        try:
+            if block:
+                # Not past the next scheduled arrival: it is added when its time comes.
+                wait = self._arrivals.wait(self._now(), IDLE_WAIT_S)
+                self._handle(self._commands.get(timeout=wait))
+                handled = True
+            while True:
+                self._handle(self._commands.get_nowait())
+                handled = True
+        except queue.Empty:
+            return handled
+
+    def _handle(self, command: Command) -> None:
+        match command:
+            case AddRequest():
+                self._accept(command)
+            case Schedule():
+                self._arrivals.schedule(command, self._now())
+            case Abort(request_id=request_id):
+                self._abort(request_id)
+            case Pause():
+                self._pacing.pause()
+            case Resume():
+                self._pacing.resume()
+            case SingleStep():
+                self._pacing.single_step()
+            case Shutdown():
+                self._stopping = True
+
+    def _accept(self, command: AddRequest) -> None:
+        refusal = self._failed
+        if refusal is None and self._engine is None:
+            refusal = "engine is not running"
+        self._ledger.accept(command, refusal)
+
+    def _arrive(self) -> bool:
+        """Accept the scheduled requests whose time has come; True if any did."""
+        due = self._arrivals.due(self._now())
+        for command in due:
+            self._accept(command)
+        return bool(due)
+
+    def _abort(self, request_id: str) -> None:
+        engine = self._engine
+        told = self._ledger.abort(request_id, engine)
+        if told and engine is not None and self._watched is None and not engine.has_unfinished():
+            # The engine is empty and no step will run to report it: the last step's
+            # figures would go on counting the aborted request as running.
+            self._counters = replace(self._counters, running=0, waiting=0, kv_cache_usage=0.0)
+
+    # -- applying a step ---------------------------------------------------------------------
+
+    def _apply(self, result: StepResult) -> None:
+        """Fold a step's result into the requests (the ledger) and the step figures."""
+        now = self._now()
+        if result.age:  # dated when it happened, in order
+            now = max(now - result.age, self._recent[-1].clock if self._recent else 0.0)
+        self._ledger.apply(result, now)
+        counters = result.counters
+        self._counters = counters
+        self._budget = result.budget
+        self._total_generated += counters.generation_tokens
+        self._recent.append(
+            StepStat(
+                step=self._step,
+                clock=now,
+                step_time=self._step_time,
+                running=counters.running,
+                waiting=counters.waiting,
+                kv_cache_usage=counters.kv_cache_usage,
+                generation_tokens=counters.generation_tokens,
+            )
+        )
+
+    # -- publishing --------------------------------------------------------------------------
+
+    def _set_phase(self, phase: str) -> None:
+        self._phase = phase
+        self._phase_since = self._now()
+        self._publish(EngineState.STARTING)
+
+    def _publish(self, state: EngineState) -> None:
+        phase = self._failed if state is EngineState.ERROR else self._phase
+        snapshot = StepSnapshot(
+            step=self._step,
+            clock=self._now(),
+            engine_state=state,
+            info=self._info,
+            phase=phase or "",
+            phase_since=self._phase_since,
+            step_time=self._step_time,
+            counters=self._counters,
+            active=self._ledger.active(),
+            finished=self._ledger.finished(),
+            recent=tuple(self._recent),
+            total_generated=self._total_generated,
+            ranks=() if self._link is None else self._link.ranks,
+            budget=self._budget,
+            arrivals=self._arrivals.count,
+        )
+        snapshot = self._with_alerts(snapshot)
+        self._latest = snapshot
+        with self._history_lock:
+            self._history.append(snapshot)
+        finished = self._ledger.take_finished()
+        for sink in self._sinks:
+            sink.on_snapshot(snapshot, finished)
+
+    def _with_alerts(self, snapshot: StepSnapshot) -> StepSnapshot:
+        """Feed the insight; the snapshot with the alerts that hold (a failing insight is
+        dropped with a log line, never the engine)."""
+        insight = self._insight_on
+        if insight is None:
+            return snapshot
+        try:
+            alerts = insight.observe(snapshot)
+        except Exception:
+            log.exception("run insight failed at step %d; it is turned off", snapshot.step)
+            self._insight_on = None
+            return snapshot
+        return replace(snapshot, alerts=alerts) if alerts else snapshot
+
+    def _close_sinks(self) -> None:
+        for sink in self._sinks:
+            try:
+                sink.close()
+            except Exception:
+                log.exception("closing %r failed", sink)

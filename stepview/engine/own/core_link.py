@@ -1,0 +1,221 @@
+"""How stepview's own engine gets the scheduler plug-in's records, in either engine-core mode.
+
+:class:`~stepview.engine.own.vllm_engine.VllmEngine` always builds vLLM's engine with
+``scheduler_cls`` set to the plug-in; what differs is where the engine core runs:
+
+* **in-process** (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): :class:`LocalLink` registers a
+  listener while the engine is built; the scheduler, built in this process, calls it with
+  every record (no encoding, no copy).
+* **multiprocess** (vLLM's default): :class:`SubscribedLink` picks a private ``ipc://``
+  address, puts it in ``STEPVIEW_PUBLISH`` before vLLM spawns the engine core process (which
+  inherits the environment) and subscribes to it.
+
+Records are matched to steps, not just read newest first: with the core in its own process
+(and with async scheduling in any mode) the core schedules ahead of the outputs
+``LLMEngine.step()`` returns. Each step's outputs carry the core's iteration count (vLLM's
+iteration details, which stepview turns on), and so does each record
+(:attr:`~stepview.engine.records.facts.StepFacts.iteration`): :meth:`take` returns the record of
+that iteration, so stepview shows the scheduler as it was for the outputs it shows, the same
+step by step in both modes. Without an iteration (a step that scheduled nothing) it returns
+the newest record; a record the channel dropped is replaced by the next one received.
+:attr:`available` says whether records can come at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import tempfile
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from stepview.engine.records.channel import BASE_ENV, PUBLISH_ENV, FactsSubscriber
+from stepview.engine.records.facts import StepFacts
+
+if TYPE_CHECKING:
+    from stepview.engine.plugin.config import LocalBinding
+
+log = logging.getLogger(__name__)
+
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+# After vLLM reports the engine ready, its core has long bound the publisher: the handshake
+# takes milliseconds. Generous for a loaded 2-core machine.
+CONNECT_TIMEOUT_S = 10.0
+# A record is sent a whole model step before the outputs of its step: when the outputs are
+# there first anyway, wait this long for it before falling back to the newest record.
+LATE_RECORD_WAIT_S = 0.02
+# Records kept for steps whose outputs the client has not read yet (it lags the core).
+MAX_PENDING = 4096
+
+
+def multiprocess_from_environment() -> bool:
+    """vLLM's own reading of ``VLLM_ENABLE_V1_MULTIPROCESSING`` (default on)."""
+    return os.environ.get(MULTIPROCESSING_ENV, "1").strip().lower() not in ("0", "false")
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str | None]) -> Iterator[None]:
+    """Set (``None``: unset) environment variables for the block, then restore them.
+
+    vLLM caches its environment variables once an engine core has started in this process
+    (``vllm.envs.enable_envs_cache``); the cache is dropped so the new values are read.
+    """
+    saved = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    with contextlib.suppress(ImportError, AttributeError):
+        import vllm.envs
+
+        vllm.envs.disable_envs_cache()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class PendingRecords:
+    """Records received and not yet matched to a step, oldest first."""
+
+    def __init__(self) -> None:
+        self._records: deque[StepFacts] = deque(maxlen=MAX_PENDING)
+
+    def add(self, facts: StepFacts) -> None:
+        self._records.append(facts)
+
+    def extend(self, records: list[StepFacts]) -> None:
+        self._records.extend(records)
+
+    def behind(self, iteration: int) -> bool:
+        """True when no record of ``iteration`` or later has arrived yet."""
+        return not self._records or self._records[-1].iteration < iteration
+
+    def take(self, iteration: int | None) -> StepFacts | None:
+        """The record of ``iteration`` (or the first later one); ``None``: the newest."""
+        records = self._records
+        if not records:
+            return None
+        if iteration is None:
+            newest = records[-1]
+            records.clear()
+            return newest
+        while records and records[0].iteration < iteration:
+            records.popleft()
+        return records.popleft() if records else None
+
+
+class CoreLink(Protocol):
+    """The source of records for one engine."""
+
+    @property
+    def available(self) -> bool: ...
+
+    def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
+        """Wrap the engine's construction: the environment the plug-in reads, the listener."""
+
+    def started(self) -> None:
+        """The engine is built: wait until records can flow (multiprocess: the handshake)."""
+
+    def take(self, iteration: int | None) -> StepFacts | None:
+        """The record of the step with this iteration count (``None``: the newest)."""
+
+    def close(self) -> None: ...
+
+
+class LocalLink:
+    """Records from a scheduler in this process, through the plug-in's in-process listener."""
+
+    def __init__(self) -> None:
+        self._pending = PendingRecords()
+        self._binding: LocalBinding | None = None
+
+    @property
+    def available(self) -> bool:
+        binding = self._binding
+        return binding is not None and binding.bound and binding.failure is None
+
+    @contextlib.contextmanager
+    def building(self, base: str | None) -> Iterator[None]:
+        from stepview.engine.plugin.config import local_listener
+
+        env = {MULTIPROCESSING_ENV: "0", PUBLISH_ENV: None, BASE_ENV: base}
+        with _environment(env), local_listener(self._receive) as binding:
+            self._binding = binding
+            yield
+
+    def started(self) -> None:
+        if not self.available:
+            log.warning("stepview: the scheduler plug-in did not start in this process")
+
+    def _receive(self, facts: StepFacts) -> None:
+        self._pending.add(facts)
+
+    def take(self, iteration: int | None) -> StepFacts | None:
+        return self._pending.take(iteration)
+
+    def close(self) -> None:
+        self._pending = PendingRecords()
+
+
+class SubscribedLink:
+    """Records from an engine core process, over a private ipc address."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self._socket_file: Path | None = None
+        if address is None:
+            name = f"stepview-{os.getpid()}-{secrets.token_hex(4)}.sock"
+            self._socket_file = Path(tempfile.gettempdir()) / name
+            address = f"ipc://{self._socket_file}"
+        self.address = address
+        # Connected first: zmq connects once the core binds, long before the first request.
+        self._subscriber = FactsSubscriber(address)
+        self._pending = PendingRecords()
+
+    @property
+    def available(self) -> bool:
+        return self._subscriber.connects > 0
+
+    @property
+    def subscriber(self) -> FactsSubscriber:
+        return self._subscriber
+
+    def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
+        env = {MULTIPROCESSING_ENV: "1", PUBLISH_ENV: self.address, BASE_ENV: base}
+        return _environment(env)
+
+    def started(self) -> None:
+        if not self._subscriber.wait_connected(CONNECT_TIMEOUT_S):
+            log.warning(
+                "stepview: no connection from the engine core's plug-in on %s within %.0f s",
+                self.address,
+                CONNECT_TIMEOUT_S,
+            )
+
+    def take(self, iteration: int | None) -> StepFacts | None:
+        pending = self._pending
+        pending.extend(self._subscriber.poll())
+        if iteration is not None and pending.behind(iteration):
+            pending.extend(self._subscriber.poll(LATE_RECORD_WAIT_S))
+        return pending.take(iteration)
+
+    def close(self) -> None:
+        self._subscriber.close()
+        if self._socket_file is not None:
+            # zmq removes it when the publisher closes, but vLLM ends a core process
+            # without always getting that far (and a crashed one never does).
+            self._socket_file.unlink(missing_ok=True)
+
+
+def open_link(multiprocess: bool) -> LocalLink | SubscribedLink:
+    """The link for an engine whose core runs in this process or in its own."""
+    return SubscribedLink() if multiprocess else LocalLink()

@@ -1,0 +1,61 @@
+"""The live source: a :class:`Driver` whose engine is vLLM, built on the driver thread.
+
+Everything slow (``import vllm``, parsing vLLM's flags, building the demo model, loading
+weights, allocating the KV cache) happens inside the engine factory, on the driver thread, so
+the TUI is already drawing the loading view while it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.own.engine_args import EngineArgsHolder, parse_engine_args
+from stepview.engine.own.environment import start_process_helpers
+from stepview.insight.run import RunInsight
+from stepview.model.engine_api import Engine
+from stepview.model.sink import SnapshotSink
+
+
+def live_driver(
+    engine_argv: list[str],
+    log_path: Path,
+    *,
+    holder: EngineArgsHolder,
+    sinks: Sequence[SnapshotSink] = (),
+    history_size: int = 2000,
+    admit_per_step: int = 0,
+    insight: RunInsight | None = None,
+) -> Driver:
+    """A driver that will build the vLLM engine from ``engine_argv`` when started.
+
+    ``holder`` carries the parsed engine flags: pre-filled in headless mode (parsed up front),
+    filled here on the engine thread in the TUI.
+    """
+
+    def factory(phase: PhaseCallback) -> Engine:
+        from stepview.engine.own.environment import prepare_vllm_environment
+
+        prepare_vllm_environment(log_path)
+        parsed = holder.parsed
+        if parsed is None:
+            phase("importing vLLM")
+            parsed = holder.parsed = parse_engine_args(engine_argv)
+        from stepview.engine.own.vllm_engine import VllmEngine
+
+        return VllmEngine.create(
+            parsed.engine_args,
+            demo_model=parsed.demo_model,
+            model_label=parsed.model_label,
+            on_phase=phase,
+        )
+
+    start_process_helpers()
+    return Driver(
+        factory,
+        sinks=sinks,
+        history_size=history_size,
+        admit_per_step=admit_per_step,
+        insight=insight,
+    )

@@ -1,0 +1,327 @@
+"""What the plug-in records after each ``schedule()``: :class:`CoreCapture`.
+
+Runs inside vLLM's engine core, on its scheduling thread, on every step of someone's server:
+whatever it does per step is serving time lost, so it does nothing while nobody listens and
+never raises into vLLM (a failure switches it off, once, with a log line). Apart from the
+scheduler class (:mod:`~stepview.engine.plugin.scheduler`) so that its rules run over a fake
+scheduler in tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from vllm.v1.request import RequestStatus
+
+from stepview.engine.plugin.config import ListenerSink
+from stepview.engine.records.channel import FactsSink
+from stepview.engine.records.facts import (
+    CoreState,
+    EndedFacts,
+    RequestFacts,
+    RequestIntro,
+    StepFacts,
+)
+
+log = logging.getLogger("stepview.engine.plugin")
+
+_PREEMPTED = RequestStatus.PREEMPTED
+_STATE_OF: dict[Any, int] = {
+    RequestStatus.WAITING: CoreState.WAITING,
+    RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR: CoreState.WAITING_FOR_GRAMMAR,
+    RequestStatus.WAITING_FOR_REMOTE_KVS: CoreState.WAITING_FOR_REMOTE_KVS,
+    RequestStatus.WAITING_FOR_STREAMING_REQ: CoreState.WAITING_FOR_STREAMING_REQ,
+    RequestStatus.RUNNING: CoreState.RUNNING,
+    RequestStatus.PREEMPTED: CoreState.PREEMPTED,
+}
+_OTHER = int(CoreState.OTHER)
+_NO_TOKENS: list[int] = []  # shared by every record that has no new token (never mutated)
+
+
+class CoreCapture:
+    """Builds the records from a scheduler's state and hands them to the sink (apart from the
+    scheduler class so the rules run on a fake scheduler in tests). Cost is the point: one
+    pass over ``scheduler.requests``, one struct per request, nothing while nobody listens."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.sink: FactsSink | None = None  # set by the owner once the capture works
+        self.failure: str | None = None
+        self.step = 0
+        self.iteration = 0
+        self.started = time.time()
+        self._cached: dict[str, int] = {}  # prefix-cache hits: vLLM drops them at 1st token
+        self._reported: set[str] = set()  # finished ids already sent in an idle record
+        # Output tokens already sent, by request: records carry only the rest (and a request
+        # absent here gets its intro). Cleared when someone (re)subscribes.
+        self._sent: dict[str, int] = {}
+        self._ended: list[EndedFacts] = []  # how requests ended, for the next record
+        self._listening = False  # the last schedule() built a record
+        self._groups: list[Mapping[str, list[Any]]] = []
+        self._settings: tuple[Any, ...] = ()  # StepFacts' last fields, read once
+        self.rank = 0
+        try:
+            parallel = scheduler.parallel_config
+            rank = getattr(parallel, "data_parallel_index", None)
+            self.rank = int(getattr(parallel, "data_parallel_rank", 0) if rank is None else rank)
+            manager = scheduler.kv_cache_manager
+            self._pool = manager.block_pool
+            # req_to_blocks of each KV cache group (defaultdicts: only ever .get() them).
+            self._groups = [m.req_to_blocks for m in manager.coordinator.single_type_managers]
+            config, lora = scheduler.scheduler_config, scheduler.lora_config
+            cap, loras = config.long_prefill_token_threshold, lora.max_loras if lora else 0
+            priority = scheduler.policy.value == "priority"
+            self._settings = (bool(config.enable_chunked_prefill), cap, loras, priority)
+        except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
+            self._switch_off(exc)
+
+    def after_schedule(self, scheduler: Any, output: Any) -> None:
+        """One record per ``schedule()`` that had anything to schedule or report."""
+        try:
+            reported, self._reported = self._reported, set()
+            total = output.total_num_scheduled_tokens
+            if total == 0 and not any(scheduler.get_request_counts()):
+                return  # the bookkeeping step that passes finished ids to the workers
+            self.step += 1
+            if total:
+                self.iteration += 1
+            sink = self.sink
+            if sink is None or not sink.wanted():
+                self._listening = False
+                self._ended.clear()
+                return
+            self._listening = sink.tails
+            finished = sorted(i for i in output.finished_req_ids if i not in reported)
+            preempted = sorted(output.preempted_req_ids)
+            sink.deliver(
+                self.capture(scheduler, output.num_scheduled_tokens, finished, preempted, False)
+            )
+        except Exception as exc:  # never into vLLM
+            self._switch_off(exc)
+
+    def before_update(self, scheduler: Any) -> dict[str, Any] | None:
+        """The requests before ``update_from_output``, when records say how requests end.
+
+        vLLM frees a request in the update that finishes it: only a copy made before still
+        holds it, with its last tokens and its finish reason.
+        """
+        if not self._listening:
+            return None
+        try:
+            return dict(scheduler.requests)
+        except Exception as exc:  # never into vLLM
+            self._switch_off(exc)
+            return None
+
+    def after_update(self, scheduler: Any, before: dict[str, Any] | None) -> None:
+        """After outputs: how the requests this update finished ended, then the idle record."""
+        if before is not None:
+            try:
+                requests = scheduler.requests
+                for request_id in scheduler.finished_req_ids:
+                    req = before.get(request_id)
+                    if req is not None and request_id not in requests:
+                        self._end(req)
+            except Exception as exc:  # never into vLLM
+                self._switch_off(exc)
+        self.after_finish(scheduler)
+
+    def after_abort(self, scheduler: Any, aborted: Any) -> None:
+        """After ``finish_requests`` (aborts): how they ended, then the idle record."""
+        if self._listening:
+            try:
+                for req in aborted or ():
+                    self._end(req)
+            except Exception as exc:  # never into vLLM
+                self._switch_off(exc)
+        self.after_finish(scheduler)
+
+    def _end(self, req: Any) -> None:
+        """Keep how ``req`` ended (its tokens, its finish reason) for the next record."""
+        self._sent.pop(req.request_id, None)
+        reason = req.get_finished_reason()
+        stop = req.stop_reason
+        self._ended.append(
+            EndedFacts(
+                req.request_id,
+                req.num_output_tokens,
+                list(req.output_token_ids),
+                "abort" if reason is None else str(reason),
+                stop if isinstance(stop, str | int) else None,
+            )
+        )
+
+    def after_finish(self, scheduler: Any) -> None:
+        """After outputs or aborts: the idle record, when the scheduler has just emptied."""
+        try:
+            sink = self.sink
+            if sink is None or any(scheduler.get_request_counts()):
+                return
+            finished = sorted(i for i in scheduler.finished_req_ids if i not in self._reported)
+            if finished and sink.wanted():
+                self._reported.update(finished)
+                sink.deliver(self.capture(scheduler, {}, finished, [], True))
+        except Exception as exc:  # never into vLLM
+            self._switch_off(exc)
+
+    def _switch_off(self, exc: Exception) -> None:
+        """Stop capturing for good and say so once: vLLM keeps running as if unplugged."""
+        self.failure = f"{type(exc).__name__}: {exc}"
+        sink, self.sink = self.sink, None
+        log.error("stepview: scheduler plug-in switched off (%s)", self.failure)
+        if isinstance(sink, ListenerSink):
+            sink.binding.failure = self.failure
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                sink.close()
+
+    def capture(
+        self,
+        scheduler: Any,
+        scheduled: Mapping[str, int],
+        finished: list[str],
+        preempted: list[str],
+        idle: bool,
+    ) -> StepFacts:
+        """The record of the scheduler's state now (after ``schedule()``)."""
+        cached = self._cached
+        sent = self._sent
+        sink = self.sink
+        if sink is not None and sink.fresh:
+            sink.fresh = False
+            sent.clear()
+        for request_id in finished:
+            cached.pop(request_id, None)
+            sent.pop(request_id, None)
+        requests = scheduler.requests
+        if len(cached) > len(requests) + 256:  # finishes nobody listened to
+            self._cached = cached = {k: v for k, v in cached.items() if k in requests}
+        if len(sent) > len(requests) + 256:
+            self._sent = sent = {k: v for k, v in sent.items() if k in requests}
+        sent_get = sent.get
+        no_tokens = _NO_TOKENS
+        groups = self._groups
+        single = groups[0] if len(groups) == 1 else None
+        deferred = scheduler.deferred_waiting
+        state_of = _STATE_OF
+        preempted_status = _PREEMPTED
+        prefill = decode = 0
+        facts: list[RequestFacts] = []
+        for request_id, req in requests.items():
+            status = req.status
+            if status > preempted_status:  # finished, its blocks not freed yet
+                continue
+            computed: int = req.num_computed_tokens
+            prompt: int = req.num_prompt_tokens
+            outputs: int = req.num_output_tokens
+            now_scheduled = scheduled.get(request_id, 0)
+            if now_scheduled:
+                # Decode: only the newest token was left to compute (with async scheduling,
+                # placeholders put computed ahead of the tokens known so far).
+                if outputs and computed - now_scheduled >= prompt + outputs - 1:
+                    decode += now_scheduled
+                else:
+                    prefill += now_scheduled
+            stats = req.prefill_stats
+            if stats is not None:
+                hit: int = stats.num_cached_tokens
+                if hit:
+                    cached[request_id] = hit
+            else:
+                hit = cached.get(request_id, 0)
+            if single is not None:
+                blocks = len(single.get(request_id, ()))
+            else:
+                blocks = sum(len(g.get(request_id, ())) for g in groups)
+            lora = req.lora_request
+            had = sent_get(request_id, -1)
+            intro = None
+            if had < 0:
+                intro = _intro(req)
+                had = 0
+                sent[request_id] = 0
+            new_tokens = no_tokens
+            if outputs > had:
+                new_tokens = req.output_token_ids[had:]
+                sent[request_id] = outputs
+            facts.append(
+                RequestFacts(
+                    request_id,
+                    state_of.get(status, _OTHER),
+                    prompt,
+                    computed,
+                    outputs,
+                    req.num_preemptions,
+                    now_scheduled,
+                    blocks,
+                    hit,
+                    req.arrival_time,
+                    req.priority,
+                    req.max_tokens,
+                    bool(deferred) and req in deferred,
+                    new_tokens,
+                    intro,
+                    lora.lora_int_id if lora is not None else 0,
+                )
+            )
+        pool = self._pool
+        return StepFacts(
+            self.step,
+            self.iteration,
+            time.time(),
+            self.started,
+            self.rank,
+            scheduler.max_num_scheduled_tokens,
+            prefill,
+            decode,
+            scheduler.max_num_running_reqs,
+            pool.get_num_free_blocks(),
+            pool.num_gpu_blocks - 1,  # block 0 is vLLM's null block, never handed out
+            scheduler.block_size,
+            preempted,
+            finished,
+            facts,
+            idle,
+            self._take_ended(),
+            # vLLM's scan order (each queue iterates in its policy's order).
+            [r.request_id for q in (scheduler.kv_holding_waiting, scheduler.waiting) for r in q],
+            *self._settings,
+        )
+
+    def _take_ended(self) -> list[EndedFacts]:
+        ended = self._ended
+        if ended:
+            self._ended = []
+        return ended
+
+    def close(self) -> None:
+        sink, self.sink = self.sink, None
+        if sink is not None:
+            sink.close()
+
+
+def _intro(req: Any) -> RequestIntro:
+    """What a client that did not add ``req`` needs to show it (once per request)."""
+    prompt = req.prompt_token_ids
+    params = req.sampling_params
+    if params is None:  # a pooling request: no sampling
+        return RequestIntro(list(prompt or ()))
+    stop = params.stop
+    return RequestIntro(
+        list(prompt or ()),
+        float(params.temperature),
+        float(params.top_p),
+        int(params.top_k),
+        float(params.min_p),
+        params.seed,
+        float(params.presence_penalty),
+        float(params.frequency_penalty),
+        float(params.repetition_penalty),
+        [stop] if isinstance(stop, str) else list(stop or ()),
+        params.logprobs,
+        params.prompt_logprobs,
+        bool(params.ignore_eos),
+    )

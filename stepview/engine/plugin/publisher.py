@@ -1,0 +1,98 @@
+"""The engine core's end of the channel: an XPUB socket the plug-in publishes its records on.
+
+Runs inside vLLM's engine core, on its scheduling thread. XPUB hands the subscribers'
+(un)subscribe messages to its owner, so the plug-in knows whether anyone listens and builds no
+record when nobody does; sends never block (past the high-water mark zmq drops records for a
+slow subscriber: the engine never waits for stepview). The other end, the addresses and the
+wire format are shared with stepview's side (:mod:`stepview.engine.records.channel`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from stepview.engine.records.channel import (
+    HIGH_WATER_MARK,
+    SUBSCRIPTION_CHECK_S,
+    set_heartbeats,
+)
+from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, encode_facts_into
+
+_TOPIC_LEN = len(FACTS_TOPIC)
+
+
+class FactsPublisher:
+    """The engine core's end: an XPUB socket bound at ``address``.
+
+    Only ever used from the engine core's scheduling thread.
+    """
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._context = zmq.Context()
+        sock = self._context.socket(zmq.XPUB)
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
+            # Pass up every subscription, not only the first to a topic: each one (a new
+            # stepview, or one asking to resync) is told apart and gets a fresh record.
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)
+            set_heartbeats(sock)
+            sock.bind(address)
+        except BaseException:
+            sock.close(0)
+            self._context.term()
+            raise
+        self._sock = sock
+        self._topics: set[bytes] = set()
+        self._subscribed = False
+        self.tails = True
+        self.fresh = False
+        self._next_check = 0.0
+        self._buffer = bytearray(FACTS_TOPIC)
+
+    def wanted(self) -> bool:
+        now = time.monotonic()
+        if now >= self._next_check:
+            self._next_check = now + SUBSCRIPTION_CHECK_S
+            self._read_subscriptions()
+        return self._subscribed
+
+    def _read_subscriptions(self) -> None:
+        """Fold pending (un)subscribe messages into the set of subscribed prefixes.
+
+        XPUB passes up every subscription (``XPUB_VERBOSE``) and the last unsubscription
+        from a prefix, so the set holds exactly the prefixes someone is subscribed to, and a
+        subscription to ours marks the next record :attr:`fresh`.
+        """
+        sock = self._sock
+        topics = self._topics
+        while True:
+            try:
+                message = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if not message:
+                continue
+            if message[0] == 1:
+                topics.add(message[1:])
+                if FACTS_TOPIC.startswith(message[1:]):
+                    self.fresh = True
+            elif message[0] == 0:
+                topics.discard(message[1:])
+        self._subscribed = any(FACTS_TOPIC.startswith(t) for t in topics)
+
+    def deliver(self, facts: StepFacts) -> None:
+        # One frame, topic then record: a second frame would cost ~4x the whole send. The
+        # buffer is reused: pyzmq copies a message this small before send() returns.
+        buffer = self._buffer
+        encode_facts_into(facts, buffer, _TOPIC_LEN)
+        # XPUB drops a record for a subscriber whose queue is full instead of blocking (or
+        # raising, unless ZMQ_XPUB_NODROP is set, which it is not).
+        self._sock.send(buffer, zmq.NOBLOCK, copy=True)
+
+    def close(self) -> None:
+        self._sock.close(0)
+        self._context.term()

@@ -1,0 +1,87 @@
+"""stepview's scheduler plug-in for vLLM's engine core: the one module that reads vLLM internals.
+
+vLLM's public API says what a request *produced*; whether it is queued, how far its chunked
+prefill has got, or that it was preempted lives only in the V1 scheduler, inside the engine
+core: in the caller's process with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, in its own otherwise
+(vLLM's default, and ``vllm serve``). vLLM builds its scheduler there from the class named by
+``--scheduler-cls``, so stepview ships one: :class:`StepviewScheduler`.
+
+After every ``schedule()`` it builds a :class:`~stepview.engine.records.facts.StepFacts` with every
+request the scheduler holds and hands it to one sink: an **in-process listener** registered
+with :func:`~stepview.engine.plugin.config.local_listener` (a plain call, no encoding), or a
+**publisher** when ``STEPVIEW_PUBLISH`` names a zmq address (:mod:`~.facts_channel`; each
+data-parallel rank on :func:`~.facts_channel.rank_address` of it). Nothing is built while
+nobody is subscribed: a server with the plug-in and no stepview attached pays a clock read.
+
+When the scheduler empties it sends one more, ``idle`` record (an idle core stops scheduling,
+and subscribers must still learn who left). For a client that did not add the requests
+(``stepview --attach``) records also carry output tokens not sent yet, once each request's
+prompt ids and sampling (``intro``), and how requests ended (vLLM frees a request in the
+update that finishes it, so while someone listens the request map is copied before it).
+
+The plug-in never raises into vLLM: a capture that fails logs once and switches it off for
+the rest of the run. It is built over the class vLLM would have picked (``AsyncScheduler``
+with async scheduling, else ``Scheduler``) or over ``STEPVIEW_SCHEDULER_BASE`` (a user's own;
+:mod:`~.plugin_setup` sets all this up without reading internals). The client side lives here
+too: :func:`client_id_lookup` and :class:`ProcessCoreHold` (pausing a core in its own process).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from stepview.engine.plugin.capture import CoreCapture
+from stepview.engine.plugin.config import chain_over, open_sink, resolve_base
+from stepview.engine.records.channel import BASE_ENV
+
+# -- the scheduler class ---------------------------------------------------------------------
+
+
+class StepviewScheduler(Scheduler):
+    """vLLM's scheduler, unchanged, plus a record of every step; an instance is of the class
+    chained over the chosen base (the plug-in's methods run first in its MRO)."""
+
+    STEPVIEW_PLUGIN = True  # how resolve_base tells the plug-in from a base to chain
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is StepviewScheduler:
+            config = kwargs.get("vllm_config", args[0] if args else None)
+            cls = chained_class(resolve_base(os.environ.get(BASE_ENV), config))
+        return super().__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        capture = CoreCapture(self)
+        if capture.failure is None:
+            capture.sink = open_sink(capture.rank)
+        self._stepview = capture
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        output = super().schedule(*args, **kwargs)
+        self._stepview.after_schedule(self, output)
+        return output
+
+    def update_from_output(self, *args: Any, **kwargs: Any) -> Any:
+        before = self._stepview.before_update(self)
+        outputs = super().update_from_output(*args, **kwargs)
+        self._stepview.after_update(self, before)
+        return outputs
+
+    def finish_requests(self, *args: Any, **kwargs: Any) -> Any:
+        aborted = super().finish_requests(*args, **kwargs)
+        self._stepview.after_abort(self, aborted)
+        return aborted
+
+    def shutdown(self) -> None:
+        try:
+            self._stepview.close()
+        finally:
+            super().shutdown()
+
+
+def chained_class(base: type[Any]) -> type[Any]:
+    """``StepviewScheduler`` over ``base``: itself for vLLM's ``Scheduler`` (see chain_over)."""
+    return StepviewScheduler if base is Scheduler else chain_over(StepviewScheduler, base)

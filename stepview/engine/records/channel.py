@@ -1,0 +1,227 @@
+"""The channel between the scheduler plug-in and stepview when they are in different processes.
+
+Both ends are plain zmq (pyzmq ships with vLLM); nothing here imports vLLM, so a client that
+only attaches to a server can use it.
+
+* the publisher (:class:`~stepview.engine.plugin.publisher.FactsPublisher`, in the plug-in's
+  room: it runs inside the engine core) binds an **XPUB** socket. XPUB hands the
+  subscribers' (un)subscribe messages to its owner, so the plug-in knows whether anyone
+  listens and skips building records when nobody does. zmq reports an unsubscribe when a
+  subscriber's connection ends (process gone, heartbeat timed out), so a subscriber that dies
+  without a word still stops the capture. Sends never block: past the high-water mark zmq
+  drops messages for that subscriber (a slow stepview loses records, the engine never waits).
+* :class:`FactsSubscriber`, in stepview, connects a **SUB** socket. zmq connects in the
+  background and reconnects by itself; zmq's heartbeats (``ZMQ_HEARTBEAT_*``) notice a peer
+  that stopped answering even when no data flows (an idle engine core sends nothing), and
+  zmq's socket monitor reports connects and disconnects. :attr:`FactsSubscriber.state` is
+  built from those monitor events only: no home-made keep-alive on top.
+
+Each message is one frame: :data:`~stepview.engine.records.facts.FACTS_TOPIC`, then one
+msgpack-encoded :class:`~stepview.engine.records.facts.StepFacts`.
+
+Addresses are zmq endpoints, ``tcp://HOST:PORT`` or ``ipc://PATH``. With data-parallel ranks,
+every engine core publishes on its own address derived from the base one by
+:func:`rank_address`: rank 0 uses the base address unchanged, rank ``r`` adds ``r`` to a
+TCP port or appends ``_dp<r>`` to an ipc path (vLLM's own rule for its KV-event publisher,
+extended to ipc).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from typing import Protocol
+
+import msgspec
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, decode_facts
+
+log = logging.getLogger(__name__)
+
+# The plug-in's configuration, read in the engine core process: the publishing address (a
+# base address with data-parallel ranks) and the scheduler class to extend.
+PUBLISH_ENV = "STEPVIEW_PUBLISH"
+BASE_ENV = "STEPVIEW_SCHEDULER_BASE"
+
+# zmq heartbeats on both ends: a peer that answers no ping for HEARTBEAT_TIMEOUT_MS is gone.
+HEARTBEAT_IVL_MS = 1000
+HEARTBEAT_TIMEOUT_MS = 3000
+RECONNECT_IVL_MS = 100
+RECONNECT_IVL_MAX_MS = 1000
+# Records queued per subscriber before zmq drops (each is one step; a few KB at most).
+HIGH_WATER_MARK = 1000
+# How often the publisher reads (un)subscribe messages: a new subscriber waits at most this
+# long for its first record; reading them every step would cost a syscall per step.
+SUBSCRIPTION_CHECK_S = 0.05
+_TOPIC_LEN = len(FACTS_TOPIC)
+
+
+def rank_address(base: str, rank: int) -> str:
+    """The address data-parallel rank ``rank`` publishes on, given the base address."""
+    if rank == 0:
+        return base
+    scheme, sep, rest = base.partition("://")
+    if not sep:
+        raise ValueError(f"not a zmq endpoint: {base!r}")
+    if scheme == "tcp":
+        host, colon, port = rest.rpartition(":")
+        if not colon or not port.isdigit():
+            raise ValueError(f"a tcp endpoint needs a numeric port for rank {rank}: {base!r}")
+        return f"tcp://{host}:{int(port) + rank}"
+    if scheme in ("ipc", "inproc"):
+        return f"{base}_dp{rank}"
+    raise ValueError(f"unsupported zmq transport {scheme!r} in {base!r}")
+
+
+def set_heartbeats(sock: zmq.Socket[bytes]) -> None:
+    sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+    # Ask the peer to drop us too if it hears nothing from us for that long.
+    sock.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
+
+
+class FactsSink(Protocol):
+    """Where the plug-in hands its records: an in-process listener or a publisher."""
+
+    tails: bool
+    """Whether records should say how requests ended (:class:`EndedFacts`): only a client
+    that does not see vLLM's own outputs needs it (an attached stepview)."""
+
+    fresh: bool
+    """Someone (re)subscribed since the last record: the next one should carry what is sent
+    only once (every request's output tokens from the start, its intro). The plug-in clears
+    it when it builds that record."""
+
+    def wanted(self) -> bool:
+        """True when a record built now would be delivered to someone."""
+
+    def deliver(self, facts: StepFacts) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ChannelState(enum.Enum):
+    """What zmq's monitor last said about the subscriber's connection."""
+
+    CONNECTING = "connecting"  # never connected yet
+    CONNECTED = "connected"  # handshake done: records flow
+    DISCONNECTED = "disconnected"  # the publisher went away; zmq keeps trying to reconnect
+
+
+_LOST = frozenset(
+    {
+        zmq.EVENT_DISCONNECTED,
+        zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+        zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+        zmq.EVENT_HANDSHAKE_FAILED_AUTH,
+    }
+)
+_MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | sum(_LOST)
+
+
+class FactsSubscriber:
+    """stepview's end: a SUB socket connected to ``address``, polled without blocking.
+
+    Call :meth:`poll` from one thread (the one that owns the subscriber). ``connects`` and
+    ``disconnects`` count monitor events, so a caller polling rarely can still tell that the
+    publisher went away and came back in between (``core_started`` in the records tells a
+    restarted engine core from the same one).
+    """
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._context = zmq.Context()
+        sock = self._context.socket(zmq.SUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
+        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
+        set_heartbeats(sock)
+        sock.setsockopt(zmq.SUBSCRIBE, FACTS_TOPIC)
+        self._monitor = sock.get_monitor_socket(_MONITORED)
+        sock.connect(address)
+        self._sock = sock
+        self.state = ChannelState.CONNECTING
+        self.connects = 0
+        self.disconnects = 0
+        self.bad_records = 0
+
+    @property
+    def connected(self) -> bool:
+        return self.state is ChannelState.CONNECTED
+
+    def poll(self, timeout: float = 0.0) -> list[StepFacts]:
+        """Every record received since the last call (oldest first).
+
+        Never blocks with ``timeout=0``; otherwise waits up to ``timeout`` seconds for the
+        first record when none is there yet.
+        """
+        self._read_monitor()
+        records: list[StepFacts] = []
+        sock = self._sock
+        if timeout > 0:
+            sock.poll(int(timeout * 1000) + 1, zmq.POLLIN)
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return records
+            if len(frames) != 1:
+                self._bad(f"{len(frames)} frames")
+                continue
+            try:
+                records.append(decode_facts(memoryview(frames[0])[_TOPIC_LEN:]))
+            except msgspec.DecodeError as exc:
+                self._bad(str(exc))
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until the handshake with a publisher is done."""
+        deadline = time.monotonic() + timeout
+        while not self.connected:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._monitor.poll(int(left * 1000) + 1):
+                self._read_monitor()
+        return True
+
+    def _read_monitor(self) -> None:
+        monitor = self._monitor
+        while True:
+            try:
+                frames = monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            event = parse_monitor_message(frames)["event"]
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.state = ChannelState.CONNECTED
+                self.connects += 1
+            elif event in _LOST and self.state is ChannelState.CONNECTED:
+                self.state = ChannelState.DISCONNECTED
+                self.disconnects += 1
+
+    def resync(self) -> None:
+        """Ask the publisher for a fresh record (every request's output from the start).
+
+        For a subscriber that lost records (it fell behind, or held them back): it
+        unsubscribes and subscribes again, and the publisher, which sees every subscription,
+        marks its next record fresh. Records sent in between may be lost; the fresh one
+        makes up for them.
+        """
+        self._sock.setsockopt(zmq.UNSUBSCRIBE, FACTS_TOPIC)
+        self._sock.setsockopt(zmq.SUBSCRIBE, FACTS_TOPIC)
+
+    def _bad(self, why: str) -> None:
+        if not self.bad_records:
+            log.warning("stepview: undecodable record from %s ignored: %s", self.address, why)
+        self.bad_records += 1
+
+    def close(self) -> None:
+        """Close both sockets at once (no linger); the publisher sees an unsubscribe."""
+        self._sock.disable_monitor()
+        self._monitor.close(0)
+        self._sock.close(0)
+        self._context.term()

@@ -1,0 +1,217 @@
+"""What vLLM's engine core knows about every request, one record per engine-core step.
+
+The stepview scheduler plug-in (:mod:`stepview.engine.plugin.scheduler`) builds a
+:class:`StepFacts` inside the engine core after each ``schedule()``; stepview reads it either
+straight from memory (engine core in stepview's own process) or decoded from the wire
+(engine core in its own process, or a running ``vllm serve``). This module is plain data with
+no vLLM import, so a client that only attaches to a server needs msgspec and nothing else.
+
+Wire format: msgpack through msgspec, every struct ``array_like`` (a list of field values, no
+field names: small and cheap to build, encode and decode). Fields are therefore positional,
+and the format evolves by **appending** fields, each with a default: msgspec fills a missing
+trailing field with its default and ignores extra trailing ones, so an older subscriber reads
+a newer plug-in's records and vice versa. Never reorder, remove or retype a field; a change
+that cannot be made by appending bumps :data:`FACTS_TOPIC`. Request states travel as plain
+ints (see :class:`CoreState`) for the same reason: a state a newer plug-in adds must not make
+an older decoder reject the whole record.
+
+Ids are the engine core's own (``"<client id>-<8 hex>"``; ``"<i>_<client id>-<8 hex>"`` for
+sample ``i`` of an ``n > 1`` request): the core never learns the client's id, so mapping back
+is the client's job (see :func:`split_internal_id` for when the client is not vLLM's own).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import msgspec
+
+# What every published message starts with; subscribers subscribe to it (zmq prefix match).
+# The trailing version changes only for a change appending fields cannot express.
+FACTS_TOPIC = b"stepview.facts.1"
+
+
+class CoreState(enum.IntEnum):
+    """A request's status in the engine core's scheduler (vLLM's ``RequestStatus``, unfinished).
+
+    The scheduler has one RUNNING status for prefill and decode alike: a RUNNING request is
+    still prefilling while ``num_computed_tokens < num_prompt_tokens``. The WAITING_FOR_*
+    members are vLLM's blocked waiting statuses, kept apart for the waiting-reason view.
+    """
+
+    WAITING = 0
+    WAITING_FOR_GRAMMAR = 1
+    WAITING_FOR_REMOTE_KVS = 2
+    WAITING_FOR_STREAMING_REQ = 3
+    RUNNING = 4
+    PREEMPTED = 5
+    OTHER = 6  # a status this stepview does not know (a newer vLLM)
+
+
+class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A request's prompt token ids and sampling parameters, as its engine core holds them.
+
+    Sent once per request (see :attr:`RequestFacts.intro`), so that a client that did not add
+    the request (``stepview --attach``) can still show what it is. Sampling parameters are
+    those of one sample: the engine core holds the samples of an ``n > 1`` request as
+    separate requests, each with ``n = 1``.
+    """
+
+    prompt_token_ids: list[int]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    stop: list[str] = []
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    ignore_eos: bool = False
+    # Append new fields here, each with a default.
+
+
+class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One request the scheduler holds (waiting, deferred, running or preempted), after schedule.
+
+    ``num_computed_tokens`` already counts this step's scheduled tokens, and counts generated
+    tokens too (prefill progress is ``min(computed, prompt)``); a preemption resets it to 0.
+    ``num_cached_tokens`` is the prompt tokens served from the prefix cache when the request
+    was first scheduled (0 until then, and for requests whose first schedule this plug-in did
+    not see because nobody was subscribed). ``deferred``: the scheduling scan skipped it
+    (vLLM's ``deferred_waiting``), e.g. because it is blocked on something.
+    """
+
+    req_id: str
+    state: int  # a CoreState value; an int on the wire (see the module docstring)
+    num_prompt_tokens: int
+    num_computed_tokens: int
+    num_output_tokens: int
+    num_preemptions: int
+    num_scheduled_tokens: int  # this step
+    num_kv_blocks: int  # KV cache blocks the request holds (summed over cache groups)
+    num_cached_tokens: int
+    arrival_time: float  # wall clock (time.time()) when the client sent it
+    priority: int
+    max_tokens: int
+    deferred: bool = False
+    # Output token ids this publisher had not sent yet: the *tail* of the request's output,
+    # so they start at position ``num_output_tokens - len(new_token_ids)``. After a
+    # (re)subscription the next record carries every request's output from the start.
+    new_token_ids: list[int] = []
+    # What never changes over the request's life, sent with the first record that carries
+    # the request (after a (re)subscription too), ``None`` in every later one.
+    intro: RequestIntro | None = None
+    # The LoRA adapter it uses (vLLM's lora_int_id; 0 for none): vLLM defers a waiting
+    # request whose adapter would exceed ``StepFacts.max_loras`` in this step.
+    lora_id: int = 0
+    # Append new fields here, each with a default.
+
+
+class EndedFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A request (one sample) that finished since the previous record, as it ended.
+
+    A request leaves the scheduler in the step that finishes it, so no later record shows
+    it: this carries what the client would otherwise never see, the output tokens of its
+    last step(s) and vLLM's finish reason (``stop``, ``length``, ``abort``, ``error``,
+    ``repetition``; ``abort`` also when its client stopped it on a stop string). All its
+    output token ids come along, once: a client that lost records on the way (it fell
+    behind) still ends up with every one.
+    """
+
+    req_id: str
+    num_output_tokens: int
+    output_token_ids: list[int]
+    finish_reason: str
+    stop_reason: str | int | None = None
+    # Append new fields here, each with a default.
+
+
+class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One engine-core step: the budget, how it was spent, the KV cache, every live request.
+
+    ``step`` counts ``schedule()`` calls in this engine core since it started (it starts over
+    when the core restarts; ``core_started`` tells two cores on one address apart). Records
+    are only built while someone listens, so a subscriber may see gaps in ``step``.
+    ``iteration`` counts the steps that scheduled any token, as vLLM's iteration details do
+    (``SchedulerStats.iteration_details.iteration_index`` is ``iteration - 1``): that is how
+    a client matches a step's outputs with the record of the same step.
+    ``idle`` marks the record sent when the scheduler has just emptied (after the last
+    requests finished or were aborted): an idle engine core does not schedule, so without it
+    a subscriber would never learn that those requests left.
+
+    ``finished`` are the ids that left the scheduler since the previous record (finished,
+    aborted), ``ended`` says how; ``preempted`` those preempted in this step. ``requests``
+    is complete, so a subscriber that joins late still sees every request in flight.
+    """
+
+    step: int
+    iteration: int
+    time: float  # wall clock at capture
+    core_started: float  # wall clock when this engine core's scheduler was built
+    dp_rank: int
+    token_budget: int  # max_num_scheduled_tokens
+    prefill_tokens: int  # tokens scheduled this step for prompts (and recomputation)
+    decode_tokens: int  # tokens scheduled this step for generation
+    max_num_running_reqs: int
+    kv_free_blocks: int
+    kv_total_blocks: int  # usable blocks (vLLM's null block left out)
+    block_size: int
+    preempted: list[str]
+    finished: list[str]
+    requests: list[RequestFacts]
+    idle: bool = False
+    # How the requests in ``finished`` ended (those the plug-in saw end while someone
+    # listened): their last tokens and finish reasons.
+    ended: list[EndedFacts] = []
+    # What the waiting-reason rules (stepview.engine.records.waiting_reasons) need beyond the above:
+    # the waiting queue(s) after schedule(), in the order vLLM scans them (requests holding KV
+    # blocks first, then the rest; FCFS or priority order), so "behind whom" is vLLM's own
+    # answer rather than a guess from arrival times; and the scheduler settings that decide
+    # whether a request that is next in line can be scheduled at all.
+    waiting_order: list[str] = []
+    chunked_prefill: bool = True  # enable_chunked_prefill: a prompt may be split over steps
+    long_prefill_threshold: int = 0  # long_prefill_token_threshold (0: no cap per step)
+    max_loras: int = 0  # LoRA adapters one step may use (0: LoRA off)
+    priority_policy: bool = False  # scheduling policy "priority" (else first come, first served)
+    # Append new fields here, each with a default.
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(StepFacts)
+
+
+def encode_facts(facts: StepFacts) -> bytes:
+    """The wire form of one record."""
+    return _ENCODER.encode(facts)
+
+
+def encode_facts_into(facts: StepFacts, buffer: bytearray, offset: int) -> None:
+    """The wire form of one record written into ``buffer`` from ``offset`` on (resized)."""
+    _ENCODER.encode_into(facts, buffer, offset)
+
+
+def decode_facts(payload: bytes | memoryview) -> StepFacts:
+    """One record from its wire form; raises ``msgspec.DecodeError`` on anything else."""
+    return _DECODER.decode(payload)
+
+
+_INTERNAL_ID = re.compile(r"^(?:(\d+)_)?(.+)-[0-9a-f]{8}$")
+
+
+def split_internal_id(internal_id: str) -> tuple[str, int | None]:
+    """Best guess of (client id, sample index) from an engine-core id, for non-vLLM clients.
+
+    vLLM's own client knows the exact mapping (stepview uses that when it drives the engine);
+    a client that only sees the wire can only parse: ``"<i>_<id>-<8 hex>"`` is read as sample
+    ``i`` of ``id``. A client id that itself looks like ``"<digits>_..."`` is ambiguous, and
+    ids from a vLLM run with ``VLLM_DISABLE_REQUEST_ID_RANDOMIZATION`` come back unchanged.
+    """
+    match = _INTERNAL_ID.match(internal_id)
+    if match is None:
+        return internal_id, None
+    index = match.group(1)
+    return match.group(2), None if index is None else int(index)

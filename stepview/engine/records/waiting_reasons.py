@@ -1,0 +1,195 @@
+"""Why each waiting or preempted request was not scheduled in a step, by vLLM 0.32's rules.
+
+The scheduler plug-in (:mod:`stepview.engine.plugin.scheduler`, the probe) records what vLLM's
+``Scheduler.schedule()`` left behind; this module decides, from that one record and nothing
+else (plain data, no vLLM import, so a watched server's records are read the same way), why
+every request that waits was left out. It sits next to the probe because the rules are those
+of the vLLM version the probe reads, and change with it. How ``schedule()`` decides:
+
+1. It schedules the RUNNING requests first. When one of them cannot get KV blocks it
+   preempts running requests (the newest, or the lowest priority) until it can; a step that
+   preempted anyone **skips the waiting queue entirely**: every waiting request is then left
+   out for the KV cache (:data:`KV_CACHE`), the preempted ones too.
+2. Then it scans the waiting queue(s) front to back (requests that hold KV blocks first, then
+   the others; first come first served, or by priority) ``while token_budget > 0`` and
+   while fewer than ``max_num_seqs`` requests run: those two limits apply to everyone left
+   (:data:`TOKEN_BUDGET`, :data:`MAX_NUM_SEQS`).
+3. A request blocked on something (grammar compilation, a remote KV load, more streamed
+   input) or over the LoRA limit is set aside (``deferred_waiting``) and the scan goes on
+   (:data:`DEFERRED`).
+4. The first other request it cannot schedule (``allocate_slots`` finds too few free KV
+   blocks, or, without chunked prefill, its prompt does not fit the budget left) **stops the
+   scan**: that request is left out for that reason, and every request after it in the queue
+   only because it is behind that one (:data:`BEHIND`).
+
+The record is taken after ``schedule()``, so the rules read the outcome: the queue left
+behind, the budget spent, the requests now running. Limits of the reading: ``deferred`` is
+vLLM's set, which keeps a request from its first skip until it is scheduled (a LoRA-limited
+request the scan later stopped at still reads as deferred); a KV-connector miss, speculative
+decoding and encoder budgets are not told apart from the cases above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.model.scheduling import (
+    BEHIND,
+    DEFERRED,
+    KV_CACHE,
+    MAX_NUM_SEQS,
+    TOKEN_BUDGET,
+    StepBudget,
+    WaitReason,
+)
+
+_RUNNING = int(CoreState.RUNNING)
+_PREEMPTED = int(CoreState.PREEMPTED)
+_STREAMING = int(CoreState.WAITING_FOR_STREAMING_REQ)
+# vLLM's blocked waiting statuses: set aside whatever the budget, until what they wait for comes.
+_BLOCKED = {
+    int(CoreState.WAITING_FOR_GRAMMAR): "waiting for its structured-output grammar to compile",
+    int(CoreState.WAITING_FOR_REMOTE_KVS): "waiting for its KV cache to arrive (KV transfer)",
+    _STREAMING: "waiting for more streamed input",
+}
+
+
+def step_budget(facts: StepFacts) -> StepBudget:
+    """How the step spent its token budget, and the KV cache after it."""
+    return StepBudget(
+        facts.token_budget,
+        facts.prefill_tokens,
+        facts.decode_tokens,
+        facts.kv_free_blocks,
+        facts.kv_total_blocks,
+    )
+
+
+def _spent(facts: StepFacts) -> str:
+    return (
+        f"budget {facts.token_budget} spent: {facts.prefill_tokens} prefill, "
+        f"{facts.decode_tokens} decode"
+    )
+
+
+def wait_reasons(facts: StepFacts, name: Callable[[str], str] = str) -> dict[str, WaitReason]:
+    """Why each request of ``facts`` that waits (or is preempted) got no token this step.
+
+    Keyed by the engine core's ids; ``name`` turns such an id into the one a person knows (the
+    caller's), for the texts and :attr:`WaitReason.blocker`. Requests that run, or that were
+    scheduled, have no entry. Work is O(waiting requests) plus a pass over the record.
+    """
+    # One comprehension over the record: with nobody waiting (the common case) that is all.
+    waiting = {
+        r.req_id: r
+        for r in facts.requests
+        if r.state != _RUNNING and r.state <= _PREEMPTED and not r.num_scheduled_tokens
+    }
+    if not waiting:
+        return {}
+    # Running slots taken: the running requests, and paused streaming sessions (which hold a
+    # model-runner slot all the same).
+    running = sum(r.state == _RUNNING or r.state == _STREAMING for r in facts.requests)
+    reasons: dict[str, WaitReason] = {}
+    # Step-wide: whoever is not blocked gets the same reason.
+    common: WaitReason | None = None
+    if facts.preempted:
+        names = ", ".join(name(i) for i in facts.preempted)
+        common = WaitReason(
+            KV_CACHE,
+            f"KV cache full: this step preempted {names}, so vLLM admitted no waiting request "
+            f"({facts.kv_free_blocks} of {facts.kv_total_blocks} blocks free)",
+        )
+    elif facts.token_budget - facts.prefill_tokens - facts.decode_tokens <= 0:
+        common = WaitReason(TOKEN_BUDGET, _spent(facts))
+    elif running >= facts.max_num_running_reqs:
+        common = WaitReason(
+            MAX_NUM_SEQS, f"all {facts.max_num_running_reqs} running slots taken (max_num_seqs)"
+        )
+    preempted_now = set(facts.preempted)
+    behind: WaitReason | None = None  # everyone's after the scan stopped (one shared object)
+    for req_id in _queue_order(facts, waiting):
+        req = waiting[req_id]
+        blocked = _BLOCKED.get(req.state)
+        if blocked is not None:
+            reasons[req_id] = WaitReason(DEFERRED, blocked)
+        elif req_id in preempted_now:
+            reasons[req_id] = WaitReason(
+                KV_CACHE,
+                f"preempted this step to free KV blocks for running requests "
+                f"({facts.kv_free_blocks} of {facts.kv_total_blocks} free)",
+            )
+        elif common is not None:
+            reasons[req_id] = common
+        elif req.deferred:
+            reasons[req_id] = _deferred(req, facts)
+        elif behind is None:  # the first one left: where the scan stopped
+            reasons[req_id] = _stopped_at(req, facts, len(waiting) + running)
+            who = name(req_id)
+            order = "priority order" if facts.priority_policy else "first come, first served"
+            text = f"behind {who}, which vLLM could not schedule ({order})"
+            behind = WaitReason(BEHIND, text, who)
+        else:
+            reasons[req_id] = behind
+    return reasons
+
+
+def _queue_order(facts: StepFacts, waiting: dict[str, RequestFacts]) -> list[str]:
+    """The waiting requests in the order vLLM scans them.
+
+    The plug-in records the queue itself; a record without it (an older plug-in) falls back on
+    what vLLM does: preempted requests go back to the front, the others in arrival (or
+    priority) order.
+    """
+    order = [i for i in facts.waiting_order if i in waiting]
+    if len(order) < len(waiting):
+        listed = set(order)
+        rest = [r for r in waiting.values() if r.req_id not in listed]
+        if facts.priority_policy:
+            rest.sort(key=lambda r: (r.priority, r.arrival_time))
+        else:
+            rest.sort(key=lambda r: (r.state != _PREEMPTED, r.arrival_time))
+        order.extend(r.req_id for r in rest)
+    return order
+
+
+def _deferred(req: RequestFacts, facts: StepFacts) -> WaitReason:
+    """vLLM set ``req`` aside (``deferred_waiting``) without a blocked status."""
+    if req.lora_id and facts.max_loras:
+        return WaitReason(
+            DEFERRED,
+            f"LoRA limit: its adapter would exceed max_loras={facts.max_loras} in this step",
+        )
+    return WaitReason(DEFERRED, "set aside by vLLM this step (e.g. a KV connector not ready)")
+
+
+def _stopped_at(req: RequestFacts, facts: StepFacts, eligible: int) -> WaitReason:
+    """Why the waiting scan stopped at ``req`` while budget and running slots were left.
+
+    The tokens it asked for are what it still has to compute (prompt and output so far; a
+    preempted request recomputes both), capped by ``long_prefill_token_threshold`` when other
+    requests compete and by the budget left; the blocks are those the tokens need beyond what
+    it holds. The prefix cache might have served part of it: vLLM found too few blocks even so.
+    """
+    left = facts.token_budget - facts.prefill_tokens - facts.decode_tokens
+    need = req.num_prompt_tokens + req.num_output_tokens - req.num_computed_tokens
+    cap = facts.long_prefill_threshold
+    if 0 < cap < need and eligible > 1:
+        need = cap
+    if not facts.chunked_prefill and need > left:
+        return WaitReason(
+            TOKEN_BUDGET,
+            f"{_spent(facts)}; its {need} tokens do not fit the {left} left (no chunked prefill)",
+        )
+    tokens = req.num_computed_tokens + min(need, left)
+    size = max(1, facts.block_size)
+    blocks = max(0, -(-tokens // size) - req.num_kv_blocks)
+    free = facts.kv_free_blocks
+    if blocks > free:
+        noun = "block" if blocks == 1 else "blocks"
+        return WaitReason(KV_CACHE, f"needs {blocks} more KV {noun}, {free} free")
+    # allocate_slots refused with enough blocks free on paper (vLLM keeps some back, e.g. for
+    # the whole prompt or speculative slots): still the KV cache, in vLLM's own accounting.
+    noun = "block" if blocks == 1 else "blocks"
+    return WaitReason(KV_CACHE, f"vLLM did not allocate its {blocks} KV {noun} ({free} free)")

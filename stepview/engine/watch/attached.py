@@ -1,0 +1,379 @@
+"""``stepview --attach``: a running vLLM server, watched through its engine cores' records.
+
+A server started with stepview's scheduler plug-in (``--scheduler-cls
+stepview.engine.scheduler_plugin.StepviewScheduler`` and ``STEPVIEW_PUBLISH=ADDRESS``)
+publishes one :class:`~stepview.engine.records.facts.StepFacts` per engine-core step.
+:class:`AttachedEngine` subscribes to them and implements the driver's
+:class:`~stepview.model.engine_api.WatchedEngine` protocol, so the same driver and ledger
+as a live run give the same panes, detail view, history, ``--record`` and results file. It
+imports no vLLM (attaching works from a laptop, through an ssh tunnel): only zmq, msgspec
+and, for ``--api``, the standard library.
+
+How a record becomes a step (one record per ``step()``, oldest first):
+
+* every engine-core request (one per sample) is known by its core id; the first time one is
+  seen it is **adopted**: its stepview id is the client's id read from the core id
+  (:func:`~stepview.engine.records.facts.split_internal_id`), suffixed ``@RANK`` when several
+  ranks are watched; a request stepview itself sent through ``--api`` keeps stepview's id.
+  The record's intro gives its prompt token ids and sampling parameters; the prompt text is
+  not on the wire (``(N prompt tokens)``). With ``--api`` the server decodes its prompt
+  and, when it ends, its completions (:mod:`~stepview.engine.watch.detokenize`: a record ending
+  adopted requests is held until their text is in, briefly);
+* states, prefill progress and preemptions come from the record as for stepview's own
+  engine (:class:`~stepview.engine.records.entries.SchedulerView`); output token ids arrive
+  as the tail the record carries; the figures are the record's (queue sizes, KV blocks, the
+  tokens scheduled for prefill and decode);
+* a request that is no longer in its rank's record (each record is complete) has **left**
+  the engine: it ends FINISHED with finish reason ``left the engine`` (vLLM's own reason is
+  not in the record). One stepview sent waits for its HTTP answer instead, which carries the
+  text and the real finish reason.
+
+The link: while a rank's connection is lost (server killed, network down) the view is held
+as it was, requests included, and the state is DISCONNECTED. When it is back, the server's
+next record settles them: still there, they go on; gone, they left; an engine core that
+restarted (another ``core_started``) means they were lost: ABORTED, ``server lost``. A
+server that comes back with nothing in flight sends no record at all, so after
+:data:`SETTLE_S` of silence the held requests end the same way. stepview quitting only
+closes its sockets: the server never notices.
+
+Each engine core's records are read by a :class:`~stepview.engine.watch.watched_core.WatchedCore`;
+this module holds them together: the backlog of records, the link, the API.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from stepview.engine.records.channel import ChannelState, rank_address
+from stepview.engine.records.facts import StepFacts
+from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait
+from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
+from stepview.engine.watch.watched_core import LEFT, CoreStep, WatchedCore, merged
+from stepview.model.engine_api import (
+    ArrivedRequest,
+    DescribedRequest,
+    EndedRequest,
+    EngineRejected,
+    LinkState,
+    OutputUpdate,
+    StepResult,
+)
+from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import EngineCounters, EngineInfo, EngineState, RequestState
+
+log = logging.getLogger(__name__)
+
+SILENT = "lost while disconnected: gone when the server came back"
+# Records kept while the view is held (paused) or behind; older ones are dropped (the
+# records are complete, so the next one read puts every request right again; what is sent
+# only once is kept, see WatchedCore.stash). A server steps 100-200 times a second: this is
+# a view at most a second or two behind. Kept longer, a stepview that cannot keep up (niced
+# on a box the server saturates) would leave the records in zmq's queues instead, whose
+# overflow drops them whole, with the ends of requests in them.
+MAX_BACKLOG = 256
+# One record per step while stepview keeps up; more than this many waiting (a fast server
+# on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once,
+# for at most CATCH_UP_S (one record costs ~1 ms at 256 requests; a starved process takes
+# many times that in wall time), so that the sockets are read again soon.
+CATCH_UP_AFTER = 64
+CATCH_UP_STEP = 256
+CATCH_UP_S = 0.1
+# A view this many seconds behind the server says so in the status bar.
+BEHIND_SHOWN_S = 2.0
+# After a lost connection comes back, how long held requests wait for a record.
+SETTLE_S = 2.0
+# How often the server's API is asked what it serves, until it answers.
+MODEL_RETRY_S = 2.0
+_NO_ANSWERS: list[ApiAnswer] = []
+
+
+class AttachedEngine:
+    """A vLLM server stepview watches (see the module docstring); all calls on one thread.
+
+    ``address`` is the plug-in's ``STEPVIEW_PUBLISH`` address; ``ranks`` the data-parallel
+    ranks to watch (each on :func:`~stepview.engine.records.channel.rank_address`). ``api``
+    adds prompts through the server's completions endpoint (without it adding is refused)
+    and decodes other clients' token ids into text through its ``/detokenize``.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        ranks: Sequence[int] = (0,),
+        *,
+        api: ServerApi | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.address = address
+        self._clock = clock
+        self._api = api
+        self._cores: list[WatchedCore] = []
+        self._closed = threading.Event()
+        try:
+            for rank in ranks:
+                self._cores.append(WatchedCore(rank, rank_address(address, rank)))
+        except BaseException:
+            self.shutdown()
+            raise
+        self._labelled = len(self._cores) > 1
+        # Records not read yet; with what their reading waits for (see ``detokenize``).
+        self._backlog: deque[tuple[WatchedCore, StepFacts, Wait | None]] = deque()
+        self._ended: list[EndedRequest] = []  # settled outside a record
+        self._answers: list[ApiAnswer] = []  # API answers not reported yet
+        self._own: dict[str, str] = {}  # the server's client id -> stepview id (sent via API)
+        self._awaiting: set[str] = set()  # stepview ids sent via the API, no answer yet
+        self._info = EngineInfo(model=f"vLLM server at {address}", attached=address)
+        self._served: ServedModel | None = None  # the API's answer, handed over once
+        self._described = None if api is None else Descriptions(Detokenizer(api))
+        if api is not None:
+            threading.Thread(
+                target=self._look_up_model, args=(api,), name="stepview-api-model", daemon=True
+            ).start()
+
+    # -- Engine protocol ------------------------------------------------------------------
+
+    @property
+    def info(self) -> EngineInfo:
+        """Fixed facts, and what the server's API said about it once it answered."""
+        served, self._served = self._served, None
+        if served is not None:
+            self.describe_server(served.name, served.max_model_len, served.vllm_version)
+        return self._info
+
+    def describe_server(self, name: str, max_model_len: int, vllm_version: str) -> None:
+        """What the server's API said about it (model name, context length, vLLM version)."""
+        self._info = replace(
+            self._info,
+            model=f"{name} @ {self.address}",
+            max_model_len=max_model_len or self._info.max_model_len,
+            vllm_version=vllm_version or self._info.vllm_version,
+        )
+
+    def add_request(
+        self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
+    ) -> None:
+        api = self._api
+        if api is None:
+            raise EngineRejected("attached without --api: stepview cannot add requests")
+        self._own[api_client_id(api.server_id(request_id))] = request_id
+        self._awaiting.add(request_id)
+        api.submit(request_id, list(prompt_token_ids) if prompt_token_ids else prompt, spec)
+
+    def abort(self, request_ids: list[str]) -> None:
+        api = self._api
+        for request_id in request_ids:
+            if request_id in self._awaiting and api is not None and api.abort(request_id):
+                continue
+            raise EngineRejected(
+                "stepview cannot abort this request: it did not send it, and the server's "
+                "API has no abort for other clients' requests"
+            )
+
+    def has_unfinished(self) -> bool:
+        """True when a step is ready to report (a record, an API answer, a settled request)."""
+        self._receive()
+        return bool(self._answers or self._ended) or self._next_ready()
+
+    def step(self) -> StepResult:
+        """The oldest record not read yet, with what else happened since the last step."""
+        self._receive()
+        ended, self._ended = self._ended, []
+        answers, self._answers = self._answers, _NO_ANSWERS
+        if not self._next_ready():
+            outputs: list[OutputUpdate] = []
+            for answer in answers:
+                self._answered(answer, outputs, ended)
+            told = self._told((), outputs, ended)
+            return StepResult(
+                tuple(outputs), {}, self._counters(), ended=tuple(ended), described=told
+            )
+        backlog = self._backlog
+        count = 1 if len(backlog) <= CATCH_UP_AFTER else min(len(backlog), CATCH_UP_STEP)
+        now = self._clock()
+        reads: list[CoreStep] = []
+        until = time.perf_counter() + CATCH_UP_S
+        for i in range(count):
+            if i and (not self._next_ready() or time.perf_counter() > until):
+                break  # held for its text, or time to read the sockets: in a later step
+            core, facts, _ = backlog.popleft()
+            read = core.read(
+                facts, now, own=self._own, awaiting=self._awaiting, labelled=self._labelled
+            )
+            for end in read.ended:
+                self._awaiting.discard(end.request_id)
+            reads.append(read)
+        seqs = facts.max_num_running_reqs * len(self._cores)
+        if self._info.max_num_seqs != seqs:
+            self._info = replace(self._info, max_num_seqs=seqs)
+        step = reads[0] if len(reads) == 1 else merged(reads)
+        ended.extend(step.ended)
+        for answer in answers:
+            self._answered(answer, step.outputs, ended)
+        return StepResult(
+            outputs=tuple(step.outputs),
+            scheduled=step.scheduled,
+            counters=self._counters(step.prompt_tokens, step.generated, step.preemptions),
+            arrived=tuple(step.arrived),
+            ended=tuple(ended),
+            described=self._told(step.arrived, step.outputs, ended),
+            interval=step.interval,
+            age=step.age,
+            budget=core.view.budget,  # the last record's (one engine core's, with several)
+        )
+
+    def link(self) -> LinkState:
+        cores = self._cores
+        ranks = tuple(core.status for core in cores) if self._labelled else ()
+        states = [core.subscriber.state for core in cores]
+        if all(state is ChannelState.CONNECTING for state in states):
+            return LinkState(
+                EngineState.STARTING,
+                f"waiting for the server's records at {self.address} (started with "
+                f"STEPVIEW_PUBLISH={self.address} and stepview's --scheduler-cls?)",
+                ranks,
+            )
+        lost = [
+            c for c, state in zip(cores, states, strict=True) if state is not ChannelState.CONNECTED
+        ]
+        if lost:
+            where = ", ".join(
+                f"rank {c.rank} at {c.address}" if self._labelled else c.address for c in lost
+            )
+            held = sum(len(c.samples) for c in lost)
+            also = f"; {held} held as they were" if held else ""
+            message = f"DISCONNECTED from {where} — reconnecting{also}"
+            return LinkState(EngineState.DISCONNECTED, message, ranks)
+        busy = any(core.busy for core in cores)
+        message = ""
+        if self._backlog:  # nothing waiting to be read: the view is as late as delivery
+            behind = max(core.behind for core in cores)
+            if behind >= BEHIND_SHOWN_S:
+                message = f"view {behind:.0f} s behind the server, catching up"
+        return LinkState(EngineState.RUNNING if busy else EngineState.IDLE, message, ranks)
+
+    def shutdown(self) -> None:
+        """Close the sockets; the server is left alone (so are requests sent through the API)."""
+        self._closed.set()
+        if self._described is not None:
+            self._described.detokenizer.close()
+        for core in self._cores:
+            core.subscriber.close()
+        self._cores = []
+        self._backlog.clear()
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def _receive(self) -> None:
+        """Read every core's new records into the backlog; notice reconnects and silence."""
+        now = self._clock()
+        backlog = self._backlog
+        for core in self._cores:
+            subscriber = core.subscriber
+            records = subscriber.poll()
+            if subscriber.connects != core.connects:
+                core.connects = subscriber.connects
+                if core.samples and core.core_started is not None:
+                    core.settle_at = now + SETTLE_S  # back: the next record settles them
+            connected = subscriber.state is ChannelState.CONNECTED
+            if connected != core.status.connected:
+                core.status = core.status._replace(connected=connected)
+            if records:
+                core.settle_at = None
+                core.received(records, now)
+                described = self._described
+                for facts in records:
+                    wait = None
+                    if described is not None:  # ask for its text now, and say what it waits for
+                        wait = described.received(
+                            core, facts, now, own=self._own, labelled=self._labelled
+                        )
+                    backlog.append((core, facts, wait))
+            elif core.settle_at is not None and now >= core.settle_at and connected:
+                core.settle_at = None
+                for request_id in core.forget():  # nothing came: gone with the old core
+                    self._ended.append(EndedRequest(request_id, RequestState.ABORTED, SILENT))
+                    self._awaiting.discard(request_id)
+        if self._api is not None:
+            answers = self._api.answers()
+            if answers:
+                self._answers = [*self._answers, *answers]
+        excess = len(backlog) - MAX_BACKLOG
+        if excess > 0:
+            for _ in range(excess):
+                core, facts, _ = backlog.popleft()
+                core.stash(facts, now)
+            log.info("stepview: %d records dropped (the view was held or behind)", excess)
+
+    def _next_ready(self) -> bool:
+        """True when the oldest record may be read (it waits for no text, or no longer)."""
+        backlog = self._backlog
+        if not backlog:
+            return False
+        wait = backlog[0][2]
+        described = self._described
+        return wait is None or described is None or described.ready(wait, self._clock())
+
+    def _told(
+        self,
+        arrived: Sequence[ArrivedRequest],
+        outputs: Sequence[OutputUpdate],
+        ended: Sequence[EndedRequest],
+    ) -> tuple[DescribedRequest, ...]:
+        """Text the server decoded, for the step of ``arrived``, ``outputs`` and ``ended``."""
+        described = self._described
+        return () if described is None else described.told(arrived, outputs, ended)
+
+    def _look_up_model(self, api: ServerApi) -> None:
+        """Ask the API what it serves, until it answers (the server may not be up yet)."""
+        while not self._closed.is_set():
+            try:
+                self._served = api.model()
+                return
+            except ApiError as exc:
+                log.info("stepview: %s/v1/models: %s; asking again", api.base_url, exc)
+            self._closed.wait(MODEL_RETRY_S)
+
+    def _answered(
+        self, answer: ApiAnswer, outputs: list[OutputUpdate], ended: list[EndedRequest]
+    ) -> None:
+        """The HTTP answer to a request stepview sent: its final output, or why it failed."""
+        self._awaiting.discard(answer.request_id)
+        if answer.state is not RequestState.FINISHED:
+            ended.append(EndedRequest(answer.request_id, answer.state, answer.error or ""))
+        elif not answer.completions:
+            ended.append(EndedRequest(answer.request_id, RequestState.FINISHED, LEFT))
+        else:
+            prompt = answer.prompt_token_ids or None
+            outputs.extend(
+                OutputUpdate(answer.request_id, prompt, None, (c,), True)
+                for c in answer.completions
+            )
+
+    def _counters(self, prompt: int = 0, generated: int = 0, preempted: int = 0) -> EngineCounters:
+        """Every core's latest figures together, with this step's token and preemption counts."""
+        cores = self._cores
+        total = sum(c.kv_total for c in cores)
+        return EngineCounters(
+            running=sum(c.status.running for c in cores),
+            waiting=sum(c.status.waiting for c in cores),
+            kv_cache_usage=sum(c.kv_used for c in cores) / total if total else 0.0,
+            prompt_tokens=prompt,
+            generation_tokens=generated,
+            prefix_cache_queries=sum(c.prefix_queries for c in cores),
+            prefix_cache_hits=sum(c.prefix_hits for c in cores),
+            preemptions=preempted,
+        )
+
+
+def api_client_id(server_id: str) -> str:
+    """The client id the engine core's records show for a completion sent with ``server_id``.
+
+    vLLM's completions endpoint names its engine requests ``cmpl-<request_id>-<prompt
+    index>``; stepview sends one prompt per request.
+    """
+    return f"cmpl-{server_id}-0"

@@ -1,0 +1,306 @@
+"""Other clients' text, decoded by the watched server itself (``--attach ... --api URL``).
+
+The engine core's records carry token ids only: an adopted request's prompt shows as
+``(N prompt tokens)`` and its completions have ids but no text. Given ``--api``, the
+server's own tokenizer says what they read (vLLM's ``POST /detokenize``). Two parts:
+
+* :class:`Detokenizer`: one background thread asking the server, one small call at a time,
+  from a bounded queue (beyond :data:`MAX_QUEUED` questions the oldest is dropped,
+  unanswered). Neither the driver's ``step()`` nor the records' receiver ever waits for
+  it. A server without ``/detokenize`` (404) is asked once, then never again; any other
+  failure (an error answer, a timeout, a lost server) leaves that one text unknown. Both
+  are logged once, at info level; the text stays ``(N prompt tokens)`` / empty.
+* :class:`Descriptions`: what was asked and answered for each adopted request, what a
+  step tells the ledger (``StepResult.described``), and how long a record is held.
+
+When the text is known:
+
+* **A prompt** is asked for as soon as a record bringing the request's intro (its prompt
+  ids) is received; the text is news of the next step read: the panes, the detail view
+  and the history show it from then on.
+* **A completion** is asked for as soon as a record saying the sample ended is received
+  (it carries all the sample's token ids). The results file writes a request's record once,
+  when it finishes, and a finished view never changes: the text has to be there by then.
+  So a record that ends adopted requests is held unread until the server has answered for
+  them (their completions, and their prompt if it is still being asked), at most
+  :data:`HOLD_S` after the record was received. Steps are dated by when they happened
+  (the record's time), not when they were read, so holding costs the view a round trip of
+  lag, never wrong timings. Past :data:`HOLD_S` (a slow or lost server) the request
+  finishes without the text, and text coming later is dropped: a results record carries
+  the text only when it was known when the request finished. Every record is read once
+  either way, so no result is lost or written twice.
+
+The text is vLLM's decoding: special tokens included (a prompt's BOS, a chat template's
+markers: what the model was given), as ``/detokenize`` has no ``skip_special_tokens``; a
+sample that stopped on a stop token (EOS, or one of its ``stop_token_ids``) is decoded
+without it, as vLLM's own text is.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from stepview.engine.records.facts import EndedFacts, StepFacts
+from stepview.engine.watch.server_api import ApiError, ServerApi, drained
+from stepview.engine.watch.watched_core import WatchedCore
+from stepview.model.engine_api import (
+    ArrivedRequest,
+    DescribedRequest,
+    EndedRequest,
+    OutputUpdate,
+)
+from stepview.model.errors import describe
+
+log = logging.getLogger(__name__)
+
+# The key of a request's prompt, beside its samples' indices.
+PROMPT = -1
+# Questions waiting for the server at most; beyond, the oldest is dropped (its text unknown).
+MAX_QUEUED = 256
+# Adopted requests followed at most (one whose end was never read is dropped oldest first).
+MAX_KEPT = 4096
+# How long a record that ends adopted requests waits for their text, from its reception.
+HOLD_S = 1.0
+
+Question = tuple[str, int]  # (stepview request id, PROMPT or sample index)
+
+
+class Detokenizer:
+    """One thread asking the server's ``/detokenize``, oldest question first."""
+
+    def __init__(self, api: ServerApi) -> None:
+        self._api = api
+        self._questions: deque[tuple[Question, list[int]]] = deque()
+        self._ready = threading.Condition()
+        self._answers: queue.SimpleQueue[tuple[Question, str | None]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._complained = False
+        self.off = False  # the server has no /detokenize: nothing is asked any more
+
+    def ask(self, question: Question, token_ids: Sequence[int]) -> bool:
+        """Queue a question (never waits); False when nothing is asked any more."""
+        if self.off:
+            return False
+        with self._ready:
+            if self._closed:
+                return False
+            questions = self._questions
+            if len(questions) >= MAX_QUEUED:
+                dropped, _ = questions.popleft()
+                self._answers.put((dropped, None))
+            questions.append((question, list(token_ids)))
+            self._ready.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="stepview-detokenize", daemon=True
+                )
+                self._thread.start()
+        return True
+
+    def answers(self) -> list[tuple[Question, str | None]]:
+        """Every answer since the last call (``None``: unknown); never waits."""
+        return drained(self._answers)
+
+    def close(self) -> None:
+        """Ask nothing more (a call under way ends on its own; the thread is a daemon)."""
+        with self._ready:
+            self._closed = True
+            self._questions.clear()
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._questions and not self._closed:
+                    self._ready.wait()
+                if self._closed:
+                    return
+                question, token_ids = self._questions.popleft()
+            self._answers.put((question, self._decode(token_ids)))
+
+    def _decode(self, token_ids: list[int]) -> str | None:
+        """The server's text for ``token_ids``; ``None`` (said once in the log) if it failed."""
+        if self.off:
+            return None
+        url = self._api.base_url
+        try:
+            return self._api.detokenize(token_ids)
+        except ApiError as exc:
+            if exc.status == 404:
+                self.off = True
+                log.info(
+                    "stepview: %s/detokenize: %s; other clients' prompts and completions "
+                    "stay token counts",
+                    url,
+                    exc,
+                )
+                return None
+            why = str(exc)
+        except Exception as exc:  # a malformed answer: its text is unknown, nothing more
+            why = describe(exc)
+        if not self._complained:
+            self._complained = True
+            log.info(
+                "stepview: %s/detokenize failed (%s): that text stays token counts "
+                "(later failures are not logged)",
+                url,
+                why,
+            )
+        return None
+
+
+class Wait(NamedTuple):
+    """A record held until the server answered for the requests it ends, or ``until``."""
+
+    request_ids: tuple[str, ...]
+    until: float
+
+
+@dataclass(slots=True)
+class _Asked:
+    """What was asked and answered for one adopted request."""
+
+    waiting: set[int] = field(default_factory=set)  # PROMPT / sample indices, unanswered
+    prompted: bool = False  # its prompt was asked for
+    prompt: str | None = None  # the prompt's text, until the ledger is told
+    samples: dict[int, str] = field(default_factory=dict)  # told when the request ends
+    arrived: bool = False  # the ledger has it: its prompt can be told
+
+
+class Descriptions:
+    """Adopted requests' text: asked on reception, told to the ledger step by step."""
+
+    def __init__(self, detokenizer: Detokenizer) -> None:
+        self.detokenizer = detokenizer
+        self._asked: dict[str, _Asked] = {}  # stepview id -> its questions, oldest first
+        self._news: set[str] = set()  # arrived requests whose prompt text came
+
+    def received(
+        self,
+        core: WatchedCore,
+        facts: StepFacts,
+        now: float,
+        *,
+        own: Mapping[str, str],
+        labelled: bool,
+    ) -> Wait | None:
+        """Ask about a record just received (at ``now``); how long it is to be held."""
+        if self.detokenizer.off:
+            return None
+        for req in facts.requests:
+            intro = req.intro
+            if intro is None:
+                continue
+            request_id, _, adopted = core.sample_of(req.req_id, own, labelled)
+            if adopted:
+                entry = self._entry(request_id)
+                if not entry.prompted:
+                    entry.prompted = True
+                    self._ask(entry, request_id, PROMPT, intro.prompt_token_ids)
+        ending: list[str] = []
+        for end in facts.ended:
+            request_id, index, adopted = core.sample_of(end.req_id, own, labelled)
+            if adopted:
+                entry = self._entry(request_id)
+                if index not in entry.samples and index not in entry.waiting:
+                    self._ask(entry, request_id, index, spoken_ids(end))
+                ending.append(request_id)
+        return Wait(tuple(ending), now + HOLD_S) if ending else None
+
+    def ready(self, wait: Wait, now: float) -> bool:
+        """True when the record held by ``wait`` may be read."""
+        if now >= wait.until:
+            return True
+        self._collect()
+        asked = self._asked
+        for request_id in wait.request_ids:
+            entry = asked.get(request_id)
+            if entry is not None and entry.waiting:
+                return False
+        return True
+
+    def told(
+        self,
+        arrived: Sequence[ArrivedRequest],
+        outputs: Sequence[OutputUpdate],
+        ended: Sequence[EndedRequest],
+    ) -> tuple[DescribedRequest, ...]:
+        """A step's news: prompts known of requests the ledger has (``arrived`` in this step
+        or before), and the completions of those that end in it (then forgotten)."""
+        self._collect()
+        asked = self._asked
+        news = self._news
+        for request in arrived:
+            entry = asked.get(request.request_id)
+            if entry is not None and not entry.arrived:
+                entry.arrived = True
+                if entry.prompt is not None:
+                    news.add(request.request_id)
+        told: list[DescribedRequest] = []
+        for request_id in news:
+            entry = asked.get(request_id)
+            if entry is not None and entry.prompt is not None:
+                told.append(DescribedRequest(request_id, entry.prompt))
+                entry.prompt = None
+        news.clear()
+        if asked:
+            ending = [o.request_id for o in outputs if o.finished]
+            ending.extend(e.request_id for e in ended)
+            for request_id in ending:
+                gone = asked.pop(request_id, None)
+                if gone is not None and gone.samples:
+                    samples = tuple(sorted(gone.samples.items()))
+                    told.append(DescribedRequest(request_id, None, samples))
+        return tuple(told)
+
+    def _entry(self, request_id: str) -> _Asked:
+        asked = self._asked
+        entry = asked.get(request_id)
+        if entry is None:
+            if len(asked) >= MAX_KEPT:
+                oldest = next(iter(asked))
+                del asked[oldest]
+                self._news.discard(oldest)
+            entry = asked[request_id] = _Asked()
+        return entry
+
+    def _ask(self, entry: _Asked, request_id: str, key: int, token_ids: Sequence[int]) -> None:
+        if token_ids and self.detokenizer.ask((request_id, key), token_ids):
+            entry.waiting.add(key)
+
+    def _collect(self) -> None:
+        """Take the server's answers in."""
+        asked = self._asked
+        for (request_id, key), text in self.detokenizer.answers():
+            entry = asked.get(request_id)
+            if entry is None:
+                continue  # it ended without this text
+            entry.waiting.discard(key)
+            if text is None:
+                continue
+            if key != PROMPT:
+                entry.samples[key] = text
+            else:
+                entry.prompt = text
+                if entry.arrived:
+                    self._news.add(request_id)
+
+
+def spoken_ids(end: EndedFacts) -> list[int]:
+    """The token ids vLLM's own text of an ended sample is made of.
+
+    A sample that stopped on a stop token (``stop`` with no stop string: EOS, or one of
+    ``stop_token_ids``, whose id is the stop reason) is decoded without it, as vLLM does
+    (unless ``include_stop_str_in_output``, which the record does not carry).
+    """
+    ids = end.output_token_ids
+    if ids and end.finish_reason == "stop" and not isinstance(end.stop_reason, str):
+        return ids[:-1]
+    return ids

@@ -1,0 +1,421 @@
+"""One engine core of a watched server: its records read into steps for the driver.
+
+:class:`~stepview.engine.watch.attached.AttachedEngine` watches a server's engine cores (one per
+data-parallel rank); each is a :class:`WatchedCore` here: its subscriber, the requests it
+holds as last seen, and its latest figures. :meth:`WatchedCore.read` turns one record into
+what the driver's step needs (see :mod:`stepview.engine.watch.attached` for the rules):
+
+* a request (one engine-core request per sample) seen for the first time is adopted; one
+  whose intro was missed waits up to :data:`INTRO_WAIT_S` (of the server's time) for a
+  fresh record;
+* its output token ids grow by the tail each record carries; a tail that does not join up
+  (records were lost) asks the publisher for a fresh record;
+* a record says how the requests that left since the previous one ended: their last
+  tokens and vLLM's finish reason (``abort``: ended ABORTED, by its client or on a stop
+  string, which vLLM's front end enforces by aborting); one gone from the (complete) record
+  without that (the record saying so was lost) has left the engine, reason unknown;
+* a record of another engine core (``core_started``) means the previous one is gone, and
+  every request it held with it.
+
+Nothing here imports vLLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import msgspec
+
+from stepview.engine.records.channel import FactsSubscriber
+from stepview.engine.records.entries import SchedulerView
+from stepview.engine.records.facts import (
+    CoreState,
+    EndedFacts,
+    RequestFacts,
+    RequestIntro,
+    StepFacts,
+    split_internal_id,
+)
+from stepview.engine.watch.adopting import arrival, short_id
+from stepview.model.engine_api import (
+    ArrivedRequest,
+    CompletionUpdate,
+    EndedRequest,
+    OutputUpdate,
+    SchedulerEntry,
+)
+from stepview.model.snapshot import RankStatus, RequestState
+
+LEFT = "left the engine"
+# vLLM's front end also ends a request on a stop string by aborting it in the engine core.
+ABORTED_BY_CLIENT = "aborted by its client (or stopped on a stop string)"
+RESTARTED = "server lost: its engine core restarted"
+# A request whose intro (prompt ids, sampling) was missed waits this long for a resent one.
+INTRO_WAIT_S = 1.0
+# At most one resync request per engine core this often.
+RESYNC_EVERY_S = 1.0
+_RUNNING = int(CoreState.RUNNING)
+
+
+@dataclass(slots=True)
+class _Sample:
+    """One engine-core request: one sample of a stepview request."""
+
+    request_id: str  # stepview's id (all samples of a request share it)
+    index: int
+    tokens: list[int] = field(default_factory=list)
+    counted: bool = False  # its prompt is in the prefix-cache figures
+
+
+class CoreStep(NamedTuple):
+    """What one record says, for the driver's step."""
+
+    scheduled: dict[str, SchedulerEntry]
+    outputs: list[OutputUpdate]
+    arrived: list[ArrivedRequest]
+    ended: list[EndedRequest]
+    prompt_tokens: int  # scheduled for prefill in this engine-core step
+    generated: int  # output tokens first seen in this record
+    preemptions: int
+    interval: float | None  # seconds per engine-core step since the previous record
+    age: float  # seconds since the step happened (by this machine's clock)
+
+
+class WatchedCore:
+    """One engine core (data-parallel ``rank``) publishing at ``address``."""
+
+    def __init__(self, rank: int, address: str) -> None:
+        self.rank = rank
+        self.address = address
+        self.subscriber = FactsSubscriber(address)
+        self.core_started: float | None = None
+        self.samples: dict[str, _Sample] = {}  # core id -> sample
+        self.unintroduced: dict[str, float] = {}  # core id -> record time first seen
+        # What records dropped unread carried that no later record repeats (see stash()).
+        self.intros: dict[str, RequestIntro] = {}
+        self.unread_ends: list[EndedFacts] = []
+        self.view = SchedulerView(self._lookup)
+        self.connects = 0  # the subscriber's connect count as last seen
+        self.settle_at: float | None = None  # reconnected with requests held: settle by then
+        self.last_step: int | None = None
+        self.last_time = 0.0
+        self.was_idle = False
+        # The server's wall clock against ours: the smallest (our time - record time) seen
+        # on receiving a batch of records (the newest of a batch is the freshest): clock skew
+        # plus the quickest delivery. Records are dated by it.
+        self.offset: float | None = None
+        self.behind = 0.0  # how late (beyond the offset) the last record was read, seconds
+        self.next_resync = 0.0
+        self.status = RankStatus(rank, False)
+        self.kv_used = 0
+        self.kv_total = 0
+        self.busy = False
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+
+    def _lookup(self, core_id: str) -> str | None:
+        sample = self.samples.get(core_id)
+        return None if sample is None else sample.request_id
+
+    def forget(self) -> list[str]:
+        """Drop every request of the engine core that was here; their stepview ids."""
+        ids = list(dict.fromkeys(s.request_id for s in self.samples.values()))
+        self.samples.clear()
+        self.unintroduced.clear()
+        self.intros.clear()
+        self.unread_ends.clear()
+        self.view = SchedulerView(self._lookup)
+        self.busy = False
+        self.behind = 0.0
+        self.last_step = None
+        self.kv_used = 0
+        self.status = RankStatus(self.rank, self.status.connected)
+        return ids
+
+    def received(self, records: list[StepFacts], now: float) -> None:
+        """Records just received at ``now``: the newest tells how far the server's clock is."""
+        lag = now - records[-1].time
+        if self.offset is None or lag < self.offset:
+            self.offset = lag
+
+    def stash(self, facts: StepFacts, now: float) -> None:
+        """A record dropped unread (too many waiting): keep what is sent only once.
+
+        Intros and ends are in one record only; token tails and states are made up for by
+        the fresh record asked for here, and by the next records.
+        """
+        for req in facts.requests:
+            if req.intro is not None:
+                self.intros[req.req_id] = req.intro
+        if facts.ended:
+            self.unread_ends.extend(facts.ended)
+        self.resync(now)
+
+    def resync(self, now: float) -> None:
+        """Ask for a fresh record (a token tail or an intro was missed), now and then."""
+        if now >= self.next_resync:
+            self.next_resync = now + RESYNC_EVERY_S
+            self.subscriber.resync()
+
+    # -- one record -----------------------------------------------------------------------
+
+    def read(
+        self,
+        facts: StepFacts,
+        now: float,
+        *,
+        own: Mapping[str, str],
+        awaiting: Set[str],
+        labelled: bool,
+    ) -> CoreStep:
+        """Fold one record in. ``own`` maps the client ids of requests stepview sent to
+        stepview's ids; those ``awaiting`` their HTTP answer do not end when they leave;
+        ``labelled`` suffixes adopted ids with ``@RANK``."""
+        ended: list[EndedRequest] = []
+        if self.core_started != facts.core_started:
+            if self.core_started is not None:
+                ended.extend(
+                    EndedRequest(request_id, RequestState.ABORTED, RESTARTED)
+                    for request_id in self.forget()
+                )
+            self.core_started = facts.core_started
+        samples = self.samples
+        outputs: list[OutputUpdate] = []
+        ends = facts.ended
+        if self.unread_ends:
+            ends, self.unread_ends = [*self.unread_ends, *ends], []
+        generated = self._finish(ends, now, awaiting, outputs, ended) if ends else 0
+        before = len(samples)
+        new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
+        known = 0
+        for req in facts.requests:
+            sample = samples.get(req.req_id)
+            if sample is None:
+                sample = self._adopt(req, facts.time, now, own, labelled, new_ids)
+                if sample is None:
+                    continue
+            else:
+                known += 1
+            if req.new_token_ids:
+                generated += self._take_tokens(
+                    sample, req.num_output_tokens, req.new_token_ids, outputs, now
+                )
+        if known < before or self.unintroduced or self.intros:
+            present = {req.req_id for req in facts.requests}
+            ended.extend(self._leave(present, awaiting))
+        arrived = [
+            arrival(rid, req, self._count(rid), facts.time) for rid, (req, _) in new_ids.items()
+        ]
+        scheduled = self.view.read(facts)
+        self._figures(facts)
+        interval = None  # none after an idle record: the time in between was no step's
+        if self.last_step is not None and facts.step > self.last_step and not self.was_idle:
+            interval = (facts.time - self.last_time) / (facts.step - self.last_step)
+        self.last_step, self.last_time, self.was_idle = facts.step, facts.time, facts.idle
+        lag = now - facts.time
+        offset = lag if self.offset is None else self.offset
+        self.behind = max(0.0, lag - offset)
+        return CoreStep(
+            scheduled,
+            outputs,
+            arrived,
+            ended,
+            facts.prefill_tokens,
+            generated,
+            self.view.new_preemptions,
+            interval,
+            self.behind,
+        )
+
+    def _adopt(
+        self,
+        req: RequestFacts,
+        at: float,
+        now: float,
+        own: Mapping[str, str],
+        labelled: bool,
+        new_ids: dict[str, tuple[RequestFacts, int]],
+    ) -> _Sample | None:
+        """A sample seen for the first time; ``None`` while its intro is awaited."""
+        core_id = req.req_id
+        if req.intro is None:
+            intro = self.intros.pop(core_id, None)
+            if intro is not None:
+                req = msgspec.structs.replace(req, intro=intro)
+            elif at - self.unintroduced.setdefault(core_id, at) < INTRO_WAIT_S:
+                self.resync(now)
+                return None
+        self.unintroduced.pop(core_id, None)
+        request_id, index, adopted = self.sample_of(core_id, own, labelled)
+        if adopted:
+            seen = new_ids.get(request_id)
+            new_ids[request_id] = (req, 1) if seen is None else (seen[0], seen[1] + 1)
+        sample = self.samples[core_id] = _Sample(request_id, index)
+        return sample
+
+    def sample_of(
+        self, core_id: str, own: Mapping[str, str], labelled: bool
+    ) -> tuple[str, int, bool]:
+        """(stepview id, sample index, adopted) of an engine-core request.
+
+        ``own`` maps the client ids of requests stepview sent to its ids; any other is
+        another client's, adopted under a short id (``@RANK`` when ``labelled``).
+        """
+        client_id, index = split_internal_id(core_id)
+        request_id = own.get(client_id)
+        if request_id is not None:
+            return request_id, index or 0, False
+        request_id = short_id(client_id)
+        if labelled:
+            request_id = f"{request_id}@{self.rank}"
+        return request_id, index or 0, True
+
+    def _count(self, request_id: str) -> int:
+        """How many samples of ``request_id`` are known (vLLM may add them a step apart)."""
+        return sum(1 for sample in self.samples.values() if sample.request_id == request_id)
+
+    def _take_tokens(
+        self,
+        sample: _Sample,
+        num_output_tokens: int,
+        new: list[int],
+        outputs: list[OutputUpdate],
+        now: float,
+        end: EndedFacts | None = None,
+        finished: bool = False,
+    ) -> int:
+        """Append a token tail to the sample (an output when it grew, or it ``end``s); how
+        many tokens were new."""
+        tokens = sample.tokens
+        start = num_output_tokens - len(new)
+        have = len(tokens)
+        added = 0
+        if start > have:  # records were lost: the tail does not join up
+            if end is None:
+                self.resync(now)
+                return 0
+        elif start + len(new) > have:
+            tokens.extend(new[have - start :])
+            added = start + len(new) - have
+        if added or end is not None:
+            reason = None if end is None else end.finish_reason
+            stop = None if end is None else end.stop_reason
+            completion = CompletionUpdate(sample.index, "", tokens, None, None, reason, stop)
+            outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), finished))
+        return added
+
+    def _finish(
+        self,
+        ends: list[EndedFacts],
+        now: float,
+        awaiting: Set[str],
+        outputs: list[OutputUpdate],
+        ended: list[EndedRequest],
+    ) -> int:
+        """Samples that ended, as the record says: their last tokens and finish reasons.
+
+        A request ends with its last sample; one aborted in the engine core ends ABORTED;
+        one stepview sent only takes the tokens (its HTTP answer ends it, text included).
+        """
+        samples = self.samples
+        done: dict[str, list[tuple[_Sample, EndedFacts]]] = {}
+        for end in ends:
+            sample = samples.pop(end.req_id, None)
+            if sample is not None:
+                done.setdefault(sample.request_id, []).append((sample, end))
+        remaining = {sample.request_id for sample in samples.values()}
+        generated = 0
+        for request_id, finishing in done.items():
+            last = request_id not in remaining
+            aborted = any(end.finish_reason == "abort" for _, end in finishing)
+            quiet = aborted or request_id in awaiting  # tokens only, no finish reason
+            for i, (sample, end) in enumerate(finishing):
+                final = last and not quiet and i == len(finishing) - 1
+                generated += self._take_tokens(
+                    sample,
+                    end.num_output_tokens,
+                    end.output_token_ids,
+                    outputs,
+                    now,
+                    None if quiet else end,
+                    final,
+                )
+            if last and aborted and request_id not in awaiting:
+                ended.append(EndedRequest(request_id, RequestState.ABORTED, ABORTED_BY_CLIENT))
+        return generated
+
+    def _leave(self, present: Set[str], awaiting: Set[str]) -> list[EndedRequest]:
+        """Samples gone from the (complete) record; the requests with none left end."""
+        unintroduced = self.unintroduced
+        for core_id in [c for c in unintroduced if c not in present]:
+            del unintroduced[core_id]
+        intros = self.intros
+        for core_id in [c for c in intros if c not in present]:
+            del intros[core_id]
+        samples = self.samples
+        gone = [core_id for core_id in samples if core_id not in present]
+        left = {samples.pop(core_id).request_id for core_id in gone}
+        for sample in samples.values():
+            left.discard(sample.request_id)
+        return [
+            EndedRequest(request_id, RequestState.FINISHED, LEFT)
+            for request_id in sorted(left)
+            if request_id not in awaiting  # stepview's own wait for their HTTP answer
+        ]
+
+    def _figures(self, facts: StepFacts) -> None:
+        """Queue sizes, KV cache and prefix-cache counts after ``facts``."""
+        running = 0
+        for req in facts.requests:
+            if req.state == _RUNNING:
+                running += 1
+                sample = self.samples.get(req.req_id)
+                if sample is not None and not sample.counted and req.num_computed_tokens:
+                    sample.counted = True
+                    self.prefix_queries += req.num_prompt_tokens
+                    self.prefix_hits += req.num_cached_tokens
+        total = facts.kv_total_blocks
+        self.kv_total = total
+        self.kv_used = max(0, total - facts.kv_free_blocks)
+        self.busy = bool(facts.requests) and not facts.idle
+        self.status = RankStatus(
+            self.rank,
+            self.subscriber.connected,
+            running,
+            len(facts.requests) - running,
+            self.kv_used / total if total else 0.0,
+        )
+
+
+def merged(steps: list[CoreStep]) -> CoreStep:
+    """Several records read in one driver step (stepview catching up), as one.
+
+    Outputs, arrivals and ends in order (the ledger adopts first and ends last, so a request
+    may do both within one step); the latest entry of each request; the per-step figures
+    summed; the mean engine-core step time; the age of the newest record.
+    """
+    scheduled: dict[str, SchedulerEntry] = {}
+    outputs: list[OutputUpdate] = []
+    arrived: list[ArrivedRequest] = []
+    ended: list[EndedRequest] = []
+    intervals: list[float] = []
+    for step in steps:
+        scheduled.update(step.scheduled)
+        outputs.extend(step.outputs)
+        arrived.extend(step.arrived)
+        ended.extend(step.ended)
+        if step.interval is not None:
+            intervals.append(step.interval)
+    return CoreStep(
+        scheduled,
+        outputs,
+        arrived,
+        ended,
+        sum(step.prompt_tokens for step in steps),
+        sum(step.generated for step in steps),
+        sum(step.preemptions for step in steps),
+        sum(intervals) / len(intervals) if intervals else None,
+        steps[-1].age,
+    )

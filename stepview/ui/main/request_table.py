@@ -1,0 +1,432 @@
+"""One pane of requests (Pending, Running or Finished) drawn with Textual's Line API.
+
+The Finished pane grows without bound (10 000+ requests is an ordinary benchmark), and a
+DataTable pays per row on insert and per column on width changes. This widget only ever
+formats the rows on screen: ``render_line`` maps a screen line to a row, formats it once
+and caches the strip by request *identity*. A snapshot keeps the very same
+:class:`RequestView` object for a request that did not change, so a cached row is valid
+for as long as its view object is the one shown; only rows of active requests, whose
+latency column counts with the snapshot clock, are redrawn every step. After each snapshot
+the widget compares what every screen line would show with what it last drew and repaints
+only the lines that differ, which keeps the bytes sent over ssh small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from stepview.model.snapshot import RequestState, RequestView
+from stepview.ui.format import id_cell, latency_cell, one_line, state_cell
+from stepview.ui.main.filtering import RequestFilter
+
+# Characters of a prompt a row ever looks at (the cell is never wider).
+_PROMPT_PREVIEW = 300
+# Formatted rows kept; a few screens' worth is plenty since rows are cheap to redo.
+_CACHE_ROWS = 512
+
+# A line's identity: what it shows. Equal keys draw equal strips.
+_LineKey = tuple[object, ...]
+
+
+def _extends(old: Sequence[RequestView], new: Sequence[RequestView]) -> bool:
+    """True when ``new`` is ``old`` with rows appended (the Finished pane between steps).
+
+    Finished views only ever get appended, so checking the last old row is enough; a
+    replay that jumps back in history fails the check and the pane recomputes.
+    """
+    n = len(old)
+    return len(new) >= n and (n == 0 or new[n - 1] is old[n - 1])
+
+
+class Columns:
+    """Column widths for a pane width: the prompt takes what the others leave."""
+
+    __slots__ = ("id", "latency", "params", "prompt", "state", "width")
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        wide = width >= 110
+        # Whole ids at 90 columns: load1-12 and a server's 8 hex digits (longer: the end).
+        self.id = 10 if wide else 8 if width >= 90 else 6
+        self.params = 18 if wide else 13
+        # Room for why a request waits, and behind whom: "waiting·behind load1-12".
+        self.state = 26 if wide else 23 if width >= 90 else 17
+        self.latency = 24 if wide else 21
+        rest = width - self.id - self.params - self.state - self.latency - 4
+        if rest < 12:  # very narrow: the prompt matters more than the latency
+            self.latency = 0
+            rest = width - self.id - self.params - self.state - 3
+        self.prompt = max(0, rest)
+
+    def cells(self) -> list[tuple[str, int]]:
+        return [
+            ("id", self.id),
+            ("prompt", self.prompt),
+            ("params", self.params),
+            ("state", self.state),
+            ("latency", self.latency),
+        ]
+
+
+_BAD_STATES = frozenset({RequestState.ABORTED, RequestState.REJECTED})
+
+
+class RequestTable(ScrollView, can_focus=True):
+    """A scrolling list of requests with a cursor, a header line and a filter."""
+
+    DEFAULT_CSS = """
+    RequestTable {
+        overflow-x: hidden;
+        scrollbar-size-vertical: 1;
+        & > .request-table--header { text-style: bold; color: $text-muted; }
+        & > .request-table--cursor { text-style: reverse; }
+        & > .request-table--id { color: $secondary; }
+        & > .request-table--dim { color: $text-muted; }
+        & > .request-table--active { color: $success; }
+        & > .request-table--waiting { color: $warning; }
+        & > .request-table--failed { color: $error; }
+        & > .request-table--empty { color: $text-muted; text-style: italic; }
+    }
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "request-table--header",
+        "request-table--cursor",
+        "request-table--id",
+        "request-table--dim",
+        "request-table--active",
+        "request-table--waiting",
+        "request-table--failed",
+        "request-table--empty",
+    }
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home,g", "first", "Top", show=False),
+        Binding("end,G", "last", "Bottom", show=False),
+        Binding("enter", "choose", "Detail"),
+    ]
+
+    class Chosen(Message):
+        """The user pressed enter (or clicked twice) on a request."""
+
+        def __init__(self, table: RequestTable, view: RequestView) -> None:
+            super().__init__()
+            self.table = table
+            self.view = view
+
+    def __init__(self, title: str, *, append_only: bool = False, id: str | None = None) -> None:
+        """``append_only``: rows only ever grow at the end (the Finished pane). The filter and
+        the cursor are then updated for the new rows only, and a cursor on the last row
+        follows the newest one."""
+        super().__init__(id=id)
+        self.title = title
+        self.append_only = append_only
+        self._rows: Sequence[RequestView] = ()
+        self._now = 0.0
+        self._filter = RequestFilter()
+        self._index: list[int] | None = None  # rows passing the filter; None: all rows
+        self._cursor = 0
+        # The chosen request left the pane (finished, aborted, scheduled): nothing is selected
+        # until the user moves, so a key meant for it never lands on the row that slid up.
+        self._detached = False
+        self._empty_text = "none"
+        self._cache: dict[int, tuple[RequestView, _LineKey, Strip]] = {}
+        self._drawn: dict[int, _LineKey] = {}
+        self._formatted_width = -1  # the width rows were last formatted for
+        self._styles: dict[str, Style] = {}
+        self.border_title = f"{title} 0"
+
+    # -- data ------------------------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        """Rows shown (after the filter)."""
+        return len(self._index) if self._index is not None else len(self._rows)
+
+    def row(self, i: int) -> RequestView:
+        return self._rows[self._index[i]] if self._index is not None else self._rows[i]
+
+    @property
+    def cursor(self) -> int:
+        return self._cursor
+
+    @property
+    def selected(self) -> RequestView | None:
+        """The request under the cursor, if any (none after the chosen one left the pane)."""
+        if 0 <= self._cursor < self.row_count and not self._detached:
+            return self.row(self._cursor)
+        return None
+
+    def show(self, rows: Sequence[RequestView], now: float) -> None:
+        """Show ``rows`` as of the snapshot clock ``now``; repaints only lines that changed."""
+        if rows is self._rows and now == self._now:
+            return
+        old_rows, old_count = self._rows, self.row_count
+        selected = self.selected
+        at_end = self._cursor >= old_count - 1
+        appended = self.append_only and _extends(old_rows, rows)
+        self._rows, self._now = rows, now
+        if appended and self._index is not None:
+            match = self._filter.matches
+            self._index.extend(i for i in range(len(old_rows), len(rows)) if match(rows[i]))
+        else:
+            self._rebuild_index()
+        count = self.row_count
+        if appended:
+            if at_end:
+                self._cursor = count - 1
+        elif selected is not None:
+            found = self._find(selected.request_id, fallback=-1)
+            if found < 0:
+                self._detached = True  # the cursor stays put, selecting nothing
+            else:
+                self._cursor = found
+        self._cursor = max(0, min(self._cursor, count - 1))
+        if count != old_count or len(rows) != len(old_rows):
+            self._sync_size()
+        self._repaint_changed()
+
+    def set_empty_text(self, text: str) -> None:
+        """What the pane says when it has no request ("none", or a hint for a newcomer)."""
+        if text != self._empty_text:
+            self._empty_text = text
+            self._repaint_changed()
+
+    def set_filter(self, request_filter: RequestFilter) -> None:
+        """Show only rows matching ``request_filter``; keeps the selected request if it passes."""
+        selected = self.selected
+        self._filter = request_filter
+        self._rebuild_index()
+        self._cursor = self._find(selected.request_id, 0) if selected else 0
+        if self.append_only and selected is None:
+            self._cursor = max(0, self.row_count - 1)
+        self._sync_size()
+        self.refresh()
+
+    def _rebuild_index(self) -> None:
+        if not self._filter.active:
+            self._index = None
+            return
+        match = self._filter.matches
+        self._index = [i for i, view in enumerate(self._rows) if match(view)]
+
+    def _find(self, request_id: str, fallback: int) -> int:
+        for i in range(self.row_count):
+            if self.row(i).request_id == request_id:
+                return i
+        return fallback
+
+    def _sync_size(self) -> None:
+        total = len(self._rows)
+        count = self.row_count
+        title = f"{self.title} {count}/{total}" if self._filter.active else f"{self.title} {count}"
+        if title != self.border_title:
+            self.border_title = title
+        size = Size(self.scrollable_content_region.width, count + 1)
+        old = self.virtual_size
+        height = self.scrollable_content_region.height
+        if (old.height > height) != (size.height > height):
+            self.virtual_size = size  # the scrollbar comes or goes: the layout must change
+        elif size != old:
+            # Assigning virtual_size re-lays out the whole screen and sends Resize, so every
+            # snapshot that changed a row count was drawn twice (26 redraws/s at a 15 Hz poll).
+            # Only the scroll range changed: update it without a layout.
+            self.set_reactive(RequestTable.virtual_size, size)
+            self._scroll_update(size)
+            self.refresh()
+        self._scroll_to_cursor()
+
+    # -- cursor ---------------------------------------------------------------------------
+
+    def move_cursor(self, row: int) -> None:
+        count = self.row_count
+        self._cursor = max(0, min(row, count - 1))
+        self._detached = False
+        self._scroll_to_cursor()
+        self._repaint_changed()
+
+    def _body_height(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _scroll_to_cursor(self) -> None:
+        top = round(self.scroll_y)
+        height = self._body_height()
+        if self._cursor < top:
+            target = self._cursor
+        elif self._cursor >= top + height:
+            target = self._cursor - height + 1
+        else:
+            return
+        self.scroll_to(y=target, animate=False, force=True)
+
+    def action_cursor(self, delta: int) -> None:
+        if self._detached and delta > 0:
+            delta -= 1  # the row below the one that left has slid up under the cursor
+        self.move_cursor(self._cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move_cursor(self._cursor + direction * self._body_height())
+
+    def action_first(self) -> None:
+        self.move_cursor(0)
+
+    def action_last(self) -> None:
+        self.move_cursor(self.row_count - 1)
+
+    def action_choose(self) -> None:
+        view = self.selected
+        if view is not None:
+            self.post_message(self.Chosen(self, view))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y < 1:
+            return
+        row = round(self.scroll_y) + event.y - 1
+        if row < self.row_count:
+            self.move_cursor(row)
+            if event.chain >= 2:
+                self.action_choose()
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def on_resize(self) -> None:
+        # Textual sends Resize after every layout, also when only the row count changed;
+        # re-formatting every row then drew each snapshot twice. Only a new width needs it.
+        width = self.scrollable_content_region.width
+        if width != self._formatted_width:
+            self._formatted_width = width
+            self._cache.clear()
+            self._drawn.clear()
+        self.virtual_size = Size(self.scrollable_content_region.width, self.row_count + 1)
+        self._scroll_to_cursor()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._cache.clear()
+        self._drawn.clear()
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(f"request-table--{name}")
+        return style
+
+    def _line_key(self, y: int, width: int) -> _LineKey:
+        if y == 0:
+            return ("header", width)
+        row = round(self.scroll_y) + y - 1
+        if row >= self.row_count:
+            if row == 0:
+                return ("empty", width, self._filter.active, self._empty_text)
+            return ("blank", width)
+        view = self.row(row)
+        cursor = row == self._cursor and not self._detached
+        now = None if view.state.done else self._now
+        return (id(view), now, width, cursor and self.has_focus)
+
+    def _repaint_changed(self) -> None:
+        """Repaint the screen lines whose key differs from what was drawn there."""
+        width = self.scrollable_content_region.width
+        for y in range(self.scrollable_content_region.height):
+            if self._drawn.get(y) != self._line_key(y, width):
+                self.refresh(Region(0, y, width, 1))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        key = self._line_key(y, width)
+        self._drawn[y] = key
+        if y == 0:
+            return self._header(width)
+        row = round(self.scroll_y) + y - 1
+        if row >= self.row_count:
+            if row == 0:
+                return self._empty_line(width)
+            return Strip.blank(width, self.rich_style)
+        view = self.row(row)
+        strip = self._row_strip(view, key, width)
+        if row == self._cursor and self.has_focus and not self._detached:
+            strip = strip.apply_style(self._style("cursor"))
+        return strip.apply_style(self.rich_style)
+
+    def _header(self, width: int) -> Strip:
+        style = self._style("header")
+        text = Text(no_wrap=True, end="")
+        for name, size in Columns(width).cells():
+            if size:
+                text.append(name.ljust(size)[:size] + " ", style)
+        text.truncate(width, pad=True)
+        return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
+
+    def _empty_line(self, width: int) -> Strip:
+        message = "no matching requests" if self._filter.active else self._empty_text
+        text = Text(message, style=self._style("empty"), no_wrap=True, end="")
+        text.truncate(width, pad=True)
+        return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
+
+    def _row_strip(self, view: RequestView, key: _LineKey, width: int) -> Strip:
+        """The row of ``view`` without cursor styling, from the cache when still valid."""
+        cache_key = (key[0], key[1], key[2])
+        cached = self._cache.get(id(view))
+        if cached is not None and cached[0] is view and cached[1] == cache_key:
+            return cached[2]
+        strip = self._format_row(view, width)
+        if len(self._cache) >= _CACHE_ROWS:
+            self._cache.clear()
+        self._cache[id(view)] = (view, cache_key, strip)
+        return strip
+
+    def _format_row(self, view: RequestView, width: int) -> Strip:
+        cols = Columns(width)
+        state = view.state
+        if state in _BAD_STATES:
+            state_style = self._style("failed")
+        elif state.pane == "pending":
+            state_style = self._style("waiting")
+        elif state.pane == "running":
+            state_style = self._style("active")
+        else:
+            state_style = self._style("dim")
+        prompt = one_line(view.prompt, _PROMPT_PREVIEW)
+        if view.lineage is not None:  # a clone's prompt is its parent's: say whose
+            prompt = f"{one_line(view.lineage.label(), 40)} · {prompt}"
+        cells: list[tuple[str, int, Style | str]] = [
+            (id_cell(view.request_id, cols.id), cols.id, self._style("id")),
+            (prompt, cols.prompt, ""),
+            (view.spec.summary(), cols.params, self._style("dim")),
+            (state_cell(view, cols.state), cols.state, state_style),
+            (latency_cell(view, self._now), cols.latency, self._style("dim")),
+        ]
+        text = Text(no_wrap=True, end="")
+        for value, size, style in cells:
+            if not size:
+                continue
+            cell = Text(value, style=style, no_wrap=True, end="")
+            cell.truncate(size, overflow="ellipsis", pad=True)
+            # The gap after a cell takes the cell's style: a plain gap would join the next
+            # plain cell into one run starting with a space, which librsvg-drawn screenshots
+            # drop ("decoding 12 tokttft 100ms").
+            cell.append(" ")
+            text.append_text(cell)
+        text.truncate(width, pad=True)
+        return Strip(text.render(self.app.console), width)
