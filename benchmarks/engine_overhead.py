@@ -221,10 +221,10 @@ def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measure
 
 def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
     """The TUI's driver set-up (``live_driver``, default history) with no UI reading it."""
+    from stepview.engine.own.engine_args import EngineArgsHolder
     from stepview.engine.own.environment import prepare_vllm_environment
     from stepview.engine.own.live import live_driver
     from stepview.files.results_file import ResultsWriter
-    from stepview.files.sinks import EngineArgsHolder
     from stepview.model.sink import SnapshotSink
     from stepview.model.snapshot import EngineState
     from stepview.trace.recorder import TraceRecorder

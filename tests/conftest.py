@@ -1,11 +1,22 @@
-"""Set-up shared by every test."""
+"""Set-up shared by every test, and the fixtures of the tests that run real vLLM.
+
+A test that uses an engine fixture (:data:`tests.vllm_engines.ENGINE_FIXTURES`) is marked
+``engine`` here, so ``-m "not engine"`` (the quick loop) never starts vLLM in-process; tests
+that start it in a child process (``stepview --headless``) are marked by hand, and the quick
+loop runs with vLLM and torch hidden, so a forgotten mark fails loudly instead of slowly.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 
 import pytest
+
+from tests.vllm_engines import ENGINE_FIXTURES, demo_model_path, engines
+
+__all__ = ["demo_model_path", "engines"]  # fixtures, found by pytest here
 
 _LOGGERS = ("stepview", "py.warnings")
 
@@ -32,3 +43,29 @@ def _logging_as_it_was() -> Iterator[None]:
         log.propagate, log.level = propagate, level
     logging.raiseExceptions = raise_exceptions
     logging.captureWarnings(False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Deprecations inside vLLM/torch at import time; nothing this project can act on.
+    config.addinivalue_line("filterwarnings", "ignore:.*torch.distributed.reduce_op:FutureWarning")
+    config.addinivalue_line("filterwarnings", "ignore:.*torch.jit.script_method:DeprecationWarning")
+
+
+# The quick loop's hider (tests/hide_vllm/sitecustomize.py), when this run has one: set aside
+# while test modules are collected (an engine test module may import vLLM at its top, to be
+# deselected), back in place before the first test runs.
+_HIDER = next((f for f in sys.meta_path if type(f).__name__ == "_Hidden"), None)
+if _HIDER is not None:
+    sys.meta_path.remove(_HIDER)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if _HIDER is not None and _HIDER not in sys.meta_path:
+        sys.meta_path.insert(0, _HIDER)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that starts vLLM through a fixture ``engine``."""
+    for item in items:
+        if ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.engine)

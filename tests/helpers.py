@@ -5,11 +5,17 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 
 from stepview.model.snapshot import StepSnapshot
 from stepview.model.source import SnapshotSource
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository's root: what a child Python process needs on its path to import ``tests``."""
+DATA = ROOT / "tests" / "data"
+"""Recorded traces the tests replay."""
 
 
 def wait_for(

@@ -10,10 +10,11 @@ from stepview.insight.steps import StepPoint
 from stepview.insight.timeline import TimelineTracker
 from stepview.launch.summary import summarize
 from stepview.trace.reader import load_trace
+from tests.helpers import DATA
 from tests.insight import build
 from tests.insight.chrome_checks import check_against_run, load, validate
 
-REPLAY = Path(__file__).parents[1] / "data" / "replay.trace.jsonl"
+REPLAY = DATA / "replay.trace.jsonl"
 
 
 def test_replayed_trace_exports_spans_and_counters_of_the_run(tmp_path: Path) -> None:

@@ -22,9 +22,10 @@ from stepview.launch.summary import summarize
 from stepview.model.alerts import THRASH
 from stepview.testing.fake_engine import FakeEngine
 from stepview.trace.reader import load_trace
+from tests.helpers import DATA
 from tests.trace.runs import add, record, run_to_end
 
-REPLAY_V1 = Path(__file__).parent.parent / "data" / "replay.trace.jsonl"
+REPLAY_V1 = DATA / "replay.trace.jsonl"
 
 
 def _thrashing_run(tmp_path: Path) -> tuple[Driver, Path, Path]:

@@ -37,6 +37,7 @@ from tests.e2e.terminal import (
     process_tree,
     wait_gone,
 )
+from tests.helpers import DATA
 from tests.reliability.faults import (
     SIZE,
     FaultyEngine,
@@ -370,7 +371,7 @@ def test_real_command_crash_in_the_ui_exits_1_and_leaves_nothing_behind(
     open_terminal: OpenTerminal, tmp_path: Path
 ) -> None:
     """A bug in stepview's UI (here in a replay, no vLLM needed) is a crash, and says so."""
-    trace = Path(__file__).parents[1] / "data" / "replay.trace.jsonl"
+    trace = DATA / "replay.trace.jsonl"
     term = open_terminal(80, 24)
     term.run([*LAUNCHER, "crash-ui", "3", "--", "--replay", str(trace)])
     stepview = term.command_process()

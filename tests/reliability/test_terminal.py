@@ -20,9 +20,10 @@ import pytest
 from stepview.ui.bindings import NEWCOMER_HINT
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW, alive, command_env, process_tree, wait_gone
+from tests.helpers import DATA
 from tests.reliability.test_cli_errors import assert_one_line_error
 
-TRACE = Path(__file__).resolve().parents[1] / "data" / "replay.trace.jsonl"
+TRACE = DATA / "replay.trace.jsonl"
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
 # SGR parameters that set a colour (30-37, 38, 40-47, 48, 90-97, 100-107); 39 and 49 reset.
 _COLOUR = re.compile(r"^(3[0-8]|4[0-8]|9[0-7]|10[0-7])$")

@@ -11,9 +11,10 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
 from stepview.trace.format import alert_line, dump_line
 from stepview.trace.reader import load_trace
+from tests.helpers import DATA
 from tests.trace.runs import write_trace
 
-REPLAY_V1 = Path(__file__).resolve().parents[1] / "data" / "replay.trace.jsonl"
+REPLAY_V1 = DATA / "replay.trace.jsonl"
 
 
 def _view(request_id: str, **fields: object) -> RequestView:

@@ -23,9 +23,9 @@ from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.testing.fake_engine import FakeEngine, ManualClock
 from stepview.trace.reader import load_trace
 from stepview.trace.recorder import TraceRecorder
-from tests.helpers import all_done, wait_for
+from tests.helpers import DATA, all_done, wait_for
 
-TRACE = Path(__file__).resolve().parent.parent / "data" / "replay.trace.jsonl"
+TRACE = DATA / "replay.trace.jsonl"
 
 # (request id, prompt, sampling) added in waves: some steps run between the waves.
 FIRST_WAVE = [(f"r{i}", prompt, spec) for i, (prompt, spec) in enumerate(SEED_PROMPTS, 1)]

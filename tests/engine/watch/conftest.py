@@ -1,0 +1,34 @@
+"""Fixtures shared by the attached-engine tests: a fake plug-in publisher on an ipc socket,
+and a fake of vLLM's OpenAI-compatible API (``--api``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stepview.engine.watch.server_api import ServerApi
+from tests.engine.watch.attach_helpers import Server, ipc_address
+from tests.engine.watch.fake_api import FakeApi
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A publisher playing an engine core's plug-in; killed after the test."""
+    s = Server(ipc_address(tmp_path))
+    yield s
+    s.kill()
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeApi]:
+    """vLLM's API played by a local HTTP server; closed after the test."""
+    api = FakeApi()
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def api(fake_api: FakeApi) -> ServerApi:
+    return ServerApi(fake_api.url + "/v1/")

@@ -1,0 +1,207 @@
+"""``--attach ... --api``: other clients' prompts and completions, decoded by the server.
+
+A :class:`Server` publishes the engine core's records (token ids only) and a local HTTP
+server plays vLLM's API (:mod:`tests.engine.watch.fake_api`: ``POST /detokenize`` decodes token
+``t`` as `` wT``). The attached engine's clock is a test's :class:`Clock`, so a record held
+for its text is held until the fake answers, or until the test moves the clock past
+:data:`~stepview.engine.watch.detokenize.HOLD_S`: nothing depends on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from stepview.engine.records.facts import EndedFacts, split_internal_id
+from stepview.engine.watch import server_api
+from stepview.engine.watch.adopting import short_id
+from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.detokenize import HOLD_S
+from stepview.engine.watch.server_api import ServerApi
+from stepview.files.records import request_record
+from stepview.model.snapshot import RequestView
+from tests.engine.watch.attach_helpers import Server, record, request, wait_until
+from tests.engine.watch.fake_api import FakeApi, fake_text
+from tests.engine.watch.test_attached import Clock, Watcher
+
+A = "cmpl-0123456789abcdef-0-0123abcd"  # another client's completion, adopted as "01234567"
+B0 = "0_cmpl-fedcba9876543210-0-89abcdef"  # one with n=2: its samples 0 and 1
+B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
+C = "cmpl-aaaabbbbccccdddd-0-01234567"
+LOGGER = "stepview.engine.watch.detokenize"
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(server: Server, api: ServerApi, clock: Clock) -> Iterator[AttachedEngine]:
+    e = AttachedEngine(server.address, api=api, clock=clock)
+    server.wait_subscribed()
+    yield e
+    e.shutdown()
+
+
+def run_one(watcher: Watcher, server: Server, core_id: str, first: int) -> RequestView:
+    """A request of another client seen running (record ``first``), then ended (the next
+    record); its finished view."""
+    server.send(record(first, request(core_id, prompt=4, outputs=1, new=[7])))
+    watcher.step()
+    ended = EndedFacts(core_id, 2, [7, 8], "length")
+    server.send(record(first + 1, idle=True, finished=[core_id], ended=[ended]))
+    watcher.step()  # held until the server answered for it (the clock stands still)
+    return watcher.finished()[short_id(split_internal_id(core_id)[0])]
+
+
+@pytest.fixture
+def caplog(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> pytest.LogCaptureFixture:
+    """pytest's ``caplog``, also seeing ``stepview.engine``'s records: that logger stops
+    propagating to the root once vLLM's logging is routed to a file (the engine tests'
+    conftest does so when collected)."""
+    monkeypatch.setattr(logging.getLogger("stepview.engine"), "propagate", True)
+    return caplog
+
+
+def detokenize_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+def test_other_clients_prompts_and_completions_take_the_servers_text(
+    server: Server, engine: AttachedEngine, fake_api: FakeApi
+) -> None:
+    watcher = Watcher(engine)
+    running = (
+        request(A, prompt=4, outputs=1, new=[7]),
+        request(B0, prompt=3),
+        request(B1, prompt=3),
+    )
+    server.send(record(1, *running))
+    watcher.step()
+    assert watcher.active()["01234567"].prompt == "(4 prompt tokens)"
+    # Asked at once (one question per request, not per sample), told with a later step.
+    wait_until(lambda: len(fake_api.detokenized) == 2)
+    step = 2
+    while any(v.prompt.endswith(" prompt tokens)") for v in watcher.active().values()):
+        assert step < 500, "the prompts' text never came"
+        time.sleep(0.01)
+        server.send(record(step, *running))
+        watcher.step()
+        step += 1
+    a, b = watcher.active()["01234567"], watcher.active()["fedcba98"]
+    assert a.prompt == fake_text(range(100, 104)) and a.prompt_token_ids == tuple(range(100, 104))
+    assert b.prompt == fake_text(range(100, 103))
+
+    # They end: EOS (stop, no stop string) is not part of vLLM's text, so not decoded.
+    ends = [
+        EndedFacts(A, 3, [7, 8, 2], "stop"),
+        EndedFacts(B0, 2, [5, 6], "length"),
+        EndedFacts(B1, 2, [9, 10], "length"),
+    ]
+    server.send(record(step, idle=True, finished=[A, B0, B1], ended=ends))
+    watcher.step()  # held until the completions' text came (the clock stands still)
+    a, b = watcher.finished()["01234567"], watcher.finished()["fedcba98"]
+    (sample,) = a.completions
+    assert (sample.text, list(sample.token_ids), sample.finish_reason) == (
+        fake_text([7, 8]),
+        [7, 8, 2],
+        "stop",
+    )
+    assert [c.text for c in b.completions] == [fake_text([5, 6]), fake_text([9, 10])]
+    result = request_record(a)  # the results file's record
+    assert result["prompt"] == fake_text(range(100, 104))
+    assert result["completions"][0]["text"] == fake_text([7, 8])
+    assert sorted(fake_api.detokenized) == sorted(
+        [list(range(100, 104)), list(range(100, 103)), [7, 8], [5, 6], [9, 10]]
+    )
+
+
+def test_a_server_without_detokenize_is_asked_once(
+    server: Server, engine: AttachedEngine, fake_api: FakeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    fake_api.has_detokenize = False
+    watcher = Watcher(engine)
+    first = run_one(watcher, server, A, 1)
+    second = run_one(watcher, server, C, 3)
+    for done in (first, second):
+        assert done.prompt == "(4 prompt tokens)"
+        assert [(c.text, list(c.token_ids)) for c in done.completions] == [("", [7, 8])]
+    assert fake_api.posts.count("/detokenize") == 1
+    (logged,) = detokenize_logs(caplog)
+    assert "/detokenize" in logged and "Not Found" in logged
+
+
+def test_error_answers_and_a_lost_server_leave_token_counts_said_once(
+    server: Server, engine: AttachedEngine, fake_api: FakeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    fake_api.detokenize_status = 500
+    watcher = Watcher(engine)
+    first = run_one(watcher, server, A, 1)
+    assert (first.prompt, first.completions[0].text) == ("(4 prompt tokens)", "")
+    fake_api.close()  # the server is gone: asking fails, nothing else does
+    second = run_one(watcher, server, C, 3)
+    assert (second.prompt, second.completions[0].text) == ("(4 prompt tokens)", "")
+    assert fake_api.posts.count("/detokenize") == 2  # an error is no reason to stop asking
+    (logged,) = detokenize_logs(caplog)
+    assert "it went wrong" in logged
+
+
+def test_a_server_that_does_not_answer_in_time_leaves_token_counts(
+    server: Server,
+    engine: AttachedEngine,
+    fake_api: FakeApi,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 0.2)
+    fake_api.decoding.clear()  # never answers
+    done = run_one(Watcher(engine), server, A, 1)  # held until both questions timed out
+    assert (done.prompt, done.completions[0].text) == ("(4 prompt tokens)", "")
+    (logged,) = detokenize_logs(caplog)
+    assert "timed out" in logged
+
+
+def test_a_slow_server_never_holds_a_step_up(
+    server: Server, engine: AttachedEngine, fake_api: FakeApi, clock: Clock
+) -> None:
+    fake_api.decoding.clear()  # /detokenize answers when the test says
+    watcher = Watcher(engine)
+
+    def quick(call: object) -> object:
+        assert callable(call)
+        started = time.monotonic()
+        value = call()
+        assert time.monotonic() - started < 1.0, "a step waited for the server"
+        return value
+
+    server.send(record(1, request(A, prompt=4, outputs=1, new=[7])))
+    quick(watcher.step)
+    wait_until(lambda: fake_api.posts.count("/detokenize") == 1)  # the server has it
+    server.send(record(2, request(A, prompt=4, outputs=2, new=[8])))
+    quick(watcher.step)  # never waits for a prompt's text
+    assert watcher.active()["01234567"].prompt == "(4 prompt tokens)"
+
+    ended = EndedFacts(A, 3, [7, 8, 9], "length")
+    server.send(record(3, idle=True, finished=[A], ended=[ended]))
+    # Held for its completion's text, without waiting: nothing to report yet.
+    wait_until(lambda: not quick(engine.has_unfinished) and len(engine._backlog) == 1)
+    clock.now += HOLD_S  # no answer in time: it finishes without the text
+    quick(watcher.step)
+    done = watcher.finished()["01234567"]
+    assert (done.prompt, done.completions[0].text) == ("(4 prompt tokens)", "")
+    assert list(done.completions[0].token_ids) == [7, 8, 9]
+
+    fake_api.decoding.set()  # the answers come late: dropped, the finished view stays
+    wait_until(lambda: len(fake_api.detokenized) == 2)
+    server.send(record(4, request(C, prompt=2, outputs=1, new=[1])))
+    quick(watcher.step)
+    assert watcher.finished()["01234567"] is done
