@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
-# Set up (once) what the tests need and run the whole suite: lint, types, then pytest.
-# Extra arguments go to pytest:  ./test.sh -k driver   ./test.sh -m "not engine"
+# Set up (once) what the tests need and run them: lint, types, the layer contracts, then pytest.
+#
+#   ./test.sh            the whole suite, real vLLM on the CPU and tmux included (what CI runs)
+#   ./test.sh --quick    the quick loop: no real engine, no tmux, vLLM and torch hidden, 2 workers
+#
+# Other arguments go to pytest:  ./test.sh -k driver   ./test.sh --quick tests/ui
 set -euo pipefail
 cd "$(dirname "$0")"
+quick=0
+if [ "${1:-}" = --quick ]; then
+  quick=1
+  shift
+fi
 scripts/setup.sh test
 export HF_HUB_OFFLINE=1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
+if [ "$quick" = 1 ]; then
+  # tests/hide_vllm/sitecustomize.py makes vLLM, torch and transformers unimportable in every
+  # process of the run: a test that needs them and is not marked `engine` fails at once.
+  export PYTHONPATH="$PWD/tests/hide_vllm${PYTHONPATH:+:$PYTHONPATH}"
+  exec .venv/bin/python -m pytest -n 2 -m "not engine and not e2e" "$@"
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,33 @@
+"""stepview: vLLM's engine, step by step, in a terminal.
+
+Where each part runs, and so where its code lives:
+
+``engine/``
+    everything that touches an engine, in rooms by where the code runs: ``plugin/`` inside
+    vLLM's engine core (any server's), ``own/`` stepview's own vLLM, ``watch/`` a running
+    server seen from outside (no vLLM, no torch), ``driver/`` the thread that turns any
+    engine's steps into snapshots, ``records/`` what the plug-in's records hold and how they
+    are read, shared by the other four. See :mod:`stepview.engine`.
+``model/``
+    plain data every part shares, importing no vLLM, no Textual and no other stepview package:
+    snapshots, commands, sampling rules, wait reasons, alerts, per-request latency, the
+    protocols between the driver, its engines, its sinks and the UI.
+``insight/``
+    analysis of snapshots (timelines, percentiles, alerts, run comparison, Chrome traces):
+    the same answers live, in a replay and in a summary.
+``trace/``
+    recording a run and playing it back without vLLM.
+``files/``
+    the files a run reads and leaves for people: prompts in; results, CSV out.
+``ui/``
+    the Textual app, which reads snapshots and never imports vLLM or the engine.
+``launch/``
+    one module per mode of the command line (TUI, headless, replay, attach, compare,
+    summary), and what they share: exit codes, paths, logging, the app runner.
+``testing/``
+    test doubles and fixed scenes (a fake engine, hand-made snapshots) for the tests, the
+    screenshots and the UI benchmark; nothing that ships a run imports it.
+
+``cli.py`` parses stepview's own flags (vLLM's stay with vLLM's parser, ``cli_args.py``) and
+dispatches to a mode. The layers are checked by import-linter (``pyproject.toml``).
+"""

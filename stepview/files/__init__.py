@@ -1,0 +1,13 @@
+"""The files a run leaves for people (and reads from them), apart from traces.
+
+``records``
+    a request as one JSON object (``--headless --json``, the results file) and in the form
+    of vLLM's ``RequestOutput``.
+``results_file`` / ``sinks``
+    the results file written as requests finish, and opening it with the trace before a run
+    starts (an unwritable path fails before the engine loads).
+``csv_export``
+    one row per request with its timings (``--export-csv``).
+
+Plain data and the standard library: no vLLM, no Textual, no engine.
+"""

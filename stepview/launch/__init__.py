@@ -1,10 +1,21 @@
-"""Running stepview once the command line is parsed: the three modes and what they share.
+"""Running stepview once the command line is parsed: one module per mode, and what they share.
 
-``cli.py`` parses and dispatches to one of the modes, which are siblings: ``tui`` (the live
-engine in the TUI), ``headless`` (vLLM's example, printed) and ``replay`` (a trace in the TUI,
-without vLLM). What they share: ``exits`` (exit codes, one-line messages, leaving the
-process), ``paths`` (default files), ``logs`` (the log file), ``runner`` (running the Textual
-app: signals, the stop deadline) and ``help``.
+``cli.py`` parses and dispatches to one of the modes, which are siblings:
+
+``tui``
+    the live engine in the TUI (the default command).
+``headless``
+    vLLM's example, printed: every finished request, then the latency table.
+``replay`` / ``summary`` / ``export`` / ``compare``
+    a trace in the TUI without vLLM; its figures as text; its CSV or Chrome trace; two traces
+    side by side or as a table.
+``attach`` / ``attach_headless``
+    a running server watched in the TUI, or without one until Ctrl+C.
+
+What they share: ``exits`` (exit codes, one-line messages, leaving the process), ``paths``
+(default files and the check of named ones), ``logs`` (the log file), ``runner`` (running the
+Textual app: signals, the stop deadline), ``terminal`` (the terminal the TUI needs) and
+``help``.
 
 Only ``cli`` imports this package, and it does so lazily, module by module: the TUI must be
 drawing before anything heavy is imported, so this ``__init__`` imports nothing.

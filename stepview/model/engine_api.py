@@ -8,8 +8,9 @@ far. Those sequences may be live engine objects valid only until the next ``step
 driver copies what it keeps, on its own thread, before stepping again.
 
 ``scheduled`` is what only the scheduler knows (queue membership, prefill progress,
-preemptions); it is ``None`` when the engine cannot tell (vLLM in multiprocess mode, or a
-vLLM version whose internals moved), and the driver then derives states from outputs alone.
+preemptions), read from stepview's scheduler plug-in in either engine-core mode; it is ``None``
+when the plug-in cannot tell (it switched itself off: a vLLM whose internals moved, or a
+failure), and the driver then derives states from outputs alone.
 
 A :class:`WatchedEngine` is one stepview does not drive: a running server it attached to
 (``stepview --attach``). It steps by itself; ``has_unfinished()`` means "has a step to

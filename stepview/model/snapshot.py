@@ -196,7 +196,7 @@ class EngineInfo:
     max_model_len: int = 0
     max_num_seqs: int = 0
     max_logprobs: int = 20
-    detailed_states: bool = True  # False when the scheduler cannot be read (multiprocess mode)
+    detailed_states: bool = True  # False when the scheduler plug-in is off (no per-request states)
     attached: str = ""  # a server watched, not driven: where its records come from
 
     @property

@@ -1,0 +1,14 @@
+"""Test doubles and fixed scenes: for the tests, the README's screenshots and the UI benchmark.
+
+``fake_engine``
+    a deterministic engine with vLLM's scheduling policy in miniature, which writes the record
+    vLLM's engine core would and reads it with the real code (states, wait reasons, budget).
+``snapshots`` / ``story`` / ``sources`` / ``scenes``
+    hand-made snapshots (a run caught mid-way; a short story of chunked prefill and a
+    preemption), sources that stand still, and the app set up for a repeatable picture with
+    the key presses that lead to each pictured view.
+
+Nothing a real run uses imports this package (import-linter checks it). The SVG snapshot
+tests and ``scripts/screenshots.py`` draw the same scenes, so a README picture changes only
+when the UI does. No engine and no clock: the same scene draws the same screen anywhere.
+"""

@@ -1,0 +1,21 @@
+"""The driver: one thread owns an engine and turns each of its steps into a frozen snapshot.
+
+vLLM's ``llm_engine_example`` loop (add, step, read the outputs) on a worker thread, for any
+:class:`~stepview.model.engine_api.Engine`: stepview's own vLLM, a watched server, or the fake
+engine the UI tests use. Imports no vLLM and no Textual.
+
+``loop``
+    :class:`~stepview.engine.driver.loop.Driver`: the thread, the command queue, the stop
+    deadline, the step figures and publishing snapshots to the UI and the sinks.
+``ledger`` / ``tracks``
+    every request from accepted to finished: states from the scheduler's entries, outputs
+    folded in at O(new tokens), one new frozen view per request that changed.
+``adoption``
+    how requests a watched server's other clients sent enter the ledger and leave it.
+``pacing``
+    pause, resume and single step, including holding a core in its own process.
+``arrivals``
+    requests due later (a load's Poisson arrivals, a prompts file's ``"at"``).
+``run_stats`` / ``step_faults``
+    a run's totals (for the log and the benchmarks) and engine failures told in words.
+"""

@@ -1,0 +1,20 @@
+"""stepview's own vLLM: the engine it starts, configures and drives.
+
+``vllm_engine``
+    :class:`~stepview.engine.own.vllm_engine.VllmEngine`, vLLM's ``LLMEngine`` behind the
+    driver's :class:`~stepview.model.engine_api.Engine` protocol, with its converters
+    ``vllm_logprobs`` (lazy logprob views) and ``vllm_stats`` (a stat logger of stepview's).
+``core_link``
+    how the plug-in's records reach it, with the engine core in this process (a listener)
+    or in its own (a private ipc subscription), matched to the step whose outputs they go with.
+``engine_args``
+    vLLM's flags parsed by vLLM's own parser, plus the built-in model's CPU-friendly defaults.
+``environment``
+    what must be set before ``import vllm``, and keeping vLLM's output off the terminal.
+``tiny_model``
+    the built-in model with random weights: real scheduling on any CPU, no download.
+``live``
+    the live source: a driver whose engine is built (slowly) on the driver thread.
+
+Every module imports vLLM lazily, inside functions, so the TUI can draw before vLLM loads.
+"""

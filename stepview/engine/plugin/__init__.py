@@ -1,0 +1,28 @@
+"""The scheduler plug-in: stepview's code inside vLLM's engine core.
+
+vLLM builds its scheduler from the class named by ``--scheduler-cls``; stepview's is vLLM's own
+scheduler plus a record of every step, handed to stepview's engine in its process or published
+over zmq to whoever attaches. Every microsecond here is a server's serving time, so the work
+per step is the least that tells what happened, and nothing at all while nobody listens.
+
+``scheduler``
+    :class:`~stepview.engine.plugin.scheduler.StepviewScheduler`: vLLM's scheduler (or the
+    user's own ``--scheduler-cls``) with the capture hooked in after ``schedule()``, the
+    outputs update and aborts. Published as ``stepview.engine.scheduler_plugin``.
+``capture``
+    what the record holds and how it is built from the scheduler's state; never raises into
+    vLLM (a failure switches the plug-in off, with one log line).
+``config``
+    where the records go (the in-process listener or a publisher, from ``STEPVIEW_PUBLISH``)
+    and which class the plug-in extends.
+``publisher``
+    the engine core's end of the zmq channel (XPUB: knows whether anyone listens, never
+    blocks the engine).
+``client_side``
+    the two reads of vLLM's private objects stepview's own engine makes from the client side
+    (engine-core id to the caller's id; pausing a core in its own process): kept here so that
+    one room holds everything that depends on vLLM's internals.
+
+Nothing here imports Textual or any of stepview's UI; ``scheduler`` and ``capture`` import
+vLLM and run only where vLLM runs.
+"""

@@ -1,0 +1,18 @@
+"""The plug-in's records: what they hold, how they travel, how they are read. No vLLM.
+
+Shared by the three places that handle them: the plug-in writes them inside vLLM's engine core,
+stepview's own engine and the watching client read them. Plain data and zmq only, so a client
+on a laptop can read a GPU box's records with msgspec and pyzmq alone.
+
+``facts``
+    the record of one engine-core step (msgspec structs, positional on the wire, evolving by
+    appended fields) and its codec.
+``channel``
+    the transport: addresses (one per data-parallel rank), heartbeats, the subscriber and its
+    connection state, the sink protocol the plug-in hands records to.
+``entries``
+    a record read for one client: per request of the caller's, its state, prefill progress,
+    preemptions, KV blocks and why it waits.
+``waiting_reasons``
+    vLLM's scheduling rules, restated over one record: why each waiting request got nothing.
+"""

@@ -1,0 +1,18 @@
+"""A running vLLM server, watched from outside (``stepview --attach``). No vLLM, no torch.
+
+The server runs stepview's plug-in and publishes its records; this room subscribes to them and
+presents the server to the driver as a :class:`~stepview.model.engine_api.WatchedEngine`, so
+the same ledger, panes, history and files serve a watched server and stepview's own engine. It
+needs only pyzmq, msgspec and the standard library: attach from a laptop through a tunnel.
+
+``attached``
+    :class:`~stepview.engine.watch.attached.AttachedEngine`: the records' backlog, the link to
+    each rank (lost, back, restarted), adding prompts through the API.
+``watched_core``
+    one engine core (data-parallel rank): its records read into the driver's steps.
+``adopting``
+    other clients' requests as first seen: short ids, prompt ids, sampling parameters.
+``server_api`` / ``detokenize``
+    the server's OpenAI-compatible API: prompts sent with the form's parameters, other
+    clients' token ids turned into text by the server's own ``/detokenize``.
+"""

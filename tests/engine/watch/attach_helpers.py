@@ -8,6 +8,7 @@ records they write out with :func:`request` and :func:`record`.
 from __future__ import annotations
 
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -214,22 +215,26 @@ class Lines:
 class Watch:
     """A ``stepview --attach --headless`` child process and its two streams, line by line."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
         self.child = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
+            env=env,
+            # Ctrl+C is part of what is tested: a run started as a background job would
+            # inherit SIGINT ignored (and stepview keeps an ignored signal ignored).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         assert self.child.stdout is not None and self.child.stderr is not None
         self.out, self.err = Lines(self.child.stdout), Lines(self.child.stderr)
 
 
 @contextmanager
-def watching(command: list[str]) -> Iterator[Watch]:
+def watching(command: list[str], env: dict[str, str] | None = None) -> Iterator[Watch]:
     """Run ``command`` (see :func:`watch_command`); killed on the way out if still running."""
-    watch = Watch(command)
+    watch = Watch(command, env)
     try:
         yield watch
     finally:
