@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from stepview.cli_args import ATTACH_NICE, OwnOptions
+from stepview.files.prompts_file import PromptsFileError, read_prompts
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight
 from stepview.launch.outputs import open_outputs
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import wrap_up
-from stepview.model.prompts import PromptsFileError, read_prompts
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from typing import TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver.loop import Driver
+from stepview.files.prompts_file import PromptsFileError, prompt_commands
 from stepview.files.records import Annotate, format_request_output, request_record
 from stepview.insight.report import format_summary
 from stepview.launch.exits import (
@@ -51,7 +52,7 @@ from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.model.commands import AddRequest, Command, Schedule, Shutdown
 from stepview.model.errors import describe
 from stepview.model.load import plan_load
-from stepview.model.prompts import PromptsFileError, prompt_commands, seed_requests
+from stepview.model.prompts import seed_requests
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
 DASHES = "-" * 50

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepview.cli_args import OwnOptions, own_option_names
+from stepview.files.prompts_file import PromptsFileError
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
 from stepview.launch.export import exports_insight
 from stepview.launch.headless import starting_commands
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
-from stepview.model.prompts import PromptsFileError
 
 if TYPE_CHECKING:
     from stepview.engine.driver.loop import Driver
