@@ -1,21 +1,30 @@
-"""Reading ``--prompts FILE``: a JSONL file, checked line by line.
+"""Reading ``--prompts``: a JSONL file, or standard input for ``-``, checked line by line.
 
 The format of one line (and the seed prompts) is plain data, in :mod:`stepview.model.prompts`;
 this is the part that touches the outside: opening the file without hanging on a pipe nobody
-writes to, and naming the file and line of a problem (``p.jsonl:3: ...``). Every line is
-checked before anything runs, so a typo on line 9,000 does not surface after 8,999 requests
-have been served.
+writes to, reading standard input as every Unix tool does for ``-`` (``generate | stepview
+--headless --prompts -``), and naming the place and line of a problem (``p.jsonl:3: ...``,
+``<stdin>:3: ...``). Every line is checked before anything runs, so a typo on line 9,000 does
+not surface after 8,999 requests have been served.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from stepview.model.commands import AddRequest, Arrival, Command, Schedule
 from stepview.model.prompts import parse_prompt_line
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
+
+STDIN = Path("-")
+"""``--prompts -``: the prompts come on standard input (a file named ``-`` is ``./-``)."""
+
+STDIN_NAME = "<stdin>"
+"""How a message names standard input, where it would name the file (Python's own word)."""
 
 
 class PromptsFileError(Exception):
@@ -41,22 +50,30 @@ def prompt_commands(path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> lis
 def read_timed_prompts(
     path: Path, max_logprobs: int = DEFAULT_MAX_LOGPROBS
 ) -> list[tuple[float | None, AddRequest]]:
-    """Read and check a whole prompts file: each request with its ``"at"`` (``None``: at once).
+    """Read and check a whole prompts file (:data:`STDIN`: standard input, to its end): each
+    request with its ``"at"`` (``None``: at once).
 
     :class:`PromptsFileError` names the first bad line.
     """
+    stdin = path == STDIN
     try:
-        raw_lines = _read_lines(path)
+        raw_lines = _read_stdin() if stdin else _read_lines(path)
     except OSError as exc:
-        raise PromptsFileError(f"cannot read prompts file {path}: {exc.strerror or exc}") from None
-    return parse_prompts(raw_lines, str(path), max_logprobs)
+        what = "from standard input" if stdin else f"file {path}"
+        raise PromptsFileError(f"cannot read prompts {what}: {exc.strerror or exc}") from None
+    where = STDIN_NAME if stdin else str(path)
+    requests = parse_prompts(raw_lines, where, max_logprobs)
+    if not requests:
+        raise PromptsFileError(f"{where}: no prompts in the {'input' if stdin else 'file'}")
+    return requests
 
 
 def parse_prompts(
     raw_lines: Iterable[bytes], where: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS
 ) -> list[tuple[float | None, AddRequest]]:
     """Check every line of a prompts file read as ``raw_lines``; ``where`` names it in the
-    :class:`PromptsFileError` for the first bad line.
+    :class:`PromptsFileError` for the first bad line. Empty when every line is blank or a
+    comment (the caller says where there were none).
 
     Lines come as bytes and are decoded one by one, so an encoding error names its line.
     """
@@ -80,8 +97,6 @@ def parse_prompts(
             raise PromptsFileError(f"{where}:{number}: duplicate id {request_id!r}")
         seen.add(request_id)
         requests.append((parsed.at, AddRequest(request_id, parsed.prompt, parsed.spec)))
-    if not requests:
-        raise PromptsFileError(f"{where}: no prompts in the file")
     return requests
 
 
@@ -99,3 +114,15 @@ def _read_lines(path: Path) -> list[bytes]:
             return handle.readlines()
     finally:
         os.close(fd)
+
+
+def _read_stdin() -> list[bytes]:
+    """Standard input's lines as bytes, up to its end (Ctrl+D on a terminal, as for ``cat``).
+
+    Read whole before the engine starts, like a file: the prompts are checked first, and
+    a writer that is slow to finish only delays the start.
+    """
+    stream = sys.stdin
+    if stream is None:  # the process was started with descriptor 0 closed
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    return stream.buffer.readlines()
