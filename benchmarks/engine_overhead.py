@@ -58,8 +58,8 @@ from typing import Any
 
 from stepview.engine.driver import run_stats
 from stepview.engine.own.environment import DEFAULT_MULTIPROCESSING
+from stepview.files.prompts_file import read_prompts
 from stepview.model.commands import AddRequest
-from stepview.model.prompts import read_prompts
 from stepview.model.sampling import SamplingSpec
 
 BASE_VARIANTS = ("bare", "bare-inproc", "driver", "driver+record", "tui")

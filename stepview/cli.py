@@ -15,6 +15,10 @@ from collections.abc import Sequence
 from stepview.cli_args import OwnOptions, parse_own_args, stated_max_model_len
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 
+STDIN_PROMPTS_IN_TUI = (
+    "--prompts - reads standard input, which the TUI needs for keys; use --headless, or give a file"
+)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stepview`` command; returns the exit code.
@@ -42,6 +46,9 @@ def _run(argv: Sequence[str] | None) -> int:
     own, engine_argv = parse_own_args(args_list)
     if own.json and not own.headless:
         return fail("--json needs --headless")
+    if own.prompts_on_stdin and not own.headless and own.replay is None:
+        # Refused, not read: the TUI reads its keys from standard input.
+        return fail(STDIN_PROMPTS_IN_TUI)
     if own.replay is None and (own.paused or own.replay_speed != 1.0 or own.summary):
         return fail("--paused, --replay-speed and --summary go with --replay FILE")
     replay_error = _compare_conflict(own) if own.compare is not None else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
 from stepview.trace.playback import check_speed
 
@@ -57,6 +58,11 @@ class OwnOptions:
     compare: Path | None = None
     export_chrome_trace: Path | None = None
 
+    @property
+    def prompts_on_stdin(self) -> bool:
+        """``--prompts -``: the prompts come on standard input."""
+        return self.prompts == STDIN
+
     def load_spec(self) -> LoadSpec | None:
         """The synthetic load the flags ask for (``None`` without ``--load``); a flag not
         given takes the dialog's default (:class:`~stepview.model.load.LoadSpec`)."""
@@ -90,6 +96,16 @@ def _speed(text: str) -> float:
         return check_speed(float(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from None
+
+
+def _prompts_path(text: str) -> Path:
+    """``--prompts``' value: a file, or :data:`~stepview.files.prompts_file.STDIN` for ``-``.
+
+    ``Path`` makes ``./-`` into ``-``; that is a file named ``-`` (as ``cat ./-`` reads
+    one), so it is kept apart from standard input, as an absolute path.
+    """
+    path = Path(text)
+    return path.absolute() if path == STDIN and text != "-" else path
 
 
 def _count(text: str) -> int:
@@ -170,10 +186,11 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     )
     group.add_argument(
         "--prompts",
-        type=Path,
+        type=_prompts_path,
         metavar="FILE",
-        help='JSONL file, one {"prompt": ..., "params": {...}} per line; "at": SECONDS '
-        "makes a line arrive that long after the engine is up (a real arrival pattern) "
+        help='JSONL file, one {"prompt": ..., "params": {...}} per line, or "-" for standard '
+        'input (with --headless); "at": SECONDS makes a line arrive that long after the '
+        "engine is up (a real arrival pattern) "
         "(default: the three prompts of vLLM's llm_engine_example)",
     )
     group.add_argument(

@@ -8,6 +8,9 @@
     starts (an unwritable path fails before the engine loads).
 ``csv_export``
     one row per request with its timings (``--export-csv``).
+``prompts_file``
+    a prompts file (or standard input, ``--prompts -``) read and checked line by line before
+    anything runs.
 
 Plain data and the standard library: no vLLM, no Textual, no engine.
 """

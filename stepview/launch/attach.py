@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from stepview.cli_args import ATTACH_NICE, OwnOptions
+from stepview.files.prompts_file import PromptsFileError, read_prompts
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight
+from stepview.launch.outputs import open_outputs
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
-from stepview.launch.tui import open_outputs, wrap_up
-from stepview.model.prompts import PromptsFileError, read_prompts
+from stepview.launch.tui import wrap_up
 
 log = logging.getLogger(__name__)
 
@@ -77,23 +78,19 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
 
     insight = exports_insight(options)
     read_only = None if api is not None else NO_API
-    if options.headless:
-        from stepview.launch.attach_headless import watch_headless
-        from stepview.launch.headless import open_files
-
-        files = open_files(options, header, insight)  # as a headless run's: only if named
-        if isinstance(files, int):
-            return files
-        return watch_headless(
-            options, factory, files, requests, read_only=read_only, insight=insight
-        )
-    outputs = open_outputs(options, header, insight)
+    # As the modes on an engine of stepview's own: headless, a results file only if named.
+    outputs = open_outputs(options, header, insight, default_results=not options.headless)
     if isinstance(outputs, int):
         return outputs
-    sinks, results_path, default_results = outputs
+    if options.headless:
+        from stepview.launch.attach_headless import watch_headless
+
+        return watch_headless(
+            options, factory, outputs, requests, read_only=read_only, insight=insight
+        )
     driver = Driver(
         factory,
-        sinks=sinks,
+        sinks=outputs.sinks,
         history_size=options.history,
         admit_per_step=options.admit_per_step or 0,
         read_only=read_only,
@@ -102,7 +99,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     for request in requests:
         driver.send(request)
     app_code = run_app(driver)
-    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code, options)
+    return wrap_up(driver, outputs, log_path, app_code)
 
 
 def check_address(address: str) -> None:

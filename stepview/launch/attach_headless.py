@@ -24,6 +24,7 @@ from stepview.engine.driver.loop import Driver, EngineFactory
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
+from stepview.launch.outputs import RunOutputs
 from stepview.model.commands import AddRequest
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
@@ -85,7 +86,7 @@ class LinkNotices:
 def watch_headless(
     options: OwnOptions,
     factory: EngineFactory,
-    files: list[SnapshotSink],
+    outputs: RunOutputs,
     requests: Sequence[AddRequest],
     *,
     read_only: str | None,
@@ -93,7 +94,7 @@ def watch_headless(
 ) -> int:
     """Watch until stopped (see the module docstring); the exit code.
 
-    ``files`` are the results file and trace, already open, annotated by ``insight``;
+    ``outputs`` are the results file and trace, already open, annotated by ``insight``;
     ``requests`` the prompts to send through the server's API (with no ``--api``,
     ``read_only`` says why there are none).
     """
@@ -108,7 +109,7 @@ def watch_headless(
         awaited=[request.request_id for request in requests],
     )
     link = LinkNotices(address)
-    sinks: list[SnapshotSink] = [printer, link, *files]
+    sinks: list[SnapshotSink] = [printer, link, *outputs.sinks]
     driver = Driver(
         factory,
         sinks=sinks,
@@ -118,6 +119,6 @@ def watch_headless(
         insight=insight,
     )
     code, completed = drive(
-        driver, requests, printer, options.results, watching=True, reached=lambda: link.reached
+        driver, requests, printer, outputs.results, watching=True, reached=lambda: link.reached
     )
-    return finish_run(driver, sinks, options, code, completed)
+    return finish_run(driver, outputs, code, completed)

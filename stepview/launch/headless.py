@@ -29,16 +29,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver.loop import Driver
+from stepview.files.prompts_file import PromptsFileError, prompt_commands
 from stepview.files.records import Annotate, format_request_output, request_record
 from stepview.insight.report import format_summary
-from stepview.insight.run import RunInsight
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -47,12 +47,12 @@ from stepview.launch.exits import (
     notice,
     unfinished_note,
 )
-from stepview.launch.export import export_run, exports_insight
+from stepview.launch.export import exports_insight
+from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.model.commands import AddRequest, Command, Schedule, Shutdown
 from stepview.model.errors import describe
 from stepview.model.load import plan_load
-from stepview.model.prompts import PromptsFileError, prompt_commands, seed_requests
-from stepview.model.sink import SnapshotSink
+from stepview.model.prompts import seed_requests
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 
 DASHES = "-" * 50
@@ -194,9 +194,9 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
         insight = exports_insight(options)
-        files = open_files(options, holder.header_fields, insight)
-        if isinstance(files, int):
-            return files
+        outputs = open_outputs(options, holder.header_fields, insight, default_results=False)
+        if isinstance(outputs, int):
+            return outputs
         printer = HeadlessPrinter(
             request_count(requests),
             json_lines=options.json,
@@ -204,7 +204,6 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             err=sys.stderr,
             annotate=insight.request_fields,
         )
-        sinks = [printer, *files]
         admit = options.admit_per_step
         if admit is None:  # a load paces itself by its arrivals; the example, one per step
             admit = 0 if options.load is not None else 1
@@ -212,52 +211,27 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             engine_argv,
             log_path,
             holder=holder,
-            sinks=sinks,
+            sinks=[printer, *outputs.sinks],
             history_size=1,
             admit_per_step=admit,
             insight=insight,
         )
-        code, completed = drive(driver, requests, printer, options.results)
-        return finish_run(driver, sinks, options, code, completed)
+        code, completed = drive(driver, requests, printer, outputs.results)
+        return finish_run(driver, outputs, code, completed)
     finally:
         restore_stderr()
 
 
-def open_files(
-    options: OwnOptions, header: Callable[[], Mapping[str, Any]], insight: RunInsight
-) -> list[SnapshotSink] | int:
-    """The results file and trace a headless run was asked for (none unless named: the
-    output is stdout); an exit code instead when one cannot be opened."""
-    from stepview.files.sinks import file_sinks
-
-    try:
-        return file_sinks(
-            header,
-            results=options.results,
-            append_results=True,
-            record=options.record,
-            annotate=insight.request_fields,
-        )
-    except OSError as exc:
-        return fail(f"cannot open output file: {exc}")
-
-
-def finish_run(
-    driver: Driver, sinks: Sequence[SnapshotSink], options: OwnOptions, code: int, completed: bool
-) -> int:
+def finish_run(driver: Driver, outputs: RunOutputs, code: int, completed: bool) -> int:
     """After :func:`drive`: the exports, the latency table on stderr, files that failed."""
-    from stepview.files.sinks import sink_errors
-
     insight = driver.insight
-    exported = export_run(options.export_csv, options.export_chrome_trace, insight, driver.latest())
-    errors = [*sink_errors(sinks), *exported]
-    if completed and not any(errors):
+    errors = outputs.finish(insight, driver.latest())
+    if completed and not errors:
         # Only after a run that went to its end: an interrupted or failed one says why in
         # one line, and a closed pipe ends quietly.
         _say(sys.stderr, format_summary(insight.summary()))
     for error in errors:
-        if error is not None:
-            code = fail(error, EXIT_FAILED)
+        code = fail(error, EXIT_FAILED)
     return code
 
 

@@ -14,20 +14,17 @@ An engine that has not stopped by the deadline is left behind: the process exits
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stepview.cli_args import OwnOptions, own_option_names
-from stepview.insight.run import RunInsight
-from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice, unfinished_note
-from stepview.launch.export import export_run, exports_insight
+from stepview.files.prompts_file import PromptsFileError
+from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
+from stepview.launch.export import exports_insight
 from stepview.launch.headless import starting_commands
-from stepview.launch.paths import default_results_path
+from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
-from stepview.model.prompts import PromptsFileError
-from stepview.model.sink import SnapshotSink
 
 if TYPE_CHECKING:
     from stepview.engine.driver.loop import Driver
@@ -51,16 +48,15 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         return fail(problem)
     holder = EngineArgsHolder()
     insight = exports_insight(options)
-    outputs = open_outputs(options, holder.header_fields, insight)
+    outputs = open_outputs(options, holder.header_fields, insight, default_results=True)
     if isinstance(outputs, int):
         return outputs
-    sinks, results_path, default_results = outputs
     admit = 0 if options.admit_per_step is None else options.admit_per_step
     driver = live_driver(
         engine_argv,
         log_path,
         holder=holder,
-        sinks=sinks,
+        sinks=outputs.sinks,
         history_size=options.history,
         admit_per_step=admit,
         insight=insight,
@@ -79,87 +75,26 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         restore_stderr()
     usage = usage_error()
     if usage is not None:
-        _drop_if_empty(results_path, default_results)
+        outputs.discard()
         return fail(usage.message(also_known=own_option_names()))
-    return wrap_up(driver, sinks, results_path, default_results, log_path, app_code, options)
+    return wrap_up(driver, outputs, log_path, app_code)
 
 
-def open_outputs(
-    options: OwnOptions, header: Callable[[], Mapping[str, Any]], insight: RunInsight
-) -> tuple[list[SnapshotSink], Path, bool] | int:
-    """The results file and trace of a TUI run, their path, whether the path is the default.
-
-    An exit code instead when one cannot be opened (before anything starts).
-    """
-    from stepview.files.sinks import file_sinks
-
-    default_results = options.results is None
-    results_path = options.results or default_results_path()
-    try:
-        if default_results:
-            results_path.parent.mkdir(parents=True, exist_ok=True)
-        sinks = file_sinks(
-            header,
-            results=results_path,
-            append_results=not default_results,
-            record=options.record,
-            annotate=insight.request_fields,
-        )
-    except OSError as exc:
-        _drop_if_empty(results_path, default_results)
-        return fail(f"cannot open output file: {exc}")
-    return sinks, results_path, default_results
-
-
-def wrap_up(
-    driver: Driver,
-    sinks: list[SnapshotSink],
-    results_path: Path,
-    default_results: bool,
-    log_path: Path,
-    app_code: int,
-    options: OwnOptions,
-) -> int:
+def wrap_up(driver: Driver, outputs: RunOutputs, log_path: Path, app_code: int) -> int:
     """After the app: name the results file, write the exports the flags ask for
     (``--export-csv``, ``--export-chrome-trace``, from the driver's insight), report what
     went wrong; the exit code."""
-    from stepview.files.sinks import sink_errors
-
-    _report_results(results_path, default=default_results, unfinished=driver.unfinished)
-    file_errors = sink_errors(sinks)
+    outputs.report_results(driver.unfinished)
     if driver.alive:
         # The engine is stuck in start-up or in a step that will not return; every result is
-        # already flushed, so leave without waiting for it.
-        for error in file_errors:
+        # already flushed, so leave without waiting for it (nor exporting from its state).
+        for error in outputs.file_errors():
             notice(error)
         notice("the engine did not stop in time; exiting anyway")
         exit_now(EXIT_FAILED, run_exit_handlers=False)
     if driver.error:
         notice(f"{driver.error} (details in {log_path})")
-    file_errors += export_run(
-        options.export_csv, options.export_chrome_trace, driver.insight, driver.latest()
-    )
+    file_errors = outputs.finish(driver.insight, driver.latest())
     for error in file_errors:
         notice(error)
     return EXIT_FAILED if driver.error or app_code or file_errors else EXIT_OK
-
-
-def _report_results(path: Path, *, default: bool, unfinished: int) -> None:
-    """Say where the results are, if there are any (an empty default file is removed), and
-    how many requests the run left unfinished (they are in the file too)."""
-    if _drop_if_empty(path, default):
-        return
-    note = unfinished_note(unfinished, None)
-    notice(f"finished requests saved in {path}" + (f" ({note} recorded there too)" if note else ""))
-
-
-def _drop_if_empty(path: Path, default: bool) -> bool:
-    """True when ``path`` holds no results; a default one that is empty is deleted."""
-    try:
-        if path.stat().st_size:
-            return False
-        if default:
-            path.unlink()
-    except OSError:
-        pass
-    return True

@@ -68,6 +68,32 @@ def test_json_prompts_file_with_rejections(run_stepview, tmp_path: Path) -> None
     assert len(lp) == 3 and all(len(position) >= 2 for position in lp)
 
 
+@pytest.mark.engine
+def test_prompts_on_stdin_are_run_like_a_file(tmp_path: Path) -> None:
+    """``generate | stepview --headless --json --prompts -``: what every Unix tool does."""
+    lines = [
+        {"id": "a", "prompt": "hello world", "params": {"temperature": 0, "max_tokens": 3}},
+        {"id": "b", "prompt": "from a pipe", "params": {"max_tokens": 2, "seed": 1}},
+    ]
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "stepview", "--headless", "--json", "--prompts", "-"),
+            *("--log-file", str(tmp_path / "log.txt")),
+        ],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=command_env(),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    records = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert set(records) == {"a", "b"}
+    assert all(r["state"] == "finished" for r in records.values())
+    assert len(records["a"]["completions"][0]["token_ids"]) == 3
+
+
 def test_bad_prompts_file_names_the_line(run_stepview, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(

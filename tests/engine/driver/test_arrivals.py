@@ -9,9 +9,9 @@ import pytest
 
 from stepview.engine.driver.arrivals import ArrivalQueue
 from stepview.engine.driver.loop import Driver
+from stepview.files.prompts_file import PromptsFileError, prompt_commands, read_timed_prompts
 from stepview.model.commands import AddRequest, Arrival, Schedule
 from stepview.model.load import LenRange, LoadSpec, plan_load
-from stepview.model.prompts import PromptsFileError, prompt_commands, read_timed_prompts
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import ArrivalCount, RequestState
 from stepview.testing.fake_engine import FakeEngine

@@ -1,0 +1,132 @@
+"""The files a live run writes, from opening them before the engine starts to the last word.
+
+A run writes up to four files: the results file (``--results``), the trace (``--record``),
+and, at its end, the exports (``--export-csv``, ``--export-chrome-trace``). All four modes
+(the TUI, ``--headless``, and both watching a server with ``--attach``) write them the same
+way, so one place owns them: a path that cannot be opened stops the run before the engine
+does anything (exit 2, one line), and at the end every file that failed is named, whether it
+failed mid-run (disk full) or while exporting.
+
+The results file has two lives. In the TUI, with no ``--results``, a new one is made in
+stepview's data directory, and removed again if the run finished nothing: the user did not
+ask for it, so an empty one is only litter. A file the user named is appended to and never
+removed. Headless runs print their results, so they write a results file only when named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from stepview.cli_args import OwnOptions
+from stepview.insight.run import RunInsight
+from stepview.launch.exits import fail, notice, unfinished_note
+from stepview.launch.export import export_run
+from stepview.launch.paths import default_results_path
+from stepview.model.sink import SnapshotSink
+from stepview.model.snapshot import StepSnapshot
+
+
+class RunOutputs:
+    """The run's open file sinks and what is left to do with them at the end."""
+
+    def __init__(
+        self,
+        sinks: list[SnapshotSink],
+        results: Path | None,
+        *,
+        default_results: bool,
+        options: OwnOptions,
+    ) -> None:
+        """``results`` is where the results go (``None``: nowhere); ``default_results``, that
+        stepview chose the path itself (removed at the end when empty)."""
+        self.sinks = sinks
+        """The results writer and trace recorder, for the driver."""
+        self.results = results
+        self.default_results = default_results
+        self._options = options
+
+    def discard(self) -> None:
+        """The run never started (a usage error only the engine could see): remove the
+        results file stepview made for it, if it holds nothing."""
+        self._is_empty()
+
+    def report_results(self, unfinished: int) -> None:
+        """Say where the results are, if there are any (an empty default file is removed),
+        and how many requests the run left unfinished (they are in the file too)."""
+        if self._is_empty():
+            return
+        note = unfinished_note(unfinished, None)
+        also = f" ({note} recorded there too)" if note else ""
+        notice(f"finished requests saved in {self.results}{also}")
+
+    def file_errors(self) -> list[str]:
+        """Why a file stopped being written mid-run (disk full, file removed), one line each.
+
+        The engine ran on regardless (a sink never stops it), so this is the only place the
+        user learns that a file holds less than the run produced.
+        """
+        from stepview.files.sinks import sink_errors
+
+        return sink_errors(self.sinks)
+
+    def finish(self, insight: RunInsight, snapshot: StepSnapshot) -> list[str]:
+        """Write the exports the flags ask for, from the run's ``insight`` and last
+        ``snapshot``, each named as it is written; every file that failed, one line each
+        (the mid-run failures first)."""
+        errors = self.file_errors()
+        options = self._options
+        return errors + export_run(
+            options.export_csv, options.export_chrome_trace, insight, snapshot
+        )
+
+    def _is_empty(self) -> bool:
+        """True when the results file holds nothing; a default one that is empty is deleted."""
+        path = self.results
+        if path is None:
+            return True
+        try:
+            if path.stat().st_size:
+                return False
+            if self.default_results:
+                path.unlink()
+        except OSError:
+            pass
+        return True
+
+
+def open_outputs(
+    options: OwnOptions,
+    header: Callable[[], Mapping[str, Any]],
+    insight: RunInsight,
+    *,
+    default_results: bool,
+) -> RunOutputs | int:
+    """Open the results file and the trace, before the engine starts; an exit code instead
+    when one cannot be opened (nothing is left behind then).
+
+    ``default_results``: with no ``--results``, write a new results file in stepview's
+    data directory (the TUI), instead of none (headless: the results are printed).
+    ``header`` gives the trace header's extra fields once the engine is up; ``insight``
+    adds each request's timeline and preemptions to its result.
+    """
+    from stepview.files.sinks import file_sinks
+
+    results = options.results
+    chosen = results is None and default_results
+    try:
+        if chosen:
+            results = default_results_path()
+            results.parent.mkdir(parents=True, exist_ok=True)
+        sinks = file_sinks(
+            header,
+            results=results,
+            append_results=not chosen,
+            record=options.record,
+            annotate=insight.request_fields,
+        )
+    except OSError as exc:
+        RunOutputs([], results, default_results=chosen, options=options).discard()
+        return fail(f"cannot open output file: {exc}")
+    return RunOutputs(sinks, results, default_results=chosen, options=options)
