@@ -1,0 +1,72 @@
+"""One list of sampling fields: the spec, the plug-in's wire record and the API body agree.
+
+:class:`SamplingSpec` is the list (issue 17). :class:`RequestIntro` restates it because its
+fields are positional on the wire and must not follow the spec when the spec is reordered;
+the plug-in, the watching side and the API body all work from those two by name. These tests
+fail when the lists drift, and say which way to mend them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import msgspec
+
+from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestIntro
+from stepview.model.sampling import SamplingSpec
+
+SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingSpec))
+
+# What the engine core does not hold in a sample's sampling parameters, and where it is.
+CARRIED_ELSEWHERE = {
+    "max_tokens": "RequestFacts.max_tokens, in every record: the scheduler needs it",
+    "n": "the samples the client has seen: the core holds each one as a request, n = 1",
+}
+
+# RequestIntro as it is on the wire: field i is item i. Never reorder, remove or retype one
+# (a reader of another version would take one value for another); append new fields below.
+WIRE_LAYOUT: tuple[tuple[str, object], ...] = (
+    ("prompt_token_ids", list[int]),
+    ("temperature", float),
+    ("top_p", float),
+    ("top_k", int),
+    ("min_p", float),
+    ("seed", int | None),
+    ("presence_penalty", float),
+    ("frequency_penalty", float),
+    ("repetition_penalty", float),
+    ("stop", list[str]),
+    ("logprobs", int | None),
+    ("prompt_logprobs", int | None),
+    ("ignore_eos", bool),
+)
+
+
+def test_the_intro_only_ever_grows_at_its_end() -> None:
+    fields = msgspec.structs.fields(RequestIntro)
+    assert tuple((f.name, f.type) for f in fields[: len(WIRE_LAYOUT)]) == WIRE_LAYOUT
+    # Appended fields need defaults: an older plug-in's records lack them.
+    assert [f.name for f in fields if f.required] == ["prompt_token_ids"]
+
+
+def test_the_intro_carries_every_spec_field_the_core_holds_per_sample() -> None:
+    wanted = [name for name in SPEC_FIELDS if name not in CARRIED_ELSEWHERE]
+    missing = sorted(set(wanted) - set(INTRO_SAMPLING_FIELDS))
+    extra = sorted(set(INTRO_SAMPLING_FIELDS) - set(wanted))
+    assert not missing, f"append {missing} to RequestIntro (with the spec's defaults)"
+    assert not extra, f"{extra} are in RequestIntro, not in SamplingSpec"
+    assert len(INTRO_SAMPLING_FIELDS) == len(wanted)  # no field twice
+
+
+def test_the_intro_has_the_specs_defaults_and_types() -> None:
+    spec, intro = SamplingSpec(), RequestIntro([])
+    types = typing.get_type_hints(SamplingSpec)
+    for field in msgspec.structs.fields(RequestIntro)[1:]:
+        name = field.name
+        if name == "stop":  # a list on the wire (msgpack has no tuple), a tuple in the spec
+            assert (field.type, types[name]) == (list[str], tuple[str, ...])
+            assert intro.stop == list(spec.stop)
+            continue
+        assert field.type == types[name], name
+        assert getattr(intro, name) == getattr(spec, name), name
