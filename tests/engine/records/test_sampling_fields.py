@@ -13,7 +13,13 @@ import typing
 
 import msgspec
 
-from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestIntro
+from stepview.engine.records.facts import (
+    INTRO_SAMPLING_FIELDS,
+    CoreState,
+    RequestFacts,
+    RequestIntro,
+)
+from stepview.engine.watch.adopting import arrival
 from stepview.model.sampling import SamplingSpec
 
 SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingSpec))
@@ -41,6 +47,36 @@ WIRE_LAYOUT: tuple[tuple[str, object], ...] = (
     ("prompt_logprobs", int | None),
     ("ignore_eos", bool),
 )
+
+# Every field off its default, so that a field lost or mixed up on the way shows.
+EVERY_FIELD_SET = SamplingSpec(
+    temperature=0.5,
+    top_p=0.9,
+    top_k=5,
+    min_p=0.05,
+    max_tokens=9,
+    n=2,
+    seed=0,
+    presence_penalty=0.25,
+    frequency_penalty=-0.5,
+    repetition_penalty=1.1,
+    stop=("\n\n", "END"),
+    logprobs=0,
+    prompt_logprobs=2,
+    ignore_eos=True,
+)
+
+
+def _facts(intro: RequestIntro | None, max_tokens: int) -> RequestFacts:
+    return RequestFacts(
+        "c-0123abcd", CoreState.RUNNING, 3, 3, 0, 0, 3, 1, 0, 1.0, 0, max_tokens, intro=intro
+    )
+
+
+def test_every_field_set_sets_every_field() -> None:
+    default = SamplingSpec()
+    assert [n for n in SPEC_FIELDS if getattr(EVERY_FIELD_SET, n) == getattr(default, n)] == []
+    assert EVERY_FIELD_SET.errors() == {}
 
 
 def test_the_intro_only_ever_grows_at_its_end() -> None:
@@ -70,3 +106,19 @@ def test_the_intro_has_the_specs_defaults_and_types() -> None:
             continue
         assert field.type == types[name], name
         assert getattr(intro, name) == getattr(spec, name), name
+
+
+def test_a_spec_survives_the_wire_and_adoption_whole() -> None:
+    spec = EVERY_FIELD_SET
+    values = spec.to_dict()
+    intro = RequestIntro([1, 2, 3], **{name: values[name] for name in INTRO_SAMPLING_FIELDS})
+    adopted = arrival("c", _facts(intro, spec.max_tokens), spec.n, 2.0).spec
+    assert adopted == spec
+    # A request whose intro the client missed, or a pooling request's defaults.
+    assert arrival("c", _facts(None, 9), 1, 2.0).spec == SamplingSpec(max_tokens=9)
+    assert arrival("c", _facts(RequestIntro([1]), 9), 1, 2.0).spec == SamplingSpec(max_tokens=9)
+
+
+def test_vllms_top_k_minus_one_is_adopted_as_off() -> None:
+    adopted = arrival("c", _facts(RequestIntro([1], top_k=-1), 16), 1, 2.0).spec
+    assert adopted.top_k == 0 and adopted.errors() == {}
