@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from types import SimpleNamespace
 
 import msgspec
+import pytest
 
 from stepview.engine.records.facts import (
     INTRO_SAMPLING_FIELDS,
@@ -20,6 +22,7 @@ from stepview.engine.records.facts import (
     RequestIntro,
 )
 from stepview.engine.watch.adopting import arrival
+from stepview.engine.watch.server_api import completion_body
 from stepview.model.sampling import SamplingSpec
 
 SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingSpec))
@@ -122,3 +125,69 @@ def test_a_spec_survives_the_wire_and_adoption_whole() -> None:
 def test_vllms_top_k_minus_one_is_adopted_as_off() -> None:
     adopted = arrival("c", _facts(RequestIntro([1], top_k=-1), 16), 1, 2.0).spec
     assert adopted.top_k == 0 and adopted.errors() == {}
+
+
+# -- the API body ----------------------------------------------------------------------------
+
+NOT_SAMPLING = {"model", "prompt", "request_id", "return_token_ids"}
+# The spec fields a body leaves out while unset, and why that is safe: vLLM's
+# CompletionRequest defaults each to the same "unset" value.
+LEFT_OUT_WHILE_UNSET = {
+    "top_k": "0 or -1 (off)",
+    "seed": "None: a random seed",
+    "stop": "no stop strings",
+    "logprobs": "None: no logprobs",
+    "prompt_logprobs": "None: no prompt logprobs",
+    "ignore_eos": "False: stop at the end-of-sequence token",
+}
+
+
+def test_every_spec_field_is_sent_or_left_out_on_purpose() -> None:
+    body = completion_body("m", "stepview-x-u1", "Hello", SamplingSpec())
+    assert set(body) - NOT_SAMPLING == set(SPEC_FIELDS) - set(LEFT_OUT_WHILE_UNSET)
+    # Set, every field is sent, under the spec's name, as JSON.
+    body = completion_body("m", "stepview-x-u1", [1, 2], EVERY_FIELD_SET)
+    assert {k: v for k, v in body.items() if k not in NOT_SAMPLING} == EVERY_FIELD_SET.to_dict()
+
+
+# -- against vLLM itself (imported, never started) -------------------------------------------
+
+
+@pytest.mark.engine
+def test_the_spec_names_vllms_fields_with_vllms_defaults() -> None:
+    from vllm import SamplingParams
+
+    vllm_params, spec = SamplingParams(), SamplingSpec()
+    for name in SPEC_FIELDS:  # the plug-in reads them by these names
+        assert hasattr(vllm_params, name), f"vLLM's SamplingParams has no {name}"
+        vllm_default = getattr(vllm_params, name)
+        assert (tuple(vllm_default) if name == "stop" else vllm_default) == getattr(spec, name)
+
+
+@pytest.mark.engine
+def test_a_spec_crosses_vllm_the_plug_in_and_the_wire_whole() -> None:
+    from vllm import SamplingParams
+
+    from stepview.engine.plugin.capture import _intro
+
+    spec = EVERY_FIELD_SET
+    params = SamplingParams(**spec.to_dict())  # as stepview's own engine makes them
+    intro = _intro(SimpleNamespace(prompt_token_ids=[1, 2, 3], sampling_params=params))
+    read = msgspec.msgpack.decode(msgspec.msgpack.encode(intro), type=RequestIntro)
+    assert read == intro
+    assert arrival("c", _facts(read, spec.max_tokens), spec.n, 2.0).spec == spec
+
+
+@pytest.mark.engine
+def test_vllms_server_makes_the_body_into_the_spec() -> None:
+    from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+
+    for spec in (SamplingSpec(), EVERY_FIELD_SET):
+        body = completion_body("m", "stepview-x-u1", [1, 2], spec)
+        unknown = set(body) - set(CompletionRequest.model_fields)
+        assert not unknown, f"vLLM's server would ignore {unknown}"
+        request = CompletionRequest(**body)
+        params = request.to_sampling_params(spec.max_tokens, {})
+        for name in SPEC_FIELDS:
+            value = getattr(params, name)
+            assert (tuple(value) if name == "stop" else value) == getattr(spec, name), name
