@@ -284,10 +284,12 @@ def drained(answers: queue.SimpleQueue[T]) -> list[T]:
 
 
 # Sampling fields a body leaves out while they hold a value meaning "not set" (any other is
-# sent): so a body says what the user chose and no more. Leaving one out is meant to be
-# the same as sending it: vLLM's CompletionRequest defaults it to that very value.
+# sent): so a body says what the user chose and no more. Leaving one out is the same as
+# sending it: vLLM's CompletionRequest defaults it to that very value, and the server has no
+# default of its own for it. Those it has (from the model's generation config: temperature,
+# top_p, top_k, min_p, the penalties) are always sent, "off" included, or the server's
+# would replace the user's.
 _LEFT_OUT_WHEN: dict[str, tuple[object, ...]] = {
-    "top_k": (0, -1),  # off
     "seed": (None,),  # a fresh random seed
     "stop": ([],),  # no stop strings
     "logprobs": (None,),  # none returned

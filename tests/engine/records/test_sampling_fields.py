@@ -131,9 +131,9 @@ def test_vllms_top_k_minus_one_is_adopted_as_off() -> None:
 
 NOT_SAMPLING = {"model", "prompt", "request_id", "return_token_ids"}
 # The spec fields a body leaves out while unset, and why that is safe: vLLM's
-# CompletionRequest defaults each to the same "unset" value.
+# CompletionRequest defaults each to the same "unset" value, and the server has no default
+# of its own for it. (top_k has one, from the model's generation config: it is always sent.)
 LEFT_OUT_WHILE_UNSET = {
-    "top_k": "0 or -1 (off)",
     "seed": "None: a random seed",
     "stop": "no stop strings",
     "logprobs": "None: no logprobs",
@@ -178,6 +178,11 @@ def test_a_spec_crosses_vllm_the_plug_in_and_the_wire_whole() -> None:
     assert arrival("c", _facts(read, spec.max_tokens), spec.n, 2.0).spec == spec
 
 
+# What a server takes from a model's generation_config.json (vLLM's
+# get_diff_sampling_param) for each field a request leaves out: Qwen2.5's, say.
+GENERATION_CONFIG = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
+
+
 @pytest.mark.engine
 def test_vllms_server_makes_the_body_into_the_spec() -> None:
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
@@ -187,7 +192,8 @@ def test_vllms_server_makes_the_body_into_the_spec() -> None:
         unknown = set(body) - set(CompletionRequest.model_fields)
         assert not unknown, f"vLLM's server would ignore {unknown}"
         request = CompletionRequest(**body)
-        params = request.to_sampling_params(spec.max_tokens, {})
-        for name in SPEC_FIELDS:
-            value = getattr(params, name)
-            assert (tuple(value) if name == "stop" else value) == getattr(spec, name), name
+        for defaults in ({}, GENERATION_CONFIG):
+            params = request.to_sampling_params(spec.max_tokens, dict(defaults))
+            for name in SPEC_FIELDS:
+                value = getattr(params, name)
+                assert (tuple(value) if name == "stop" else value) == getattr(spec, name), name
