@@ -331,4 +331,5 @@ def _intro(req: Any) -> RequestIntro:
     params = req.sampling_params
     if params is None:  # a pooling request: no sampling
         return RequestIntro(prompt)
-    return RequestIntro(prompt, *[wire(getattr(params, name)) for name, wire in _SAMPLING])
+    # By name, not position: right whatever else the intro holds one day (~2 us a request).
+    return RequestIntro(prompt, **{name: wire(getattr(params, name)) for name, wire in _SAMPLING})
