@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
 from vllm.v1.request import RequestStatus
 
 from stepview.engine.plugin.config import ListenerSink
 from stepview.engine.records.channel import FactsSink
 from stepview.engine.records.facts import (
+    INTRO_SAMPLING_FIELDS,
     CoreState,
     EndedFacts,
     RequestFacts,
@@ -303,25 +305,31 @@ class CoreCapture:
             sink.close()
 
 
+def _listed(stop: Any) -> list[str]:
+    """``stop`` as a list: vLLM makes it one in ``__post_init__``, but a str or None is legal."""
+    return [stop] if isinstance(stop, str) else list(stop or ())
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# Each sampling field of the intro, read from vLLM's SamplingParams under the same name and
+# made the type the record declares: vLLM keeps ``temperature=0`` as the int 0, which would go
+# out as a msgpack int and reach an in-process reader as one. Built once, from the struct.
+_TO_WIRE: dict[Any, Callable[[Any], Any]] = {float: float, int: int, bool: bool, list[str]: _listed}
+_SAMPLING = tuple(
+    (field.name, _TO_WIRE.get(field.type, _as_is))
+    for field in msgspec.structs.fields(RequestIntro)
+    if field.name in INTRO_SAMPLING_FIELDS
+)
+
+
 def _intro(req: Any) -> RequestIntro:
     """What a client that did not add ``req`` needs to show it (once per request)."""
-    prompt = req.prompt_token_ids
+    prompt = list(req.prompt_token_ids or ())
     params = req.sampling_params
     if params is None:  # a pooling request: no sampling
-        return RequestIntro(list(prompt or ()))
-    stop = params.stop
-    return RequestIntro(
-        list(prompt or ()),
-        float(params.temperature),
-        float(params.top_p),
-        int(params.top_k),
-        float(params.min_p),
-        params.seed,
-        float(params.presence_penalty),
-        float(params.frequency_penalty),
-        float(params.repetition_penalty),
-        [stop] if isinstance(stop, str) else list(stop or ()),
-        params.logprobs,
-        params.prompt_logprobs,
-        bool(params.ignore_eos),
-    )
+        return RequestIntro(prompt)
+    # By name, not position: right whatever else the intro holds one day (~2 us a request).
+    return RequestIntro(prompt, **{name: wire(getattr(params, name)) for name, wire in _SAMPLING})

@@ -56,6 +56,14 @@ class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
     the request (``stepview --attach``) can still show what it is. Sampling parameters are
     those of one sample: the engine core holds the samples of an ``n > 1`` request as
     separate requests, each with ``n = 1``.
+
+    The sampling fields are :class:`~stepview.model.sampling.SamplingSpec`'s, under the names
+    vLLM's ``SamplingParams`` and the spec share, less the two the core does not hold per
+    sample: ``max_tokens`` (in every :class:`RequestFacts`, the scheduler needs it) and ``n``
+    (the client counts the samples). They are restated here, not derived from the spec,
+    because the spec's order is free and this one is the wire's; both sides copy them by name
+    (:data:`INTRO_SAMPLING_FIELDS`), and tests/engine/records/test_sampling_fields.py fails
+    when the two lists drift apart. ``top_k`` is as vLLM holds it: -1 means off, like 0.
     """
 
     prompt_token_ids: list[int]
@@ -72,6 +80,11 @@ class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
     prompt_logprobs: int | None = None
     ignore_eos: bool = False
     # Append new fields here, each with a default.
+
+
+# RequestIntro's sampling fields in wire order: every field after the prompt (a field of
+# another kind appended to it one day must be left out here).
+INTRO_SAMPLING_FIELDS: tuple[str, ...] = RequestIntro.__struct_fields__[1:]
 
 
 class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):

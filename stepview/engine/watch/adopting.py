@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from stepview.engine.records.facts import RequestFacts
+from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestFacts
 from stepview.model.engine_api import ArrivedRequest
 from stepview.model.sampling import SamplingSpec
 
@@ -42,20 +42,8 @@ def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> Arr
     if intro is None:
         spec = SamplingSpec(max_tokens=req.max_tokens, n=samples)
         return ArrivedRequest(request_id, prompt, spec, waited)
-    spec = SamplingSpec(
-        temperature=intro.temperature,
-        top_p=intro.top_p,
-        top_k=max(0, intro.top_k),
-        min_p=intro.min_p,
-        max_tokens=req.max_tokens,
-        n=samples,
-        seed=intro.seed,
-        presence_penalty=intro.presence_penalty,
-        frequency_penalty=intro.frequency_penalty,
-        repetition_penalty=intro.repetition_penalty,
-        stop=tuple(intro.stop),
-        logprobs=intro.logprobs,
-        prompt_logprobs=intro.prompt_logprobs,
-        ignore_eos=intro.ignore_eos,
-    )
+    sampling = {name: getattr(intro, name) for name in INTRO_SAMPLING_FIELDS}
+    sampling["stop"] = tuple(intro.stop)
+    sampling["top_k"] = max(0, intro.top_k)  # vLLM's -1 is the spec's 0: off
+    spec = SamplingSpec(max_tokens=req.max_tokens, n=samples, **sampling)
     return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids))

@@ -283,36 +283,42 @@ def drained(answers: queue.SimpleQueue[T]) -> list[T]:
         return taken
 
 
+# Sampling fields a body leaves out while they hold a value meaning "not set" (any other is
+# sent): so a body says what the user chose and no more. Leaving one out is the same as
+# sending it: vLLM's CompletionRequest defaults it to that very value, and the server has no
+# default of its own for it. Those it has (from the model's generation config: temperature,
+# top_p, top_k, min_p, the penalties) are always sent, "off" included, or the server's
+# would replace the user's.
+_LEFT_OUT_WHEN: dict[str, tuple[object, ...]] = {
+    "seed": (None,),  # a fresh random seed
+    "stop": ([],),  # no stop strings
+    "logprobs": (None,),  # none returned
+    "prompt_logprobs": (None,),
+    "ignore_eos": (False,),  # stop at the end-of-sequence token
+}
+
+
 def completion_body(
     model: str, server_id: str, prompt: str | list[int], spec: SamplingSpec
 ) -> dict[str, Any]:
-    """The ``/v1/completions`` body for the form's prompt and sampling parameters."""
+    """The ``/v1/completions`` body for the form's prompt and sampling parameters.
+
+    Every field of the spec goes under its own name, which is the server's: OpenAI's
+    (``temperature``, ``top_p``, ``n``, ``max_tokens``, ``seed``, ``stop``, ``logprobs``,
+    the penalties) and vLLM's extensions (``top_k``, ``min_p``, ``repetition_penalty``,
+    ``prompt_logprobs``, ``ignore_eos``); tests/engine/records/test_sampling_fields.py checks
+    them against vLLM's ``CompletionRequest``, which takes and ignores a name it does not
+    know. Those in ``_LEFT_OUT_WHEN`` are left out while unset.
+    """
     body: dict[str, Any] = {
         "model": model,
         "prompt": prompt,
         "request_id": server_id,
         "return_token_ids": True,
-        "max_tokens": spec.max_tokens,
-        "temperature": spec.temperature,
-        "top_p": spec.top_p,
-        "min_p": spec.min_p,
-        "n": spec.n,
-        "presence_penalty": spec.presence_penalty,
-        "frequency_penalty": spec.frequency_penalty,
-        "repetition_penalty": spec.repetition_penalty,
     }
-    if spec.top_k > 0:
-        body["top_k"] = spec.top_k
-    if spec.seed is not None:
-        body["seed"] = spec.seed
-    if spec.stop:
-        body["stop"] = list(spec.stop)
-    if spec.logprobs is not None:
-        body["logprobs"] = spec.logprobs
-    if spec.prompt_logprobs is not None:
-        body["prompt_logprobs"] = spec.prompt_logprobs
-    if spec.ignore_eos:
-        body["ignore_eos"] = True  # vLLM's extra parameter
+    for name, value in spec.to_dict().items():
+        if value not in _LEFT_OUT_WHEN.get(name, ()):
+            body[name] = value
     return body
 
 

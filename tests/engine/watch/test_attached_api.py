@@ -49,7 +49,9 @@ def test_the_form_becomes_a_completions_request() -> None:
     assert body["request_id"] == "stepview-x-u1" and body["return_token_ids"] is True
     assert (body["temperature"], body["top_k"], body["max_tokens"], body["n"]) == (0.5, 5, 9, 2)
     assert (body["seed"], body["stop"]) == (3, ["\n"])
-    assert "logprobs" not in body and "top_k" not in completion_body("m", "i", "p", SamplingSpec())
+    assert "logprobs" not in body
+    # Off is sent too: left out, the server would use the model's generation config's top_k.
+    assert completion_body("m", "i", "p", SamplingSpec())["top_k"] == 0
 
 
 def test_a_prompt_sent_through_the_api_is_followed_and_finished_by_its_answer(
