@@ -139,11 +139,13 @@ def rate_value(value: float | None) -> str:
     to 999k tok/s, for the status bar where the unit is the label."""
     if value is None:
         return "-"
-    if value >= 10_000:
+    # Each bound is where the next form's rounding would carry into one more digit:
+    # 99.97 is "100", not "100.0"; 999.7 is "1.0k", not "1000"; 9_970 is "10k", not "10.0k".
+    if value >= 9_950:
         return f"{value / 1000:.0f}k"
-    if value >= 1000:
+    if value >= 999.5:
         return f"{value / 1000:.1f}k"
-    if value >= 100:
+    if value >= 99.95:
         return f"{value:.0f}"
     return f"{value:.1f}"
 

@@ -88,7 +88,16 @@ def test_seconds(value: float | None, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "number"),
-    [(None, "-"), (45.24, "45.2"), (338.2, "338"), (1340.0, "1.3k"), (123_456.0, "123k")],
+    [
+        (None, "-"),
+        (45.24, "45.2"),
+        (99.99999, "100"),  # a rate of 1 / 10ms, in floating point
+        (338.2, "338"),
+        (999.7, "1.0k"),
+        (1340.0, "1.3k"),
+        (9_970.0, "10k"),
+        (123_456.0, "123k"),
+    ],
 )
 def test_rate_fits_four_characters_without_its_unit(value: float | None, number: str) -> None:
     assert rate_value(value) == number
