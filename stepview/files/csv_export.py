@@ -2,9 +2,10 @@
 
 The results file (JSONL) keeps everything about a request; a load test wants the numbers
 side by side: when each request arrived, was scheduled, got its first token and finished,
-and the latencies between. One function writes them from any snapshot (the last of a live
-run, or of a replayed trace), so both give the same columns. Times are seconds on the
-driver's clock (0 = engine start); a column is empty where the request never got there.
+and the latencies between, as :mod:`stepview.model.latency` defines them for the panes and
+the latency panel too. One function writes them from any snapshot (the last of a live run,
+or of a replayed trace), so both give the same columns. Times are seconds on the driver's
+clock (0 = engine start); a column is empty where the request never got there.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import csv
 from collections.abc import Iterable
 from pathlib import Path
 
+from stepview.model.latency import request_latency
 from stepview.model.snapshot import RequestView, StepSnapshot
 
 COLUMNS = (
@@ -33,17 +35,15 @@ COLUMNS = (
 
 
 def _seconds(value: float | None) -> str:
+    """A time or a span as 6 decimals; empty where the request never got there."""
     return "" if value is None else f"{value:.6f}"
-
-
-def _span(start: float | None, end: float | None) -> str:
-    return "" if start is None or end is None else f"{end - start:.6f}"
 
 
 def csv_row(view: RequestView) -> list[str]:
     """One request as the :data:`COLUMNS`' values; finish reasons of n > 1 samples joined
     with ``/`` in sample order (``length/stop``)."""
     t = view.timings
+    lat = request_latency(view)  # no clock: in flight, a figure not reached yet is empty
     reasons = [c.finish_reason for c in view.completions if c.finish_reason]
     return [
         view.request_id,
@@ -52,9 +52,9 @@ def csv_row(view: RequestView) -> list[str]:
         _seconds(t.scheduled),
         _seconds(t.first_token),
         _seconds(t.finished),
-        _span(t.arrival, t.scheduled),
-        _span(t.arrival, t.first_token),
-        _span(t.arrival, t.finished),
+        _seconds(lat.queue),
+        _seconds(lat.ttft),
+        _seconds(lat.e2e),
         str(view.prompt_tokens),
         str(view.output_tokens),
         str(view.num_preemptions),

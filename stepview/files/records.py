@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from stepview.model.latency import request_latency
 from stepview.model.snapshot import (
     Completion,
     PositionLogprobs,
     RequestState,
     RequestView,
-    Timings,
 )
 
 
@@ -46,14 +46,18 @@ def completion_record(c: Completion) -> dict[str, Any]:
     }
 
 
-def _derived_timings(t: Timings) -> dict[str, float | None]:
-    def span(a: float | None, b: float | None) -> float | None:
-        return None if a is None or b is None else round(b - a, 6)
+def _derived_timings(view: RequestView) -> dict[str, float | None]:
+    """The figures of :func:`~stepview.model.latency.request_latency` under the record's
+    names, rounded to the microsecond; no clock, so a figure not reached yet is ``None``."""
 
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 6)
+
+    lat = request_latency(view)
     return {
-        "queue_time": span(t.arrival, t.scheduled),
-        "ttft": span(t.arrival, t.first_token),
-        "e2e": span(t.arrival, t.finished),
+        "queue_time": rounded(lat.queue),
+        "ttft": rounded(lat.ttft),
+        "e2e": rounded(lat.e2e),
     }
 
 
@@ -89,7 +93,7 @@ def request_record(view: RequestView, annotate: Annotate | None = None) -> dict[
             "scheduled": t.scheduled,
             "first_token": t.first_token,
             "finished": t.finished,
-            **_derived_timings(t),
+            **_derived_timings(view),
         },
     }
     if annotate is not None:

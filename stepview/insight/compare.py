@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepview.insight.percentiles import RequestLatency, request_latency
 from stepview.insight.run import RunInsight
+from stepview.model.latency import RequestLatency, request_latency
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
 
 _SCHEDULED = (RequestState.PREFILLING, RequestState.DECODING)

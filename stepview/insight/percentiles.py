@@ -1,13 +1,9 @@
 """Latency figures over finished requests: percentiles, a recent window, histogram bins.
 
-Per request (from its :class:`~stepview.model.snapshot.Timings`, driver clock, seconds):
-
-* ``queue`` — arrival to first scheduled;
-* ``ttft`` — arrival to first token;
-* ``itl`` — mean inter-token latency, first to last token over the tokens after the first
-  (vLLM's ``mean_time_per_output_token``);
-* ``e2e`` — arrival to finished;
-* ``tps`` — output tokens per second while in the engine (scheduled to finished).
+Per request, the figures of :func:`stepview.model.latency.request_latency` (``queue``,
+``ttft``, ``itl``, ``e2e``, ``decode_rate``; defined there, once, for the panes too): the
+panel's "decode tok/s" of a request is the very figure its row in the Finished pane shows.
+A rate is the one figure where more is better: its p90 and p99 are the fast end.
 
 Only requests that ``FINISHED`` count (an abort or a rejection says nothing about latency).
 Adding a request is O(1); the figures are sorted when asked for, which happens at the end of
@@ -19,52 +15,24 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
+from stepview.model.latency import RequestLatency, request_latency
 from stepview.model.snapshot import RequestState, RequestView
 
-METRICS: Final = ("queue", "ttft", "itl", "e2e", "tps")
+# The fields of RequestLatency that have a distribution, in the order tables list them.
+METRICS: Final = ("queue", "ttft", "itl", "e2e", "decode_rate")
 METRIC_LABELS: Final = {
     "queue": "queue time (s)",
     "ttft": "TTFT (s)",
     "itl": "inter-token (s)",
     "e2e": "end-to-end (s)",
-    "tps": "output tok/s",
+    "decode_rate": "decode tok/s",
 }
 QUANTILES: Final = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 # Requests in the "recent" window.
 RECENT_WINDOW: Final = 64
 HISTOGRAM_BINS: Final = 10
-
-
-class RequestLatency(NamedTuple):
-    """One finished request's figures; ``None`` where it has none (one token: no ``itl``)."""
-
-    request_id: str
-    queue: float | None
-    ttft: float | None
-    itl: float | None
-    e2e: float | None
-    tps: float | None
-
-
-def _span(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else max(0.0, b - a)
-
-
-def request_latency(view: RequestView) -> RequestLatency:
-    t = view.timings
-    tokens = view.output_tokens
-    decode = _span(t.first_token, t.finished)
-    in_engine = _span(t.scheduled, t.finished)
-    return RequestLatency(
-        view.request_id,
-        _span(t.arrival, t.scheduled),
-        _span(t.arrival, t.first_token),
-        None if decode is None or tokens < 2 else decode / (tokens - 1),
-        _span(t.arrival, t.finished),
-        None if not in_engine else tokens / in_engine,
-    )
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

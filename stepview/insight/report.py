@@ -21,7 +21,7 @@ _LABEL_WIDTH = max(len(label) for label in METRIC_LABELS.values())
 def _figure(metric: str, value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.1f}" if metric == "tps" else f"{value:.4f}"
+    return f"{value:.1f}" if metric == "decode_rate" else f"{value:.4f}"
 
 
 def _row(label: str, cells: list[str]) -> str:

@@ -1,7 +1,9 @@
 """Text for the panes, the status bar and the detail view, as plain functions over snapshots.
 
 Kept apart from the widgets so the wording of a state or a latency lives in one place, is
-cheap to call from ``render_line`` (no Textual objects), and is tested without an app.
+cheap to call from ``render_line`` (no Textual objects), and is tested without an app. The
+latency figures themselves are :mod:`stepview.model.latency`'s, shared with the latency
+panel, the results records and the CSV export; this module only words them.
 
 Prompts are user input and model output is noise from random weights: either can hold
 newlines, escape sequences, bidi overrides, zero-width joiners or unassigned code points.
@@ -15,8 +17,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from stepview.model.latency import request_latency
 from stepview.model.scheduling import BEHIND, DEFERRED, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET
 from stepview.model.snapshot import RequestState, RequestView, StepStat
 
@@ -139,11 +141,13 @@ def rate_value(value: float | None) -> str:
     to 999k tok/s, for the status bar where the unit is the label."""
     if value is None:
         return "-"
-    if value >= 10_000:
+    # Each bound is where the next form's rounding would carry into one more digit:
+    # 99.97 is "100", not "100.0"; 999.7 is "1.0k", not "1000"; 9_970 is "10k", not "10.0k".
+    if value >= 9_950:
         return f"{value / 1000:.0f}k"
-    if value >= 1000:
+    if value >= 999.5:
         return f"{value / 1000:.1f}k"
-    if value >= 100:
+    if value >= 99.95:
         return f"{value:.0f}"
     return f"{value:.1f}"
 
@@ -153,39 +157,6 @@ def percent(value: float) -> str:
 
 
 # -- one request --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Latency:
-    """The figures people compare requests by, derived from :class:`Timings`.
-
-    ``queued`` is arrival to first scheduling (still growing while the request waits);
-    ``ttft`` arrival to first token; ``decode_rate`` the tokens after the first ones over the
-    time since the first token, so a long prefill does not drag the decode speed down.
-    """
-
-    queued: float | None
-    ttft: float | None
-    decode_rate: float | None
-    total: float | None
-
-
-def latency(view: RequestView, now: float) -> Latency:
-    """Latency figures of ``view`` as of ``now`` (the snapshot's clock, never a live one)."""
-    t = view.timings
-    start = t.scheduled if t.scheduled is not None else (None if view.state.done else now)
-    queued = None if start is None else start - t.arrival
-    ttft = None if t.first_token is None else t.first_token - t.arrival
-    end = t.finished if t.finished is not None else (None if view.state.done else now)
-    decode_rate = None
-    if t.first_token is not None and end is not None:
-        # The first step with output produced one token per sample.
-        after_first = view.output_tokens - max(1, len(view.completions))
-        elapsed = end - t.first_token
-        if after_first > 0 and elapsed > 0:
-            decode_rate = after_first / elapsed
-    total = None if t.finished is None else t.finished - t.arrival
-    return Latency(queued, ttft, decode_rate, total)
 
 
 def finish_reasons(view: RequestView) -> str:
@@ -209,12 +180,17 @@ def state_detail(view: RequestView) -> str:
 
 
 def latency_cell(view: RequestView, now: float) -> str:
-    """The latency column: what matters for the request's pane."""
-    lat = latency(view, now)
+    """The latency column: what matters for the request's pane, as of the snapshot clock
+    ``now`` (queue time and decode rate grow or move while the request is in flight).
+
+    The figures are :func:`~stepview.model.latency.request_latency`'s, the ones the latency
+    panel counts: a request's ``tok/s`` here is its ``decode tok/s`` there.
+    """
     if view.state is RequestState.REJECTED:
         return ""
+    lat = request_latency(view, now)
     if lat.ttft is None:
-        return f"queued {seconds(lat.queued)}" if lat.queued is not None else ""
+        return f"queued {seconds(lat.queue)}" if lat.queue is not None else ""
     if lat.decode_rate is None:
         return f"ttft {seconds(lat.ttft)}"
     return f"ttft {seconds(lat.ttft)} {rate(lat.decode_rate)}"

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.insight.percentiles import (
-    LatencyStats,
-    distribution,
-    histogram,
-    percentile,
-    request_latency,
-)
+from stepview.insight.percentiles import LatencyStats, distribution, histogram, percentile
+from stepview.model.latency import request_latency
 from tests.insight.build import S, view
 
 
@@ -24,7 +19,7 @@ def test_request_latency_spans() -> None:
     assert lat.ttft == pytest.approx(0.2)
     assert lat.itl == pytest.approx(0.8 / 4)
     assert lat.e2e == pytest.approx(1.0)
-    assert lat.tps == pytest.approx(5 / 0.9)
+    assert lat.decode_rate == pytest.approx(4 / 0.8)
     one = request_latency(_done("b", 1.0, out=1))  # type: ignore[arg-type]
     assert one.itl is None
 

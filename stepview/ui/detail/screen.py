@@ -25,6 +25,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Static
 
+from stepview.model.latency import request_latency
 from stepview.model.sampling import form_values
 from stepview.model.snapshot import Completion, RequestState, RequestView, StepSnapshot, Timings
 from stepview.ui.detail.heatmap import Spot, heat_parts, prompt_texts, spots, token_panel
@@ -33,7 +34,6 @@ from stepview.ui.drafts import AskToAdd, fork_of, token_texts
 from stepview.ui.footer import FittingFooter
 from stepview.ui.format import (
     finish_reasons,
-    latency,
     multi_line,
     one_line,
     rate,
@@ -56,7 +56,7 @@ def _clock(value: float | None) -> str:
 
 def _timings(view: RequestView, now: float) -> list[_Part]:
     t: Timings = view.timings
-    lat = latency(view, now)
+    lat = request_latency(view, now)  # the pane's and the latency panel's figures
     parts: list[_Part] = []
     for name, value in (
         ("arrival", t.arrival),
@@ -67,10 +67,10 @@ def _timings(view: RequestView, now: float) -> list[_Part]:
         parts += [(f"{name} ", _MUTED), _clock(value), "  "]
     parts.append("\n")
     for name, text in (
-        ("queued", seconds(lat.queued)),
+        ("queued", seconds(lat.queue)),
         ("TTFT", seconds(lat.ttft)),
         ("decode", rate(lat.decode_rate)),
-        ("total", seconds(lat.total)),
+        ("total", seconds(lat.e2e)),
     ):
         parts += [(f"{name} ", _MUTED), text, "  "]
     parts.append("\n")

@@ -1,9 +1,10 @@
 """The latency panel (``t``): how long finished requests took, as percentiles and a histogram.
 
 It answers "is it slow for everyone, or for a few?": p50/p90/p99/max of queue time, TTFT,
-inter-token latency, end-to-end latency and output tokens/s, over every request finished by
+inter-token latency, end-to-end latency and decode tokens/s, over every request finished by
 the step on screen and over the recent window (the last
 :data:`~stepview.insight.percentiles.RECENT_WINDOW`), from :mod:`stepview.insight.percentiles`. The
+per-request figures are :mod:`stepview.model.latency`'s, the ones the panes show. The
 chosen metric (``↑``/``↓``) is drawn as a histogram with Textual's ``Sparkline``.
 
 The figures are recomputed only when the shown snapshot's list of finished requests changes
@@ -36,7 +37,7 @@ LABELS: Final = {
     "ttft": "TTFT",
     "itl": "inter-token",
     "e2e": "end-to-end",
-    "tps": "output tok/s",
+    "decode_rate": "decode tok/s",
 }
 _CELL: Final = 7
 _Part = str | tuple[str, str]
@@ -46,7 +47,7 @@ def figure(metric: str, value: float | None) -> str:
     """A latency as ``850ms``/``1.23s``; a rate as ``45.2``/``1.3k`` (tokens per second)."""
     if value is None:
         return "-"
-    return rate_value(value) if metric == "tps" else seconds(value)
+    return rate_value(value) if metric == "decode_rate" else seconds(value)
 
 
 def latency_table(summary: dict[str, Any], chosen: str) -> Content:

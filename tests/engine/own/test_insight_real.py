@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from stepview.engine.own.vllm_stats import StatsSink
-from stepview.insight.percentiles import request_latency
+from stepview.model.latency import request_latency
 from tests.engine.own.test_driver_real import (  # noqa: F401  (_no_pool_engine: the fixture)
     TINY_KV_BYTES,
     _add,

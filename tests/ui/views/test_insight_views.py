@@ -94,7 +94,7 @@ async def test_the_latency_panel_shows_percentiles_and_a_histogram() -> None:
         assert isinstance(screen, LatencyScreen)
         table = _text(app, "#latency-table")
         assert "3 finished" in table and "last 64" in table
-        for label in ("queue time", "TTFT", "inter-token", "end-to-end", "output tok/s"):
+        for label in ("queue time", "TTFT", "inter-token", "end-to-end", "decode tok/s"):
             assert label in table
         assert "22ms" in table and "50ms" in table  # TTFT p50 and max
         assert "Histogram of TTFT" in _text(app, "#latency-caption")
