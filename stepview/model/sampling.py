@@ -96,8 +96,10 @@ class SamplingSpec:
         return " ".join(parts)
 
 
-_INT_FIELDS = {"top_k", "max_tokens", "n", "seed", "logprobs", "prompt_logprobs"}
-_OPTIONAL_FIELDS = {"seed", "logprobs", "prompt_logprobs"}
+# Read off the spec's own annotations (strings, under ``from __future__ import annotations``),
+# so a field added to :class:`SamplingSpec` is coerced by its declared type without a second list.
+_INT_FIELDS = frozenset(f.name for f in fields(SamplingSpec) if f.type in ("int", "int | None"))
+_OPTIONAL_FIELDS = frozenset(f.name for f in fields(SamplingSpec) if str(f.type).endswith("None"))
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -196,21 +198,9 @@ def _logprobs_problem(name: str, value: int | None, max_logprobs: int) -> str | 
 
 # -- form input ------------------------------------------------------------------------------
 
-FORM_FIELDS: tuple[str, ...] = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "max_tokens",
-    "n",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "stop",
-    "logprobs",
-    "prompt_logprobs",
-)
+# Every field but ``ignore_eos``, which only a synthetic load sets (exact output lengths), in
+# the order the spec lists them: the add form's layout follows the one list of fields.
+FORM_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(SamplingSpec) if f.name != "ignore_eos")
 
 # A form field longer than this is not a number anyone meant to type.
 _MAX_NUMBER_CHARS = 32
