@@ -13,12 +13,14 @@ Every later line is an object with a ``"k"`` (kind):
     params, arrival clock), ``"abort"`` or ``"reject"`` (id, error). Written before the step
     line of the snapshot that showed it. A replay ignores them; tools list them.
 ``"alert"``
-    A problem the run's detectors raised (:mod:`stepview.model.alerts`): ``alert`` (the
-    kind: ``thrash``, ``stall``, ``kv_full``), ``step``, ``clock``, ``id`` (the request, or
-    null) and ``text``. Written after the step line that first showed it. Readers that do not
-    know the kind skip it (so version-1 readers read these traces). A replay takes the alerts
-    that hold from the step lines' ``alerts``; a trace without them shows each alert line's
-    alert at the step it was raised.
+    A problem the run's detectors raised (:mod:`stepview.model.alerts`), with the keys of the
+    run's summary (:func:`~stepview.model.alerts.alert_record`): ``kind`` (``thrash``,
+    ``stall``, ``kv_full``), ``step``, ``clock``, ``request_id`` (or null) and ``text``.
+    Earlier lines named the kind ``alert`` and the request ``id``; they still read. Written
+    after the step line that first showed it. Readers that do not know the kind skip it (so
+    version-1 readers read these traces). A replay takes the alerts that hold from the step
+    lines' ``alerts``; a trace without them shows each alert line's alert at the step it was
+    raised.
 ``"step"``
     One published snapshot, recording only what changed since the previous step line:
     ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``, ``phase_since``,
@@ -64,7 +66,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from stepview.model.alerts import Alert
+from stepview.model.alerts import Alert, alert_from_record, alert_record
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
@@ -107,15 +109,8 @@ class TraceEvent:
 
 
 def alert_line(alert: Alert) -> dict[str, Any]:
-    """The ``alert`` line of a raised alert."""
-    return {
-        "k": "alert",
-        "alert": alert.kind,
-        "step": alert.step,
-        "clock": alert.clock,
-        "id": alert.request_id,
-        "text": alert.text,
-    }
+    """The ``alert`` line of a raised alert: its :func:`~stepview.model.alerts.alert_record`."""
+    return {"k": "alert", **alert_record(alert)}
 
 
 def dump_line(obj: Mapping[str, Any]) -> str:
@@ -294,8 +289,9 @@ def lineage_in(data: Sequence[Any] | None) -> Lineage | None:
 
 
 def alerts_out(alerts: Sequence[Alert]) -> list[list[Any]]:
-    """The alerts that hold after a step, as the step line's ``alerts``."""
-    return [[a.kind, a.step, a.clock, a.text, a.request_id] for a in alerts]
+    """The alerts that hold after a step, as the step line's ``alerts``: each alert's fields
+    as a list, in :class:`Alert`'s field order (the names :func:`alert_line` writes)."""
+    return [list(a) for a in alerts]
 
 
 def alerts_in(data: Sequence[Sequence[Any]]) -> tuple[Alert, ...]:
@@ -306,11 +302,11 @@ def alerts_in(data: Sequence[Sequence[Any]]) -> tuple[Alert, ...]:
 
 
 def alert_in(line: Mapping[str, Any]) -> Alert:
-    """The alert of an ``alert`` line (the inverse of :func:`alert_line`)."""
-    return Alert(
-        str(line["alert"]),
-        int(line["step"]),
-        float(line["clock"]),
-        str(line["text"]),
-        line.get("id"),
-    )
+    """The alert of an ``alert`` line (the inverse of :func:`alert_line`).
+
+    Lines written before the trace shared the summary's keys name the kind ``alert`` and the
+    request ``id``; they read as well.
+    """
+    if "kind" in line:
+        return alert_from_record(line)
+    return alert_from_record({**line, "kind": line["alert"], "request_id": line.get("id")})
