@@ -12,7 +12,9 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from stepview.engine.driver.loop import Driver
 from stepview.model.alerts import STALL, THRASH, Alert
+from stepview.model.commands import AddRequest, Arrival, Schedule
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget
@@ -32,7 +34,8 @@ from stepview.model.snapshot import (
 from stepview.trace.reader import load_trace
 from stepview.trace.step_fields import DELTA_FIELDS, STEP_FIELDS, start_snapshot
 from tests.helpers import DATA
-from tests.trace.runs import write_trace
+from tests.trace.compare import assert_same_run
+from tests.trace.runs import record, run_to_end, write_trace
 
 # The keys a step line uses for its deltas (see stepview.trace.format).
 _DELTA_KEYS = {"k", "recent", "recent_cap", "recent_reset", "new", "upd", "fin", "gone", "order"}
@@ -162,3 +165,19 @@ def test_traces_recorded_before_ranks_and_arrivals_replay_without_them() -> None
         snapshots = load_trace(DATA / name).snapshots
         assert len(snapshots) > 10
         assert all(s.ranks == () and s.arrivals == ArrivalCount() for s in snapshots)
+
+
+def test_a_recorded_synthetic_load_replays_its_arrivals(tmp_path: Path) -> None:
+    """The status bar's "load 3/4 arrived" of a replay is the live run's, step by step."""
+    arrivals = tuple(
+        Arrival(0.004 * i, AddRequest(f"r{i}", "hi", SamplingSpec(max_tokens=2))) for i in range(4)
+    )
+
+    def script(driver: Driver) -> None:
+        driver.send(Schedule(arrivals))
+        run_to_end(driver, 4)
+
+    driver, trace_path, _ = record(tmp_path, script)
+    live = driver.history()
+    assert {s.arrivals for s in live} >= {ArrivalCount(1, 4), ArrivalCount(4, 4)}
+    assert_same_run(live, load_trace(trace_path).snapshots)  # arrivals and ranks included
