@@ -15,7 +15,7 @@ from stepview.insight.alerts import Thresholds, Watchdogs
 from stepview.insight.percentiles import RECENT_WINDOW, LatencyStats
 from stepview.insight.steps import StepSeries
 from stepview.insight.timeline import TimelineTracker
-from stepview.model.alerts import Alert
+from stepview.model.alerts import Alert, alert_record
 from stepview.model.snapshot import StepSnapshot
 
 
@@ -70,13 +70,3 @@ class RunInsight:
             },
             "alerts": [alert_record(a) for a in self.watchdogs.raised],
         }
-
-
-def alert_record(alert: Alert) -> dict[str, Any]:
-    return {
-        "kind": alert.kind,
-        "step": alert.step,
-        "clock": round(alert.clock, 6),
-        "request_id": alert.request_id,
-        "text": alert.text,
-    }

@@ -8,7 +8,8 @@ the trace recorder, the headless summary) sees the same ones without importing t
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple
 
 # Alert.kind
 THRASH: Final = "thrash"  # one request preempted (or its prefill restarted) again and again
@@ -34,3 +35,31 @@ class Alert(NamedTuple):
     def key(self) -> tuple[str, str | None]:
         """What identifies one alert across steps: its kind and request."""
         return (self.kind, self.request_id)
+
+
+def alert_record(alert: Alert) -> dict[str, Any]:
+    """An alert as a JSON object: the one way an alert is written by name.
+
+    The run's summary (``--summary``, the headless table) and the trace's ``alert`` lines both
+    write this, so a tool reading either finds the same keys; the clock is rounded to the
+    microsecond like every clock in the insight's records. (A trace's step lines carry the same
+    fields as a list, in :class:`Alert`'s field order: they repeat the alerts at every change.)
+    """
+    return {
+        "kind": alert.kind,
+        "step": alert.step,
+        "clock": round(alert.clock, 6),
+        "request_id": alert.request_id,
+        "text": alert.text,
+    }
+
+
+def alert_from_record(data: Mapping[str, Any]) -> Alert:
+    """The inverse of :func:`alert_record`."""
+    return Alert(
+        str(data["kind"]),
+        int(data["step"]),
+        float(data["clock"]),
+        str(data["text"]),
+        data.get("request_id"),
+    )

@@ -2,6 +2,9 @@
 
 ``format``
     the file format: header, version, errors, and the codecs of a line's small values.
+``step_fields``
+    the one table of a snapshot's step-level fields (all but requests and sparklines): how
+    each is written when it changed and read back; a test holds it to ``StepSnapshot``.
 ``encoder``
     snapshots to lines: what changed since the previous snapshot, as request deltas.
 ``store``

@@ -4,19 +4,20 @@ Snapshots share every :class:`RequestView` that did not change (see ``model/snap
 "what changed at this step" is an identity test over the active requests plus the tail of the
 append-only ``finished`` list (:func:`diff_snapshots`): it costs what the step changed, never
 what the run accumulated. Each changed request is then written as a delta against its previous
-view (:func:`request_delta`), in the line format of :mod:`stepview.trace.format`.
+view (:func:`request_delta`), in the line format of :mod:`stepview.trace.format`. The
+snapshot's other fields go through the one table of :mod:`stepview.trace.step_fields`, each
+written only when it changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from stepview.model.grow import Frozen
 from stepview.model.snapshot import (
     Completion,
-    EngineCounters,
     EngineInfo,
     RequestState,
     RequestView,
@@ -25,15 +26,12 @@ from stepview.model.snapshot import (
 )
 from stepview.trace.format import (
     BLANK_REQUEST,
-    alerts_out,
-    budget_out,
     lineage_out,
     positions_out,
     scheduling_out,
     stat_out,
 )
-
-_COUNTER_FIELDS = tuple(f.name for f in fields(EngineCounters))
+from stepview.trace.step_fields import start_snapshot, write_step_fields
 
 T = TypeVar("T")
 
@@ -194,47 +192,16 @@ class TraceEncoder:
     """
 
     def __init__(self, info: EngineInfo) -> None:
-        self._info = info
-        self._prev: StepSnapshot | None = None
+        self._prev = start_snapshot(info)
         self._recent_cap: int | None = None
 
     def encode(self, snapshot: StepSnapshot) -> list[dict[str, Any]]:
         """The event lines (possibly none) and the step line for ``snapshot``, in file order."""
         prev = self._prev
         self._prev = snapshot
-        line: dict[str, Any] = {
-            "k": "step",
-            "step": snapshot.step,
-            "clock": snapshot.clock,
-            "state": snapshot.engine_state.value,
-            "step_time": snapshot.step_time,
-        }
-        if prev is None or snapshot.phase != prev.phase:
-            line["phase"] = snapshot.phase
-        if prev is None or snapshot.phase_since != prev.phase_since:
-            line["phase_since"] = snapshot.phase_since
-        if snapshot.info is not self._info and snapshot.info != self._info:
-            self._info = snapshot.info
-            line["info"] = asdict(snapshot.info)
-        old_counters = prev.counters if prev is not None else EngineCounters()
-        counters = snapshot.counters
-        if counters is not old_counters:
-            changed = {
-                name: getattr(counters, name)
-                for name in _COUNTER_FIELDS
-                if getattr(counters, name) != getattr(old_counters, name)
-            }
-            if changed:
-                line["counters"] = changed
-        if prev is None or snapshot.total_generated != prev.total_generated:
-            line["total_generated"] = snapshot.total_generated
-        old_alerts = prev.alerts if prev is not None else ()
-        if snapshot.alerts is not old_alerts and snapshot.alerts != old_alerts:
-            line["alerts"] = alerts_out(snapshot.alerts)
-        budget = snapshot.budget
-        if budget != (prev.budget if prev is not None else None):
-            line["budget"] = budget_out(budget)
-        self._encode_recent(prev.recent if prev is not None else (), snapshot.recent, line)
+        line: dict[str, Any] = {"k": "step"}
+        write_step_fields(prev, snapshot, line)
+        self._encode_recent(prev.recent, snapshot.recent, line)
         events = self._encode_requests(prev, snapshot, line)
         events.append(line)
         return events
@@ -267,7 +234,7 @@ class TraceEncoder:
             line["recent_cap"] = len(new)
 
     def _encode_requests(
-        self, prev: StepSnapshot | None, snapshot: StepSnapshot, line: dict[str, Any]
+        self, prev: StepSnapshot, snapshot: StepSnapshot, line: dict[str, Any]
     ) -> list[dict[str, Any]]:
         """Fill the request deltas into ``line``; return the event lines they imply."""
         diff = diff_snapshots(prev, snapshot)
@@ -303,14 +270,13 @@ class TraceEncoder:
             )
         if removed:
             line["gone"] = list(removed)
-        if prev is not None:
-            # The reader keeps the previous order, drops what left and appends what is new.
-            left = {view.request_id for view in diff.removed}
-            expected = [v.request_id for v in prev.active if v.request_id not in left]
-            expected.extend(v.request_id for v in diff.added)
-            actual = [v.request_id for v in snapshot.active]
-            if actual != expected:
-                line["order"] = actual
+        # The reader keeps the previous order, drops what left and appends what is new.
+        left = {view.request_id for view in diff.removed}
+        expected = [v.request_id for v in prev.active if v.request_id not in left]
+        expected.extend(v.request_id for v in diff.added)
+        actual = [v.request_id for v in snapshot.active]
+        if actual != expected:
+            line["order"] = actual
         return events
 
 

@@ -13,22 +13,29 @@ Every later line is an object with a ``"k"`` (kind):
     params, arrival clock), ``"abort"`` or ``"reject"`` (id, error). Written before the step
     line of the snapshot that showed it. A replay ignores them; tools list them.
 ``"alert"``
-    A problem the run's detectors raised (:mod:`stepview.model.alerts`): ``alert`` (the
-    kind: ``thrash``, ``stall``, ``kv_full``), ``step``, ``clock``, ``id`` (the request, or
-    null) and ``text``. Written after the step line that first showed it. Readers that do not
-    know the kind skip it (so version-1 readers read these traces). A replay takes the alerts
-    that hold from the step lines' ``alerts``; a trace without them shows each alert line's
-    alert at the step it was raised.
+    A problem the run's detectors raised (:mod:`stepview.model.alerts`), with the keys of the
+    run's summary (:func:`~stepview.model.alerts.alert_record`): ``kind`` (``thrash``,
+    ``stall``, ``kv_full``), ``step``, ``clock``, ``request_id`` (or null) and ``text``.
+    Earlier lines named the kind ``alert`` and the request ``id``; they still read. Written
+    after the step line that first showed it. Readers that do not know the kind skip it (so
+    version-1 readers read these traces). A replay takes the alerts that hold from the step
+    lines' ``alerts``; a trace without them shows each alert line's alert at the step it was
+    raised.
 ``"step"``
-    One published snapshot, recording only what changed since the previous step line:
-    ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``, ``phase_since``,
-    ``info``, ``total_generated`` when they changed; ``counters`` as the changed fields only;
-    ``recent`` as the new sparkline entries ``[step, clock, step_time, running, waiting,
-    kv_cache_usage, generation_tokens]`` (``recent_cap`` when the window length changes,
-    ``recent_reset`` when it had to be rewritten); and requests as *deltas*: ``new`` (appeared
-    in ``active``), ``upd`` (its view object changed), ``fin`` (reached a final state) and
-    ``gone`` (ids that left ``active`` without finishing; ``order`` if the order changed
-    otherwise than by removing and appending).
+    One published snapshot, recording only what changed since the previous step line. Its
+    snapshot-level fields are the table of :mod:`stepview.trace.step_fields`, one entry per
+    field of the snapshot: ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``,
+    ``phase_since``, ``info``, ``total_generated`` when they changed; ``counters`` as the
+    changed fields only; ``budget`` and ``alerts`` (version 2, below); ``ranks`` a watched
+    data-parallel server's engine cores, ``[rank, connected, running, waiting,
+    kv_cache_usage]`` each, and ``arrivals`` the scheduled requests ``[arrived, total]`` (a
+    synthetic load's "12/40 arrived"), when they changed. Then ``recent`` as the new sparkline
+    entries ``[step, clock, step_time, running, waiting, kv_cache_usage, generation_tokens]``
+    (``recent_cap`` when the window length changes, ``recent_reset`` when it had to be
+    rewritten); and requests as *deltas*: ``new`` (appeared in ``active``), ``upd`` (its view
+    object changed), ``fin`` (reached a final state) and ``gone`` (ids that left ``active``
+    without finishing; ``order`` if the order changed otherwise than by removing and
+    appending).
 
 A request delta is ``{"id": ...}`` plus the fields that differ from the previous view of that
 request (for ``new`` and for a ``fin`` flagged ``"n": 1``, from :data:`BLANK_REQUEST`): ``p``
@@ -44,14 +51,24 @@ reason. Version 2 adds what the scheduler decided: per request ``wr`` its wait r
 cache, ``ln`` its lineage ``[parent, kind, completion, token]`` (written once, in the delta
 that first shows the request: a clone or fork never changes parent); per step ``budget``
 ``[max_tokens, prefill, decode, free_blocks, total_blocks]`` when it changed (``null`` once
-it is unknown) and ``alerts`` the alerts that hold, ``[kind, step, clock, text, id]`` each,
-when they changed (so a replay shows them when and as long as the live run did). A logprob
-position is ``null`` or a list of ``[token_id, logprob, rank, decoded]``. So a decoding step
-costs a few dozen bytes per request however long the run, and applying a delta rebuilds
+it is unknown) and ``alerts`` the alerts that hold, ``[kind, step, clock, text, request_id]``
+each, when they changed (so a replay shows them when and as long as the live run did). A
+logprob position is ``null`` or a list of ``[token_id, logprob, rank, decoded]``. So a decoding
+step costs a few dozen bytes per request however long the run, and applying a delta rebuilds
 exactly the view that was shown.
 
+How the format evolves: a reader skips what it does not know (a line kind, a key of a step
+line or of a request delta), and a key a line does not carry keeps its value from the lines
+before (in a trace that never wrote it, its default). So a field an older reader can do
+without joins the current version, and a trace that has it still replays in an older
+stepview, without it: lineage, the step lines' ``alerts``, ``ranks`` and ``arrivals`` joined
+version 2 so, and the traces recorded before each replay as they did. The version changes
+when an older reader would misread a trace (a key whose meaning changes, a delta it would
+apply wrongly): a reader refuses a version newer than its own (:func:`check_header`).
+
 This module holds what both directions share: the header, the errors, and the codecs of the
-small values (a line, a logprob position, a sparkline entry). Writing deltas is
+small values (a line, a logprob position, a sparkline entry, a request's scheduling figures).
+The snapshot-level fields are :mod:`stepview.trace.step_fields`; writing deltas is
 :mod:`stepview.trace.encoder`, reading them back :mod:`stepview.trace.reader`.
 """
 
@@ -64,10 +81,10 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from stepview.model.alerts import Alert
+from stepview.model.alerts import Alert, alert_from_record, alert_record
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
-from stepview.model.scheduling import StepBudget, WaitReason
+from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import (
     EngineInfo,
     LogprobEntry,
@@ -107,15 +124,19 @@ class TraceEvent:
 
 
 def alert_line(alert: Alert) -> dict[str, Any]:
-    """The ``alert`` line of a raised alert."""
-    return {
-        "k": "alert",
-        "alert": alert.kind,
-        "step": alert.step,
-        "clock": alert.clock,
-        "id": alert.request_id,
-        "text": alert.text,
-    }
+    """The ``alert`` line of a raised alert: its :func:`~stepview.model.alerts.alert_record`."""
+    return {"k": "alert", **alert_record(alert)}
+
+
+def alert_in(line: Mapping[str, Any]) -> Alert:
+    """The alert of an ``alert`` line (the inverse of :func:`alert_line`).
+
+    Lines written before the trace shared the summary's keys name the kind ``alert`` and the
+    request ``id``; they read as well.
+    """
+    if "kind" in line:
+        return alert_from_record(line)
+    return alert_from_record({**line, "kind": line["alert"], "request_id": line.get("id")})
 
 
 def dump_line(obj: Mapping[str, Any]) -> str:
@@ -268,16 +289,6 @@ def scheduling_in(delta: Mapping[str, Any], base: RequestView) -> dict[str, Any]
     }
 
 
-def budget_out(budget: StepBudget | None) -> list[int] | None:
-    """A step's budget as the trace writes it (see the module docstring)."""
-    return None if budget is None else list(budget)
-
-
-def budget_in(data: Sequence[int] | None) -> StepBudget | None:
-    """The inverse of :func:`budget_out`."""
-    return None if data is None else StepBudget(*(int(v) for v in data[:5]))
-
-
 def lineage_out(lineage: Lineage | None) -> list[Any] | None:
     """A request's lineage as the trace writes it (``ln``)."""
     if lineage is None:
@@ -291,26 +302,3 @@ def lineage_in(data: Sequence[Any] | None) -> Lineage | None:
         return None
     parent, kind, completion, token = data
     return Lineage(str(parent), LineageKind(kind), int(completion), token)
-
-
-def alerts_out(alerts: Sequence[Alert]) -> list[list[Any]]:
-    """The alerts that hold after a step, as the step line's ``alerts``."""
-    return [[a.kind, a.step, a.clock, a.text, a.request_id] for a in alerts]
-
-
-def alerts_in(data: Sequence[Sequence[Any]]) -> tuple[Alert, ...]:
-    """The inverse of :func:`alerts_out`."""
-    return tuple(
-        Alert(str(k), int(step), float(clock), str(text), rid) for k, step, clock, text, rid in data
-    )
-
-
-def alert_in(line: Mapping[str, Any]) -> Alert:
-    """The alert of an ``alert`` line (the inverse of :func:`alert_line`)."""
-    return Alert(
-        str(line["alert"]),
-        int(line["step"]),
-        float(line["clock"]),
-        str(line["text"]),
-        line.get("id"),
-    )

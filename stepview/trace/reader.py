@@ -23,27 +23,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import IO, Any, TypeVar
 
-from stepview.model.alerts import Alert
 from stepview.model.errors import describe
 from stepview.model.sampling import SamplingSpec
-from stepview.model.scheduling import StepBudget
-from stepview.model.snapshot import (
-    EngineCounters,
-    EngineState,
-    Timings,
-)
+from stepview.model.snapshot import EngineState, Timings
 from stepview.trace.deltas import apply_request_delta
 from stepview.trace.format import (
     BLANK_REQUEST,
     TraceError,
     TraceEvent,
     alert_in,
-    alerts_in,
-    budget_in,
     check_header,
-    info_from_dict,
     stat_in,
 )
+from stepview.trace.step_fields import read_step_fields, start_snapshot
 from stepview.trace.store import (
     STARTUP_GAP_S,
     Row,
@@ -66,15 +58,9 @@ class _Decoder:
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
         self._store = trace.store
-        self._info = trace.info
+        self._head = start_snapshot(trace.info)  # the step-level fields as of the last line
         self._active: dict[str, StoredRequest] = {}
         self._active_versions: tuple[StoredRequest, ...] = ()
-        self._counters = EngineCounters()
-        self._phase = ""
-        self._phase_since = 0.0
-        self._total_generated = 0
-        self._budget: StepBudget | None = None
-        self._alerts: tuple[Alert, ...] = ()
         self._alerts_on_steps = False  # the step lines carry ``alerts`` (see _alert)
         self._recent_end = 0
         self._recent_len = 0
@@ -114,51 +100,35 @@ class _Decoder:
         rows = self._store.rows
         if self._alerts_on_steps or not rows:
             return
-        rows[-1] = replace(rows[-1], alerts=(*rows[-1].alerts, alert_in(line)))
+        head = rows[-1].head
+        rows[-1] = replace(rows[-1], head=replace(head, alerts=(*head.alerts, alert_in(line))))
 
     def _step(self, line: Mapping[str, Any]) -> None:
-        if "info" in line:
-            self._info = info_from_dict(line["info"])
-        self._phase = str(line.get("phase", self._phase))
-        self._phase_since = float(line.get("phase_since", self._phase_since))
-        self._total_generated = int(line.get("total_generated", self._total_generated))
-        if "budget" in line:
-            self._budget = budget_in(line["budget"])
+        # Read first: a step-level value that does not read leaves everything as it was.
+        head = read_step_fields(line, self._head)
         if "alerts" in line:
-            self._alerts = alerts_in(line["alerts"])
             self._alerts_on_steps = True
-        if "counters" in line:
-            self._counters = replace(self._counters, **line["counters"])
         self._recent(line)
         self._requests(line)
+        self._head = head
         store = self._store
-        clock = float(line["clock"])
+        clock = head.clock
         previous = store.rows[-1] if store.rows else None
         if previous is None:
             play_clock = min(clock, STARTUP_GAP_S)
         else:
-            gap = clock - previous.clock
-            if previous.engine_state is EngineState.STARTING:
+            gap = clock - previous.head.clock
+            if previous.head.engine_state is EngineState.STARTING:
                 gap = min(gap, STARTUP_GAP_S)
             play_clock = previous.play_clock + gap
         store.rows.append(
             Row(
-                step=int(line["step"]),
-                clock=clock,
+                head=head,
                 play_clock=play_clock,
-                engine_state=EngineState(line["state"]),
-                info=self._info,
-                phase=self._phase,
-                phase_since=self._phase_since,
-                step_time=float(line["step_time"]),
-                counters=self._counters,
                 active=self._active_versions,
                 finished_len=len(store.finished),
                 recent_end=self._recent_end,
                 recent_len=self._recent_len,
-                total_generated=self._total_generated,
-                budget=self._budget,
-                alerts=self._alerts,
             )
         )
 

@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from stepview.model.commands import Command, Pause, Resume, Shutdown, SingleStep
 from stepview.model.errors import describe
@@ -40,6 +41,7 @@ from stepview.trace.playback import (
     check_speed,
 )
 from stepview.trace.reader import TraceReader
+from stepview.trace.step_fields import start_snapshot
 from stepview.trace.store import Trace, TraceSnapshots
 
 log = logging.getLogger(__name__)
@@ -171,11 +173,8 @@ class ReplaySource:
         self._thread = threading.Thread(target=self._run, name="stepview-replay", daemon=True)
         self._error: str | None = None
         self._shown = -1
-        self._latest = StepSnapshot(
-            step=0,
-            clock=0.0,
-            engine_state=EngineState.STARTING,
-            info=self._trace.info,
+        self._latest = replace(
+            start_snapshot(self._trace.info),
             phase=f"loading trace {self._trace.path or ''}".strip(),
         )
         self._status = self._make_status()
@@ -251,13 +250,8 @@ class ReplaySource:
         except Exception as exc:  # show it like an engine failure, never kill the app
             log.error("replay failed\n%s", traceback.format_exc())
             self._error = f"replay failed: {describe(exc)}"
-            self._latest = StepSnapshot(
-                step=self._latest.step,
-                clock=self._latest.clock,
-                engine_state=EngineState.ERROR,
-                info=self._latest.info,
-                phase=self._error,
-            )
+            # What was shown stays, as a live engine's failure keeps its requests on screen.
+            self._latest = replace(self._latest, engine_state=EngineState.ERROR, phase=self._error)
         finally:
             if self._reader is not None:
                 self._reader.close()
@@ -301,11 +295,9 @@ class ReplaySource:
             self._shown = position
             self._latest = snapshots[position]
         elif loaded and not snapshots and self._latest.engine_state is EngineState.STARTING:
-            self._latest = StepSnapshot(
-                step=0,
-                clock=0.0,
+            self._latest = replace(
+                self._latest,
                 engine_state=EngineState.STOPPED,
-                info=self._trace.info,
                 phase=self._trace.warning or "the trace holds no steps",
             )
         self._status = self._make_status()

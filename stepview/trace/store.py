@@ -17,16 +17,12 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from stepview.model.alerts import Alert
 from stepview.model.grow import Frozen, Growing, PrefixView
-from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import (
-    EngineCounters,
     EngineInfo,
-    EngineState,
     PositionLogprobs,
     RequestView,
     StepSnapshot,
@@ -97,24 +93,19 @@ class StoredRequest:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One snapshot minus what can be rebuilt from shared lists (``finished``, ``recent``)."""
+    """One snapshot minus what can be rebuilt from shared lists (``finished``, ``recent``).
 
-    step: int
-    clock: float
+    ``head`` is the snapshot itself with no requests and no sparkline window: every other
+    field is there as read, so building the snapshot replaces just those three and cannot
+    leave a field behind.
+    """
+
+    head: StepSnapshot  # its ``active``, ``finished`` and ``recent`` are empty
     play_clock: float  # ``clock`` with the engine's start-up shortened (see STARTUP_GAP_S)
-    engine_state: EngineState
-    info: EngineInfo
-    phase: str
-    phase_since: float
-    step_time: float
-    counters: EngineCounters
     active: tuple[StoredRequest, ...]
     finished_len: int
     recent_end: int
     recent_len: int
-    total_generated: int
-    budget: StepBudget | None = None  # trace version 2 on
-    alerts: tuple[Alert, ...] = ()  # those that hold after the step (trace version 2 on)
 
 
 def with_text(request: StoredRequest) -> RequestView:
@@ -166,21 +157,11 @@ class Store:
                 self._snapshots.move_to_end(index)
                 return snapshot
             row = self.rows[index]
-            snapshot = StepSnapshot(
-                step=row.step,
-                clock=row.clock,
-                engine_state=row.engine_state,
-                info=row.info,
-                phase=row.phase,
-                phase_since=row.phase_since,
-                step_time=row.step_time,
-                counters=row.counters,
+            snapshot = replace(
+                row.head,
                 active=tuple(self._view(r) for r in row.active),
                 finished=Frozen(self.finished, row.finished_len),
                 recent=tuple(self.stats[row.recent_end - row.recent_len : row.recent_end]),
-                total_generated=row.total_generated,
-                budget=row.budget,
-                alerts=row.alerts,
             )
             self._snapshots[index] = snapshot
             if len(self._snapshots) > _SNAPSHOT_CACHE:
@@ -208,7 +189,7 @@ class TraceSnapshots(PrefixView[StepSnapshot]):
 
     def step_at(self, index: int) -> int:
         """The engine step of snapshot ``index``, without building it."""
-        return self._store.rows[index].step
+        return self._store.rows[index].head.step
 
     def play_clock_at(self, index: int) -> float:
         """When snapshot ``index`` is due in a replay at 1x, without building it.
@@ -230,7 +211,7 @@ class TraceSnapshots(PrefixView[StepSnapshot]):
 
 
 def _row_step(row: Row) -> int:
-    return row.step
+    return row.head.step
 
 
 def _row_play(row: Row) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stepview.model.alerts import THRASH, Alert
+from stepview.model.alerts import THRASH, Alert, alert_from_record, alert_record
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
@@ -61,6 +61,27 @@ def test_a_trace_with_alert_lines_only_shows_each_at_its_step(tmp_path: Path) ->
     lines.insert(3, dump_line(alert_line(thrash)))  # after the step-2 line
     path.write_text("".join(lines))
     assert [s.alerts for s in load_trace(path).snapshots] == [(), (thrash,), ()]
+
+
+def test_alert_lines_with_the_earlier_keys_still_read(tmp_path: Path) -> None:
+    """Alert lines once named the kind ``alert`` and the request ``id``."""
+    thrash = Alert(THRASH, 2, 2.0, "r1 thrashes", "r1")
+    path = tmp_path / "old_keys.trace.jsonl"
+    write_trace(path, [_snap(1), _snap(2), _snap(3)])
+    lines = path.read_text().splitlines(keepends=True)
+    old = {"alert": THRASH, "step": 2, "clock": 2.0, "id": "r1", "text": "r1 thrashes"}
+    lines.insert(3, dump_line({"k": "alert", **old}))
+    path.write_text("".join(lines))
+    assert [s.alerts for s in load_trace(path).snapshots] == [(), (thrash,), ()]
+
+
+def test_an_alert_line_has_the_summarys_keys() -> None:
+    """One serialisation: a tool reading alert lines or the summary finds the same keys."""
+    thrash = Alert(THRASH, 2, 2.0000001234, "r1 thrashes", "r1")
+    line = alert_line(thrash)
+    assert line == {"k": "alert", **alert_record(thrash)}
+    assert set(alert_record(thrash)) == {"kind", "step", "clock", "request_id", "text"}
+    assert alert_from_record(alert_record(thrash)) == thrash._replace(clock=2.0)
 
 
 def test_a_version_1_trace_has_no_lineage_and_no_alerts() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from stepview.engine.driver.loop import Driver
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.model.snapshot import ArrivalCount, EngineInfo, EngineState, RankStatus, StepSnapshot
+from stepview.trace.format import dump_line, trace_header
 from stepview.trace.playback import Seek, SeekEnd, SeekStart, SetSpeed, StepBack, StepForward
 from stepview.trace.reader import TraceReader, load_trace
 from stepview.trace.replay import Playback, ReplaySource
@@ -227,3 +229,43 @@ def test_replay_imports_neither_vllm_nor_torch() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_loading_and_empty_trace_snapshots_describe_the_traces_engine(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    info = EngineInfo(model="tiny", max_num_seqs=3)
+    path.write_text(dump_line(trace_header({}, info)))
+    source = ReplaySource(path)
+    loading = source.latest()
+    assert (loading.engine_state, loading.info) == (EngineState.STARTING, info)
+    assert loading.phase == f"loading trace {path}"
+    source.start()
+    try:
+        empty = wait_for(source, lambda s: s.engine_state is EngineState.STOPPED)
+    finally:
+        source.stop()
+    assert empty == replace(loading, engine_state=EngineState.STOPPED, phase=empty.phase)
+    assert empty.phase == "the trace holds no steps"
+
+
+def test_a_failed_replay_keeps_what_it_showed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every field of the snapshot on screen stays (its requests, ranks, arrivals...), as a
+    live engine's failure keeps its requests; only the state and the phase line say why."""
+    path = tmp_path / "t.jsonl"
+    shown = replace(
+        paced_snapshots(1)[0], ranks=(RankStatus(0, True, 1),), arrivals=ArrivalCount(1, 2)
+    )
+    write_trace(path, [shown])
+
+    def broken(self: ReplaySource, wait: float) -> None:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(ReplaySource, "_drain", broken)
+    source = ReplaySource(path)
+    source.start()
+    source.join(5.0)
+    failed = source.latest()
+    assert source.error == failed.phase == "replay failed: RuntimeError: the disk went away"
+    assert failed == replace(shown, engine_state=EngineState.ERROR, phase=failed.phase)

@@ -396,6 +396,8 @@ class Driver:
         self._publish(EngineState.STARTING)
 
     def _publish(self, state: EngineState) -> None:
+        """Build the snapshot from the driver's state, naming every field (a test holds it to
+        StepSnapshot's), add the insight's alerts, hand it to the readers and the sinks."""
         phase = self._failed if state is EngineState.ERROR else self._phase
         snapshot = StepSnapshot(
             step=self._step,

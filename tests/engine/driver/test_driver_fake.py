@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,30 @@ def test_a_run_that_ends_with_nothing_to_go_has_none_unfinished(driver: Driver) 
     driver.stop()
     assert driver.unfinished == 0
     assert [v.state for v in driver.latest().finished] == [RequestState.FINISHED]
+
+
+def test_the_driver_names_every_field_of_the_snapshots_it_publishes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The driver is where a snapshot's values come from, each from its own state, so it names
+    every field (the insight's ``alerts`` are added after): a field added to StepSnapshot is
+    then a decision in ``_publish``, not a default nobody set. Traces and replays copy the
+    driver's snapshots whole (tests/trace/test_step_fields.py)."""
+    d = make_driver()
+    named: list[frozenset[str]] = []
+
+    def recording(**values: object) -> StepSnapshot:
+        named.append(frozenset(values))
+        return StepSnapshot(**values)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("stepview.engine.driver.loop.StepSnapshot", recording)
+    d.start()
+    try:
+        add(d, "r1", max_tokens=2)
+        wait_for(d, lambda s: len(s.finished) == 1 and s.engine_state is EngineState.IDLE)
+    finally:
+        d.stop()
+    expected = frozenset(f.name for f in fields(StepSnapshot)) - {"alerts"}
+    assert named
+    for names in named:
+        assert names == expected, f"_publish leaves out {sorted(expected - names)}"
