@@ -199,11 +199,15 @@ class Lines:
     def __init__(self, stream: IO[str]) -> None:
         self.seen: list[str] = []
         self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._ended = threading.Event()  # the stream's end was read: every line is queued
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line.rstrip("\n"))
+        try:
+            for line in stream:
+                self._queue.put(line.rstrip("\n"))
+        finally:
+            self._ended.set()
 
     def wait_for(self, text: str, timeout: float = 15.0) -> str:
         """The first line (seen before or coming) that contains ``text``."""
@@ -222,10 +226,13 @@ class Lines:
             if text in line:
                 return line
 
-    def rest(self) -> list[str]:
+    def rest(self, timeout: float = 15.0) -> list[str]:
+        """Every line, once the stream has ended (the child exited); a stream still open
+        after ``timeout`` (a failing test's message) gives the lines so far."""
+        self._ended.wait(timeout)
         while True:
             try:
-                self.seen.append(self._queue.get(timeout=1.0))
+                self.seen.append(self._queue.get_nowait())
             except queue.Empty:
                 return self.seen
 
