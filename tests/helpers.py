@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 
+from stepview.model.commands import Pause
 from stepview.model.snapshot import StepSnapshot
 from stepview.model.source import SnapshotSource
 
@@ -28,8 +29,17 @@ def wait_for(
         snapshot = source.latest()
         if predicate(snapshot):
             return snapshot
-        time.sleep(0.005)
+        time.sleep(0.005)  # polling: the source publishes by swapping an object, no event
     raise AssertionError(f"condition not met within {timeout}s; last snapshot: {snapshot}")
+
+
+def went_round(driver: SnapshotSource, timeout: float = 30.0) -> StepSnapshot:
+    """The snapshot a paused driver publishes once it has handled a command that changes
+    nothing (pausing again): every step it was going to take before is in it, so a test can
+    then assert that one did not happen, without waiting a fixed time for it."""
+    before = driver.latest()
+    driver.send(Pause())
+    return wait_for(driver, lambda s: s is not before, timeout)
 
 
 def all_done(snapshot: StepSnapshot) -> bool:

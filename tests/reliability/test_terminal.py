@@ -94,16 +94,21 @@ def test_stdin_from_dev_null_reads_keys_from_the_terminal(
     tree = process_tree(stepview)
     term.keys("d")
     term.wait_for(lambda s: "Finished 3" in s and "IDLE" in s, timeout=60)  # d was read
-    time.sleep(1.0)
+    time.sleep(1.0)  # the last frames of the run are drawn: not part of the idle measured
     process = psutil.Process(stepview.pid)
     process.cpu_percent(None)
-    time.sleep(2.0)
+    time.sleep(2.0)  # the idle app's CPU over two seconds is what is measured
     assert process.cpu_percent(None) < 50  # was two threads at ~100 % each
     term.keys("q")
     wait_gone(stepview, timeout=10)
     assert term.wait_for_exit(timeout=5) == 0
     assert alive(tree) == []
     assert term.flag("alternate_on") == "0"
+
+
+def reversed_row(screen: str) -> bool:
+    """Some text in ``screen`` (``capture-pane -e``) is drawn in reverse video."""
+    return "\x1b[7m" in screen or ";7m" in screen or "[7;" in screen
 
 
 def colour_codes(screen: str) -> set[str]:
@@ -132,10 +137,12 @@ def test_without_colour_the_screen_is_readable(
     term.run(["env", *assignments, STEPVIEW, "--log-file", log, "--replay", str(TRACE)])
     term.wait_for(lambda s: "STOPPED" in s and "Finished 6" in s, timeout=30)
     term.keys("Tab")  # the Finished pane: its cursor row is drawn in reverse
-    time.sleep(0.5)
-    screen = term.tmux("capture-pane", "-p", "-e", "-t", "main")
+    deadline = time.monotonic() + 10
+    while not reversed_row(screen := term.tmux("capture-pane", "-p", "-e", "-t", "main")):
+        assert time.monotonic() < deadline, "no row drawn in reverse"
+        time.sleep(0.05)
     assert colour_codes(screen) == set(), sorted(colour_codes(screen))
-    assert "\x1b[7m" in screen or ";7m" in screen or "[7;" in screen  # the cursor row
+    assert reversed_row(screen)  # the cursor row
     text = term.screen()
     assert "A robot may not injure a" in text and "REPLAY" in text
     term.keys("q")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -141,7 +142,7 @@ def test_replay_source_plays_the_whole_run(tmp_path: Path) -> None:
             latest = source.latest()
             if not seen or latest is not seen[-1]:
                 seen.append(latest)
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # a poller's pace, as the UI's timer: it may miss snapshots
         assert source.status.at_end and not source.status.playing
         final = source.latest()
         assert_same_run(driver.history()[-1:], [final])
@@ -192,11 +193,21 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
 ) -> None:
     path = tmp_path / "big.jsonl"
     write_trace(path, paced_snapshots(60_000, seconds_apart=0.001))
-    # A slow disk: loading takes 600 chunks x 2 ms or more, whatever the speed of the parser.
+    # A slow disk: loading takes 600 chunks x 2 ms or more, whatever the speed of the parser
+    # (the sleep is the disk's pace, part of what is tested: stop() lands while it reads).
+    # It stalls at the tenth chunk until the test has looked, so "not loaded yet" is a state
+    # the test holds, not a race with the parser.
     monkeypatch.setattr("stepview.trace.replay.LOAD_CHUNK", 100)
     read = TraceReader.read
+    stalled, go_on = threading.Event(), threading.Event()
+    chunks = 0
 
     def slow_read(self: TraceReader, max_lines: int | None = None) -> bool:
+        nonlocal chunks
+        chunks += 1
+        if chunks == 10:
+            stalled.set()
+            go_on.wait(30)
         time.sleep(0.002)
         return read(self, max_lines)
 
@@ -204,6 +215,7 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
     source = ReplaySource(path, speed=1.0)
     source.start()
     try:
+        assert stalled.wait(30), "the tenth chunk was never read"
         wait_for(source, lambda s: s.engine_state is EngineState.RUNNING, timeout=10)
         # Playback started before the whole file was read; stop() comes in the middle of it.
         # One status object: its count and loaded flag were published together.
@@ -211,6 +223,7 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
         assert not status.loaded
         assert 0 < status.count < 60_000
     finally:
+        go_on.set()
         started = time.monotonic()
         source.stop()
         assert time.monotonic() - started < 1.0

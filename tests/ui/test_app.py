@@ -213,7 +213,11 @@ async def test_pause_step_abort_have_visible_effect() -> None:
         step = app.shown.step
         await pilot.press("s")
         await until(pilot, lambda: app.shown is not None and app.shown.step == step + 1)
-        await pilot.pause(0.1)
+        # Exactly one step: pausing again changes nothing, but the driver publishes once it
+        # has handled it, so a second step would be in (or before) that snapshot.
+        stepped = driver.latest()
+        driver.send(Pause())
+        await until(pilot, lambda: driver.latest() is not stepped and app.shown is driver.latest())
         assert app.shown is not None and app.shown.step == step + 1  # exactly one step
         assert ids(app, "running") == ["r0", "r1"]  # max_num_seqs=2
         assert ids(app, "pending") == ["r2"]
@@ -339,13 +343,22 @@ async def test_quit_stops_the_driver_thread_quickly() -> None:
     assert not driver.alive
 
 
-async def test_unchanged_snapshot_costs_nothing() -> None:
+async def test_unchanged_snapshot_costs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    polls: list[None] = []
+    poll = StepviewApp.poll
+
+    def counted_poll(self: StepviewApp) -> None:
+        polls.append(None)
+        poll(self)
+
+    monkeypatch.setattr(StepviewApp, "poll", counted_poll)  # the timer's, bound at mount
     app, source = make_app(mid_run())
     async with app.run_test(size=SIZE) as pilot:
         calls: list[object] = []
         original = app.show_snapshot
         app.show_snapshot = lambda s: (calls.append(s), original(s))  # type: ignore[method-assign]
-        await pilot.pause(0.3)  # several timer ticks with the same snapshot object
+        ticked = len(polls)
+        await until(pilot, lambda: len(polls) >= ticked + 3)  # timer ticks, same snapshot object
         assert calls == []
         source.snapshot = replace(source.snapshot, step=241)
         await until(pilot, lambda: len(calls) == 1)

@@ -83,6 +83,9 @@ class Detokenizer:
         self._closed = False
         self._complained = False
         self.off = False  # the server has no /detokenize: nothing is asked any more
+        # Questions the thread is done with (answered, failed or timed out), their answers
+        # queued for :meth:`answers`: what a test waits on (written by the thread only).
+        self.done = 0
 
     def ask(self, question: Question, token_ids: Sequence[int]) -> bool:
         """Queue a question (never waits); False when nothing is asked any more."""
@@ -124,6 +127,7 @@ class Detokenizer:
                     return
                 question, token_ids = self._questions.popleft()
             self._answers.put((question, self._decode(token_ids)))
+            self.done += 1
 
     def _decode(self, token_ids: list[int]) -> str | None:
         """The server's text for ``token_ids``; ``None`` (said once in the log) if it failed."""

@@ -21,7 +21,7 @@ from stepview.model.engine_api import Engine
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
 from stepview.testing.fake_engine import FakeEngine
-from tests.helpers import all_done, wait_for
+from tests.helpers import all_done, wait_for, went_round
 
 ORDER = [
     RequestState.PENDING,
@@ -104,9 +104,7 @@ def test_pause_single_step_resume(driver: Driver) -> None:
     driver.send(SingleStep())
     after = wait_for(driver, lambda s: s.step == step + 1)
     assert after.active[0].state is not RequestState.PENDING
-    import time
-
-    time.sleep(0.2)
+    assert went_round(driver).step == step + 1  # one step, and no other since
     assert driver.latest().step == step + 1
     driver.send(Resume())
     wait_for(driver, lambda s: len(s.finished) == 1)

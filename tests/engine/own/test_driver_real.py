@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -37,7 +36,7 @@ from stepview.model.prompts import seed_requests
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 from stepview.ui.drafts import clone_of, fork_of, token_texts
-from tests.helpers import all_done, wait_for
+from tests.helpers import all_done, wait_for, went_round
 from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
@@ -415,16 +414,14 @@ class TestDefaultSettings:
         paused = wait_for(driver, lambda s: s.engine_state is EngineState.PAUSED)
         view = paused.find("slow")
         assert view is not None and view.state is S.DECODING
-        time.sleep(0.3)  # ~100 steps' worth of time on this model
-        held = driver.latest()
+        held = went_round(driver)  # it went round since, and took no step
         assert held.step == paused.step
         assert held.find("slow") is view  # not even one more token
 
         for expected in (paused.step + 1, paused.step + 2):
             driver.send(SingleStep())
             stepped = wait_for(driver, _at_step(expected))
-            time.sleep(0.2)
-            latest = driver.latest()
+            latest = went_round(driver)  # and no second one
             assert latest.step == expected and latest.engine_state is EngineState.PAUSED
             now = latest.find("slow")
             assert now is not None

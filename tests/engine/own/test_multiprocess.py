@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from stepview.engine.driver.loop import Driver, PhaseCallback
-from stepview.engine.own.core_link import LocalLink
+from stepview.engine.own.core_link import LocalLink, SubscribedLink
 from stepview.engine.own.tiny_model import demo_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.engine.records.channel import FactsSubscriber
@@ -120,13 +120,26 @@ def runs(engines: EnginePool) -> Iterator[dict[str, tuple[list[StepFacts], list[
         engines.release()
 
         children_before = live_children()
+        # A second listener, the test's own copy, subscribed when stepview's own link is:
+        # before the core process starts, so its subscription is there when the core binds,
+        # long before any step (a core reads subscriptions as it steps, and sends its
+        # records only to those it has read), with no time to guess.
+        copies: list[FactsSubscriber] = []
+        own_init = SubscribedLink.__init__
+
+        def with_a_copy(link: SubscribedLink, address: str | None = None) -> None:
+            own_init(link, address)
+            copies.append(FactsSubscriber(link.address))
+
+        gate.setattr(SubscribedLink, "__init__", with_a_copy)
         remote = engines.get(multiprocess=True, **SETTINGS)
+        gate.setattr(SubscribedLink, "__init__", own_init)
         address = remote.facts_address
         assert address is not None and address.startswith("ipc://")
-        subscriber = FactsSubscriber(address)  # a second listener: the test's own copy
+        (subscriber,) = copies
         try:
+            assert subscriber.address == address
             assert subscriber.wait_connected(10)
-            time.sleep(0.5)  # let the subscription reach the core before any step
             remote_records: list[StepFacts] = []
             results = _run(remote)
             _until_idle(subscriber, remote_records)

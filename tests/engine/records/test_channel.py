@@ -17,8 +17,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from stepview.engine.own.core_link import PendingRecords
+from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records.channel import ChannelState, FactsSubscriber, rank_address
 from stepview.engine.records.facts import (
@@ -62,7 +65,7 @@ def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+        time.sleep(0.01)  # polling: zmq's state is read, not waited on
 
 
 def _lost(sub: FactsSubscriber) -> bool:
@@ -154,11 +157,41 @@ def test_records_are_matched_to_the_step_whose_outputs_are_read() -> None:
 # -- subscriptions ---------------------------------------------------------------------------
 
 
-def test_publisher_wants_records_only_while_someone_subscribes(address: str) -> None:
-    publisher = FactsPublisher(address)
+def _took_in_a_leaving(publisher: FactsPublisher, gone: zmq.Socket[bytes], address: str) -> None:
+    """Return once the publisher has read whatever a subscriber's leaving made zmq say.
+
+    ``gone`` (a monitor of the publisher's socket) reports the dropped connection; a read
+    then has the socket answer its end of the pipe's teardown, and a probe subscribing to
+    another topic only after that finishes its handshake after the teardown is done, so once
+    the publisher's fold holds the probe's topic, an unsubscription the leaving caused (had
+    there been one) was read before it. Needs ``SUBSCRIPTION_CHECK_S`` at 0 (every
+    ``wanted()`` reads)."""
+    assert gone.poll(10_000), "the publisher's socket never saw the subscriber go"
+    assert parse_monitor_message(gone.recv_multipart())["event"] == zmq.EVENT_DISCONNECTED
+    publisher.wanted()
+    context = zmq.Context()
+    probe = context.socket(zmq.SUB)
     try:
-        time.sleep(0.1)
-        assert not publisher.wanted()
+        probe.setsockopt(zmq.LINGER, 0)
+        probe.setsockopt(zmq.SUBSCRIBE, PROBE_TOPIC)
+        probe.connect(address)
+        _until(lambda: publisher.wanted() is not None and PROBE_TOPIC in publisher._topics)
+    finally:
+        probe.close(0)
+        context.term()
+
+
+PROBE_TOPIC = b"probe: not a prefix of the records' topic"
+
+
+def test_publisher_wants_records_only_while_someone_subscribes(
+    address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(publisher_module, "SUBSCRIPTION_CHECK_S", 0.0)  # each wanted() reads
+    publisher = FactsPublisher(address)
+    gone = publisher._sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+    try:
+        assert not publisher.wanted()  # nobody exists who could have subscribed
         first = FactsSubscriber(address)
         _until(publisher.wanted)
         assert first.wait_connected(5.0)
@@ -167,7 +200,7 @@ def test_publisher_wants_records_only_while_someone_subscribes(address: str) -> 
         publisher.deliver(_facts(1))
         _until(lambda: bool(first.poll()))
         first.close()  # one left: still wanted
-        time.sleep(0.2)
+        _took_in_a_leaving(publisher, gone, address)
         assert publisher.wanted()
         second.close()
         _until(lambda: not publisher.wanted())
@@ -179,7 +212,7 @@ def test_publisher_wants_records_only_while_someone_subscribes(address: str) -> 
             sub = FactsSubscriber({address!r})
             sub.wait_connected(10)
             print("ready", flush=True)
-            time.sleep(60)
+            time.sleep(60)  # parked until the test kills it (its death is what is tested)
         """)
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -189,6 +222,8 @@ def test_publisher_wants_records_only_while_someone_subscribes(address: str) -> 
             child.wait()
         _until(lambda: not publisher.wanted())
     finally:
+        publisher._sock.disable_monitor()
+        gone.close(0)
         publisher.close()
 
 
@@ -249,7 +284,7 @@ _PUBLISHER = """
         if publisher.wanted():
             step += 1
             publisher.deliver(_facts(step, started))
-        time.sleep(0.02)
+        time.sleep(0.02)  # an engine core's pace: a step every 20 ms while someone listens
 """
 
 

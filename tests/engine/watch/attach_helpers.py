@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -27,7 +27,8 @@ from stepview.engine.records.facts import (
     StepFacts,
 )
 from stepview.engine.watch.attached import AttachedEngine
-from stepview.model.engine_api import StepResult
+from stepview.model.engine_api import Engine, StepResult
+from stepview.model.sampling import SamplingSpec
 
 WAITING = int(CoreState.WAITING)
 RUNNING = int(CoreState.RUNNING)
@@ -119,7 +120,7 @@ class Server:
         deadline = time.monotonic() + timeout
         while not publisher.wanted():
             assert time.monotonic() < deadline, "nobody subscribed"
-            time.sleep(0.01)
+            time.sleep(0.01)  # polling: wanted() reads the subscriptions that came
 
     def send(self, *records: StepFacts) -> None:
         publisher = self.publisher
@@ -135,6 +136,24 @@ class Server:
     def restart(self) -> None:
         self.kill()
         self.publisher = FactsPublisher(self.address)
+
+
+def warm_up(engine: Engine, seen: Callable[[str, float], bool], tries: int = 20) -> None:
+    """Run one-token requests ``warm-up-N`` on ``engine`` (its core in a process of its own,
+    publishing) until ``seen(request_id, timeout)`` says a watcher read one to its end.
+
+    A core reads new subscriptions only when it steps, and sends a record only to those it
+    has read: from a request seen whole on, every record reaches the watcher, without
+    guessing how long a subscription takes to get there.
+    """
+    for i in range(tries):
+        request_id = f"warm-up-{i}"
+        engine.add_request(request_id, "x", SamplingSpec(temperature=0.0, max_tokens=1))
+        while engine.has_unfinished():
+            engine.step()
+        if seen(request_id, 2.0):  # if not, its record went before the subscription: again
+            return
+    raise AssertionError(f"none of {tries} requests reached the watcher")
 
 
 def ipc_address(folder: Path, name: str = "facts.sock") -> str:
@@ -181,11 +200,15 @@ class Lines:
     def __init__(self, stream: IO[str]) -> None:
         self.seen: list[str] = []
         self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._ended = threading.Event()  # the stream's end was read: every line is queued
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line.rstrip("\n"))
+        try:
+            for line in stream:
+                self._queue.put(line.rstrip("\n"))
+        finally:
+            self._ended.set()
 
     def wait_for(self, text: str, timeout: float = 15.0) -> str:
         """The first line (seen before or coming) that contains ``text``."""
@@ -204,10 +227,13 @@ class Lines:
             if text in line:
                 return line
 
-    def rest(self) -> list[str]:
+    def rest(self, timeout: float = 15.0) -> list[str]:
+        """Every line, once the stream has ended (the child exited); a stream still open
+        after ``timeout`` (a failing test's message) gives the lines so far."""
+        self._ended.wait(timeout)
         while True:
             try:
-                self.seen.append(self._queue.get(timeout=1.0))
+                self.seen.append(self._queue.get_nowait())
             except queue.Empty:
                 return self.seen
 

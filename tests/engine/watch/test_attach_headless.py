@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from stepview.engine.records.facts import EndedFacts
@@ -25,6 +24,31 @@ from tests.engine.watch.attach_helpers import (
     watching,
 )
 from tests.engine.watch.fake_api import FakeApi
+
+
+def finish_one(server: Server, core_id: str, step: int) -> None:
+    """Another client's request runs (record ``step``) and ends (the next record)."""
+    server.send(
+        record(step, request(core_id, outputs=1, new=[7])),
+        record(
+            step + 1,
+            idle=True,
+            finished=[core_id],
+            ended=[EndedFacts(core_id, 2, [7, 8], "length")],
+        ),
+    )
+
+
+def signal_masks(pid: int) -> tuple[set[int], set[int]]:
+    """The signals process ``pid`` ignores and those it catches (Linux's /proc)."""
+
+    def signals(mask: str) -> set[int]:
+        bits = int(mask, 16)
+        return {n for n in range(1, 65) if bits >> (n - 1) & 1}
+
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.partition(":")[::2] for line in status)
+    return signals(fields["SigIgn"].strip()), signals(fields["SigCgt"].strip())
 
 
 def test_watches_headless_until_ctrl_c(server: Server, tmp_path: Path) -> None:
@@ -99,7 +123,9 @@ def test_with_prompts_it_ends_when_they_are_answered_not_before(
             ),
         )
         assert json.loads(watch.out.wait_for('"id": "other"'))["state"] == "finished"
-        time.sleep(0.5)
+        # It went on past that: a later one is read and printed too, and it still runs.
+        finish_one(server, "later-0123abcd", 3)
+        assert json.loads(watch.out.wait_for('"id": "later"'))["state"] == "finished"
         assert watch.child.poll() is None, watch.err.rest()
         # Its own is answered: the run ends by itself, with the answer printed.
         fake_api.answer = ANSWER
@@ -126,8 +152,15 @@ def test_under_nohup_a_hang_up_does_not_end_the_watch(server: Server, tmp_path: 
     with watching(["nohup", *watch_command(server.address, tmp_path)]) as watch:
         server.wait_subscribed(timeout=30)
         watch.err.wait_for("stepview: watching")
+        # nohup execs stepview: its hang-up stays ignored (the kernel drops it on sending),
+        # while a stop it handles is caught. Handlers are in place before "watching".
+        ignored, caught = signal_masks(watch.child.pid)
+        assert signal.SIGHUP in ignored and signal.SIGHUP not in caught
+        assert signal.SIGTERM in caught
         watch.child.send_signal(signal.SIGHUP)  # the terminal closed: nohup ignores it
-        time.sleep(1.0)
+        # Past it: a request that ends after the hang-up is read and printed.
+        finish_one(server, "after-0123abcd", 1)
+        watch.out.wait_for('"id": "after"')
         assert watch.child.poll() is None, watch.err.rest()
         watch.child.send_signal(signal.SIGTERM)  # a stop it does not ignore
         assert watch.child.wait(15) == 0
@@ -145,8 +178,16 @@ def test_its_own_prompt_lost_with_the_server_fails_the_run(
         server.wait_subscribed(timeout=30)
         wait_until(lambda: len(fake_api.bodies) == 1, timeout=15)
         core_id = f"{api_client_id(fake_api.bodies[0]['request_id'])}-0123abcd"
-        server.send(record(1, request(core_id, outputs=1, new=[7], prompt=2)))
-        time.sleep(0.5)  # read: the request runs
+        server.send(
+            record(1, request(core_id, outputs=1, new=[7], prompt=2), request("other-0123abcd")),
+            record(
+                2,
+                request(core_id, outputs=1, prompt=2, intro=False),
+                finished=["other-0123abcd"],
+                ended=[EndedFacts("other-0123abcd", 1, [5], "length")],
+            ),
+        )
+        watch.out.wait_for('"id": "other"')  # read, so the record before it too: mine runs
         server.restart()  # a new core: what ran in the old one is lost (no answer comes)
         lost = json.loads(watch.out.wait_for('"id": "mine"', timeout=30))
         assert (lost["state"], lost["completions"][0]["token_ids"]) == ("aborted", [7])

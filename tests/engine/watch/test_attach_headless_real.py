@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from stepview.model.sampling import SamplingSpec
-from tests.engine.watch.attach_helpers import watch_command, watching
+from tests.engine.watch.attach_helpers import warm_up, watch_command, watching
 from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
@@ -33,7 +32,15 @@ def test_headless_watcher_prints_what_the_client_got(engines: EnginePool, tmp_pa
     assert address is not None
     with watching(watch_command(address, tmp_path)) as watch:
         watch.err.wait_for("stepview: watching", timeout=60)
-        time.sleep(0.5)  # the subscription reaches the core before the first step
+
+        def seen(request_id: str, timeout: float) -> bool:
+            try:
+                watch.out.wait_for(f'"id": "{request_id}"', timeout=timeout)
+            except AssertionError:
+                return False
+            return True
+
+        warm_up(engine, seen)  # from now on every record reaches the watcher
         for request_id, prompt, spec in WORKLOAD:
             engine.add_request(request_id, prompt, spec)
         client: dict[str, dict[int, tuple[list[int], str | None]]] = {}

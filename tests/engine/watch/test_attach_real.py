@@ -18,6 +18,7 @@ from stepview.engine.watch.attached import AttachedEngine
 from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView
+from tests.engine.watch.attach_helpers import warm_up
 from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
@@ -45,7 +46,19 @@ def test_the_attached_view_matches_what_the_client_saw(engines: EnginePool) -> N
             attached.has_unfinished()
             assert time.monotonic() < deadline, "the attached engine did not connect"
             time.sleep(0.02)
-        time.sleep(0.3)  # the subscription reaches the core before the first step
+        warm = RequestLedger(lambda: 0.0)  # the warm-up's, apart from the workload's
+
+        def seen(request_id: str, timeout: float) -> bool:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                while attached.has_unfinished():
+                    warm.apply(attached.step(), 0.0)
+                if any(v.request_id == request_id for v in warm.finished()):
+                    return True
+                time.sleep(0.01)
+            return False
+
+        warm_up(engine, seen)  # from now on every record reaches the attached engine
 
         def watch() -> None:
             while attached.has_unfinished():

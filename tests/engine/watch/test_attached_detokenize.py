@@ -4,7 +4,10 @@ A :class:`Server` publishes the engine core's records (token ids only) and a loc
 server plays vLLM's API (:mod:`tests.engine.watch.fake_api`: ``POST /detokenize`` decodes token
 ``t`` as `` wT``). The attached engine's clock is a test's :class:`Clock`, so a record held
 for its text is held until the fake answers, or until the test moves the clock past
-:data:`~stepview.engine.watch.detokenize.HOLD_S`: nothing depends on the machine's speed.
+:data:`~stepview.engine.watch.detokenize.HOLD_S`. Where a test looks at the view before the
+server's answer, the fake holds its answer until the test releases it (``decoding``), and the
+test then waits until the detokenizer has the answer (``Detokenizer.done``) before looking
+after it: nothing depends on the machine's speed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from stepview.engine.records.facts import EndedFacts, split_internal_id
 from stepview.engine.watch import server_api
 from stepview.engine.watch.adopting import short_id
 from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.detokenize import HOLD_S
+from stepview.engine.watch.detokenize import HOLD_S, Descriptions
 from stepview.engine.watch.server_api import ServerApi
 from stepview.files.records import request_record
 from stepview.model.snapshot import RequestView
@@ -45,6 +48,13 @@ def engine(server: Server, api: ServerApi, clock: Clock) -> Iterator[AttachedEng
     server.wait_subscribed()
     yield e
     e.shutdown()
+
+
+def described(engine: AttachedEngine) -> Descriptions:
+    """The engine's :class:`Descriptions` (it has one: it was given ``api``)."""
+    descriptions = engine._described
+    assert descriptions is not None
+    return descriptions
 
 
 def run_one(watcher: Watcher, server: Server, core_id: str, first: int) -> RequestView:
@@ -74,8 +84,11 @@ def detokenize_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_other_clients_prompts_and_completions_take_the_servers_text(
-    server: Server, engine: AttachedEngine, fake_api: FakeApi
+    server: Server, engine: AttachedEngine, fake_api: FakeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 60.0)  # however busy the machine
+    fake_api.decoding.clear()  # /detokenize answers when the test says
+    detokenizer = described(engine).detokenizer
     watcher = Watcher(engine)
     running = (
         request(A, prompt=4, outputs=1, new=[7]),
@@ -84,16 +97,20 @@ def test_other_clients_prompts_and_completions_take_the_servers_text(
     )
     server.send(record(1, *running))
     watcher.step()
-    assert watcher.active()["01234567"].prompt == "(4 prompt tokens)"
-    # Asked at once (one question per request, not per sample), told with a later step.
-    wait_until(lambda: len(fake_api.detokenized) == 2)
-    step = 2
-    while any(v.prompt.endswith(" prompt tokens)") for v in watcher.active().values()):
-        assert step < 500, "the prompts' text never came"
-        time.sleep(0.01)
-        server.send(record(step, *running))
-        watcher.step()
-        step += 1
+    # Asked at once (the server holds the first question, the second waits its turn) ...
+    wait_until(lambda: fake_api.posts.count("/detokenize") == 1)
+    server.send(record(2, *running))
+    watcher.step()
+    # ... and until the server answers, the panes show token counts.
+    assert {v.prompt for v in watcher.active().values()} == {
+        "(4 prompt tokens)",
+        "(3 prompt tokens)",
+    }
+    fake_api.decoding.set()
+    wait_until(lambda: detokenizer.done == 2)  # both answers are in
+    server.send(record(3, *running))
+    watcher.step()  # told with the next step read
+    assert fake_api.detokenized == [list(range(100, 104)), list(range(100, 103))]  # in turn
     a, b = watcher.active()["01234567"], watcher.active()["fedcba98"]
     assert a.prompt == fake_text(range(100, 104)) and a.prompt_token_ids == tuple(range(100, 104))
     assert b.prompt == fake_text(range(100, 103))
@@ -104,7 +121,7 @@ def test_other_clients_prompts_and_completions_take_the_servers_text(
         EndedFacts(B0, 2, [5, 6], "length"),
         EndedFacts(B1, 2, [9, 10], "length"),
     ]
-    server.send(record(step, idle=True, finished=[A, B0, B1], ended=ends))
+    server.send(record(4, idle=True, finished=[A, B0, B1], ended=ends))
     watcher.step()  # held until the completions' text came (the clock stands still)
     a, b = watcher.finished()["01234567"], watcher.finished()["fedcba98"]
     (sample,) = a.completions
@@ -171,8 +188,13 @@ def test_a_server_that_does_not_answer_in_time_leaves_token_counts(
 
 
 def test_a_slow_server_never_holds_a_step_up(
-    server: Server, engine: AttachedEngine, fake_api: FakeApi, clock: Clock
+    server: Server,
+    engine: AttachedEngine,
+    fake_api: FakeApi,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 60.0)  # late, never timed out
     fake_api.decoding.clear()  # /detokenize answers when the test says
     watcher = Watcher(engine)
 
@@ -201,7 +223,8 @@ def test_a_slow_server_never_holds_a_step_up(
     assert list(done.completions[0].token_ids) == [7, 8, 9]
 
     fake_api.decoding.set()  # the answers come late: dropped, the finished view stays
-    wait_until(lambda: len(fake_api.detokenized) == 2)
+    wait_until(lambda: described(engine).detokenizer.done == 2)  # both answers are in
+    assert fake_api.detokenized == [list(range(100, 104)), [7, 8, 9]]  # oldest first
     server.send(record(4, request(C, prompt=2, outputs=1, new=[1])))
     quick(watcher.step)
     assert watcher.finished()["01234567"] is done

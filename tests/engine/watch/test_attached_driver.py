@@ -7,7 +7,6 @@ UI reads it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,14 +18,25 @@ from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState
 from tests.engine.watch.attach_helpers import WAITING, Server, record, request, wait_until
-from tests.helpers import wait_for
+from tests.helpers import wait_for, went_round
 
 S = RequestState
 
 
 @pytest.fixture
-def driver(server: Server) -> Iterator[Driver]:
-    d = Driver(lambda phase: AttachedEngine(server.address), read_only="no --api")
+def attached() -> list[AttachedEngine]:
+    """The engine the driver builds, once it has."""
+    return []
+
+
+@pytest.fixture
+def driver(server: Server, attached: list[AttachedEngine]) -> Iterator[Driver]:
+    def build(phase: object) -> AttachedEngine:
+        engine = AttachedEngine(server.address)
+        attached.append(engine)
+        return engine
+
+    d = Driver(build, read_only="no --api")
     d.start()
     server.wait_subscribed()
     yield d
@@ -63,12 +73,17 @@ def test_adding_without_api_is_rejected_with_the_reason(driver: Driver) -> None:
     assert "without --api" in (snap.finished[0].error or "")
 
 
-def test_pause_holds_the_view_while_the_server_runs_on(server: Server, driver: Driver) -> None:
+def test_pause_holds_the_view_while_the_server_runs_on(
+    server: Server, driver: Driver, attached: list[AttachedEngine]
+) -> None:
     wait_for(driver, lambda s: s.engine_state is EngineState.IDLE, timeout=5)
     driver.send(Pause())
     wait_for(driver, lambda s: s.engine_state is EngineState.PAUSED, timeout=5)
     server.send(*(record(i, request("a-0123abcd", outputs=i, new=[i])) for i in range(1, 4)))
-    time.sleep(0.3)
+    (engine,) = attached
+    wait_until(lambda: len(engine._backlog) == 3)  # the paused driver received all three ...
+    snap = went_round(driver)  # ... and went round since, reading none of them
+    assert snap.step == 0 and snap.active == ()
     assert driver.latest().step == 0 and driver.latest().active == ()
     driver.send(SingleStep())
     snap = wait_for(driver, lambda s: s.step == 1, timeout=5)

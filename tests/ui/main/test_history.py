@@ -7,6 +7,7 @@ holding the committed recorded run, where every snapshot is known in advance.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from textual.widgets import Input
@@ -29,6 +30,13 @@ SIZE = (80, 24)
 
 def status_text(app: StepviewApp) -> str:
     return str(app.query_one("#status").render())
+
+
+def newest_pulled(app: StepviewApp) -> int:
+    """The newest step the view has pulled, as its banner says (``HISTORY step S of N``)."""
+    found = re.search(r"HISTORY step \d+ of (\d+)", status_text(app))
+    assert found is not None, status_text(app)
+    return int(found.group(1))
 
 
 def pane_views(app: StepviewApp, pane: str) -> list[object]:
@@ -76,7 +84,8 @@ async def test_back_shows_a_past_step_while_the_engine_runs_and_L_returns_to_liv
         # Looking back did not pause the engine, and new steps do not replace the view.
         step = driver.latest().step
         await until(pilot, lambda: driver.latest().step >= step + 5)
-        await pilot.pause(0.2)
+        # The view has pulled those steps (the banner's "of N" moved on) and kept the old one.
+        await until(pilot, lambda: newest_pulled(app) >= step + 5)
         assert app.shown is pinned
         assert driver.latest().engine_state is EngineState.RUNNING
         driver.send(Pause())

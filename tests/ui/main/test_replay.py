@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from textual.pilot import Pilot
+
 from stepview.testing.scenes import at_step, replay_app, until
 from stepview.trace.reader import load_trace
 from stepview.trace.replay import ReplaySource
@@ -80,16 +82,36 @@ async def test_speed_keys_walk_the_ladder_and_show_in_the_status_bar() -> None:
 
 
 class StoppableClock:
-    """The monotonic clock, until :meth:`stop`: then time stands still for the player."""
+    """The monotonic clock, until :meth:`stop`: then time stands still for the player, until
+    :meth:`run` (it goes on from where it stood)."""
 
     def __init__(self) -> None:
         self.stopped_at: float | None = None
+        self.offset = 0.0
 
     def __call__(self) -> float:
-        return time.monotonic() if self.stopped_at is None else self.stopped_at
+        return time.monotonic() - self.offset if self.stopped_at is None else self.stopped_at
 
     def stop(self) -> None:
-        self.stopped_at = time.monotonic()
+        self.stopped_at = self()
+
+    def run(self) -> None:
+        if self.stopped_at is not None:
+            self.offset = time.monotonic() - self.stopped_at
+            self.stopped_at = None
+
+
+async def rounds(pilot: Pilot[None], source: ReplaySource, count: int) -> None:
+    """Let the player go round its loop ``count`` times: each round publishes a new status
+    (the first may have been under way already)."""
+    seen = [source.status]
+
+    def moved_on() -> bool:
+        if source.status is not seen[-1]:
+            seen.append(source.status)
+        return len(seen) > count
+
+    await until(pilot, moved_on)
 
 
 async def test_play_runs_to_the_end_and_pause_holds() -> None:
@@ -115,8 +137,11 @@ async def test_play_runs_to_the_end_and_pause_holds() -> None:
         await pilot.press("p")
         await until(pilot, lambda: not source.status.playing)
         held = source.status.position
-        await pilot.pause(0.3)
-        assert source.status.position == held
+        # Paused, the player holds although time moves again: looked at after it went round
+        # (read the clock and found nothing due) twice since.
+        clock.run()
+        await rounds(pilot, source, 3)
+        assert not source.status.playing and source.status.position == held
         await until(pilot, lambda: app.shown is source.latest() and "‖ 0.25x" in status_text(app))
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from stepview.model.grow import Frozen
 from stepview.model.snapshot import RequestView, StepSnapshot
-from stepview.testing.scenes import make_app
+from stepview.testing.scenes import make_app, until
 from stepview.testing.snapshots import many_finished
 from stepview.ui.main.request_table import RequestTable
 
@@ -51,7 +51,7 @@ async def test_finished_pane_formats_only_new_rows() -> None:
         finished._format_row = counting  # type: ignore[method-assign]
         for n in range(5):
             source.snapshot = finish_one(source.snapshot, items, n)
-            await pilot.pause(0.1)
+            await until(pilot, lambda: app.shown is source.snapshot)
         await pilot.pause()
         # Every line of the pane was repainted (it scrolled), but only new rows were formatted.
         assert formatted == [f"new{n}" for n in range(5)]
