@@ -169,9 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if shutil.which("tmux") is None:
         print("server_overhead: the attached variant needs tmux", file=sys.stderr)
         return 2
-    from stepview.engine.own.tiny_model import ensure_demo_model
+    from stepview.engine.own.tiny_model import ensure_tiny_model
 
-    model = ensure_demo_model()
+    model = ensure_tiny_model()
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="stepview-server-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     variants = (*VARIANTS, UNNICED) if args.unniced else VARIANTS

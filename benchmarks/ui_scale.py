@@ -50,10 +50,10 @@ from stepview.model.snapshot import (
     EngineCounters,
     EngineInfo,
     EngineState,
+    RecentStep,
     RequestState,
     RequestView,
     StepSnapshot,
-    StepStat,
     Timings,
 )
 
@@ -157,7 +157,7 @@ def build_snapshots(
 
     for _ in range(running):
         start(0.0)
-    recent: deque[StepStat] = deque(maxlen=120)
+    recent: deque[RecentStep] = deque(maxlen=120)
     snapshots = []
     for step in range(1, count + 1):
         now = 1.0 + step * STEP_S
@@ -168,7 +168,7 @@ def build_snapshots(
             run.grow(step)
         views = tuple(run.view(now) for run in active)
         counters = EngineCounters(running, waiting, 0.5, 0, running + churn)
-        recent.append(StepStat(step, now, STEP_S, running, waiting, 0.5, running + churn))
+        recent.append(RecentStep(step, now, STEP_S, running, waiting, 0.5, running + churn))
         snapshots.append(
             StepSnapshot(
                 step=step,

@@ -32,7 +32,7 @@ from stepview.engine.own.environment import prepare_vllm_environment
 VLLM_TEST_LOG = Path(tempfile.gettempdir()) / "stepview-tests-vllm.log"
 prepare_vllm_environment(VLLM_TEST_LOG)
 
-from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args  # noqa: E402
+from stepview.engine.own.tiny_model import TINY_MODEL_NAME, tiny_engine_args  # noqa: E402
 from stepview.engine.own.vllm_engine import VllmEngine  # noqa: E402
 
 # Fixtures that start vLLM: a test using one is marked ``engine`` (tests/conftest.py).
@@ -48,7 +48,7 @@ class EnginePool:
         self.phases: list[str] = []
 
     def get(self, *, multiprocess: bool = False, **overrides: Any) -> VllmEngine:
-        """An idle engine built with ``demo_engine_args(**overrides)``.
+        """An idle engine built with ``tiny_engine_args(**overrides)``.
 
         ``multiprocess``: vLLM's engine core in a process of its own (~15 s to start, ~2 GB)
         instead of this one; keep such tests few.
@@ -65,9 +65,9 @@ class EnginePool:
         self.release()
         phases: list[str] = []
         engine = VllmEngine.create(
-            demo_engine_args(**overrides),
+            tiny_engine_args(**overrides),
             demo_model=True,
-            model_label=DEMO_MODEL_NAME,
+            model_label=TINY_MODEL_NAME,
             on_phase=phases.append,
             multiprocess=multiprocess,
         )
@@ -84,9 +84,9 @@ class EnginePool:
 @pytest.fixture(scope="session")
 def demo_model_path() -> Path:
     """The demo model in the user cache dir (built on first use, ~5 s)."""
-    from stepview.engine.own.tiny_model import ensure_demo_model
+    from stepview.engine.own.tiny_model import ensure_tiny_model
 
-    return ensure_demo_model()
+    return ensure_tiny_model()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ request is a thread of it (named by ``M`` metadata events: its id and the start 
 prompt, sorted by arrival), holding one complete event (``X``) per segment of its
 :mod:`~stepview.insight.timeline` (waiting, prefill, decode, preempted) and an instant event
 (``i``) per preemption. Counter events (``C``) give the engine's figures per step from
-:mod:`~stepview.insight.steps`: KV cache usage, running and waiting requests (the scheduler's
+:mod:`~stepview.insight.counters`: KV cache usage, running and waiting requests (the scheduler's
 state after the step, at its end) and the step's prefill and decode tokens (from the step's
 start, back to 0 at its end unless the next step starts right then: tokens are only computed
 inside a step).
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from stepview.insight.steps import StepPoint
+from stepview.insight.counters import CounterPoint
 from stepview.insight.timeline import RequestTimeline, TimelineTracker
 from stepview.model.snapshot import RequestState
 
@@ -122,7 +122,7 @@ def request_events(
     return events
 
 
-def counter_events(points: Sequence[StepPoint]) -> list[dict[str, Any]]:
+def counter_events(points: Sequence[CounterPoint]) -> list[dict[str, Any]]:
     """The counter tracks, one sample per step (see the module docstring for when)."""
     events: list[dict[str, Any]] = []
     base = {"pid": PID, "ph": "C"}
@@ -146,7 +146,7 @@ def counter_events(points: Sequence[StepPoint]) -> list[dict[str, Any]]:
 
 
 def chrome_trace(
-    tracker: TimelineTracker, points: Sequence[StepPoint], *, title: str = "stepview run"
+    tracker: TimelineTracker, points: Sequence[CounterPoint], *, title: str = "stepview run"
 ) -> dict[str, Any]:
     """The whole run as a Trace Event Format object (``traceEvents``, ``displayTimeUnit``).
 
@@ -182,7 +182,7 @@ def write_chrome_trace(path: Path, trace: dict[str, Any]) -> int:
 
 
 def export_timelines(
-    path: Path, tracker: TimelineTracker, points: Iterable[StepPoint], title: str
+    path: Path, tracker: TimelineTracker, points: Iterable[CounterPoint], title: str
 ) -> int:
     """:func:`chrome_trace` written to ``path``; the number of request tracks."""
     return write_chrome_trace(path, chrome_trace(tracker, list(points), title=title))

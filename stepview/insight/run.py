@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from stepview.insight.alerts import Thresholds, Watchdogs
+from stepview.insight.counters import CounterSeries
 from stepview.insight.percentiles import RECENT_WINDOW, LatencyStats
-from stepview.insight.steps import StepSeries
 from stepview.insight.timeline import TimelineTracker
 from stepview.model.alerts import Alert, alert_record
 from stepview.model.snapshot import StepSnapshot
@@ -36,7 +36,7 @@ class RunInsight:
         """``keep_steps`` keeps every step's figures in :attr:`step_series` (for a Chrome
         trace export); without it :attr:`step_series` is None."""
         self.timelines = TimelineTracker()
-        self.step_series = StepSeries() if keep_steps else None
+        self.step_series = CounterSeries() if keep_steps else None
         self.latency = LatencyStats(window)
         self.watchdogs = Watchdogs(thresholds)
         self.steps = 0

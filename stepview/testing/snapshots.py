@@ -20,10 +20,10 @@ from stepview.model.snapshot import (
     EngineInfo,
     EngineState,
     LogprobEntry,
+    RecentStep,
     RequestState,
     RequestView,
     StepSnapshot,
-    StepStat,
     Timings,
 )
 
@@ -128,13 +128,13 @@ def request(
     )
 
 
-def recent(steps: int = 60, last: int = 240) -> tuple[StepStat, ...]:
+def recent(steps: int = 60, last: int = 240) -> tuple[RecentStep, ...]:
     """A strip of steps with a ramp in batch size and KV use, ending at step ``last``."""
     out = []
     for i in range(steps):
         running = min(8, 1 + i // 5)
         out.append(
-            StepStat(
+            RecentStep(
                 step=last - steps + 1 + i,
                 clock=10.0 + 0.02 * i,
                 step_time=0.004 + 0.0002 * running,

@@ -21,10 +21,10 @@ from stepview.model.scheduling import KV_CACHE, TOKEN_BUDGET, StepBudget, WaitRe
 from stepview.model.snapshot import (
     EngineCounters,
     EngineState,
+    RecentStep,
     RequestState,
     RequestView,
     StepSnapshot,
-    StepStat,
 )
 from stepview.testing.snapshots import INFO, request
 
@@ -158,7 +158,7 @@ def preemption_story() -> list[StepSnapshot]:
     """The snapshots of steps 0 to 11, oldest first: what a source's ``history()`` holds."""
     out: list[StepSnapshot] = []
     finished: list[RequestView] = []
-    recent: list[StepStat] = []
+    recent: list[RecentStep] = []
     queries = hits = 0
     for step in range(len(_S1)):
         active: list[RequestView] = []
@@ -181,7 +181,7 @@ def preemption_story() -> list[StepSnapshot]:
         running = sum(v.state in (PF, DC) for v in active)
         waiting = sum(v.state in (W, PE) for v in active)
         kv = used / TOTAL_BLOCKS
-        recent.append(StepStat(step, clock_of(step), STEP_TIME, running, waiting, kv, decode))
+        recent.append(RecentStep(step, clock_of(step), STEP_TIME, running, waiting, kv, decode))
         out.append(
             StepSnapshot(
                 step=step,

@@ -24,9 +24,9 @@ from stepview.model.grow import Frozen, Growing, PrefixView
 from stepview.model.snapshot import (
     EngineInfo,
     PositionLogprobs,
+    RecentStep,
     RequestView,
     StepSnapshot,
-    StepStat,
 )
 from stepview.trace.format import TraceEvent, info_from_dict
 
@@ -132,7 +132,7 @@ class Store:
     def __init__(self) -> None:
         self.rows: list[Row] = []
         self.finished: list[RequestView] = []
-        self.stats: list[StepStat] = []
+        self.stats: list[RecentStep] = []
         self._lock = threading.Lock()
         self._views: OrderedDict[StoredRequest, RequestView] = OrderedDict()
         self._snapshots: OrderedDict[int, StepSnapshot] = OrderedDict()

@@ -87,9 +87,9 @@ def pane_count(screen: str, pane: str) -> int:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ApiServer]:
-    from stepview.engine.own.tiny_model import ensure_demo_model
+    from stepview.engine.own.tiny_model import ensure_tiny_model
 
-    model, port = ensure_demo_model(), free_port()
+    model, port = ensure_tiny_model(), free_port()
     publish = f"tcp://127.0.0.1:{free_port()}"
     api = ApiServer(server_command(model, port), server_env(publish), port, tmp_path / "server.log")
     try:

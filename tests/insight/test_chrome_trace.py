@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepview.insight.chrome_trace import chrome_trace, export_timelines, track_name
-from stepview.insight.steps import StepPoint
+from stepview.insight.counters import CounterPoint
 from stepview.insight.timeline import TimelineTracker
 from stepview.launch.summary import summarize
 from stepview.trace.reader import load_trace
@@ -31,9 +31,9 @@ def test_replayed_trace_exports_spans_and_counters_of_the_run(tmp_path: Path) ->
 def test_tokens_drop_to_zero_between_steps_only_when_the_engine_paused() -> None:
     tracker = TimelineTracker()
     points = [
-        StepPoint(1, 0.0, 0.010, 0.5, 2, 1, 64, 0),
-        StepPoint(2, 0.010, 0.020, 0.5, 2, 1, 0, 2),  # straight after step 1
-        StepPoint(3, 0.500, 0.510, 0.0, 0, 0, 0, 2),  # after an idle stretch
+        CounterPoint(1, 0.0, 0.010, 0.5, 2, 1, 64, 0),
+        CounterPoint(2, 0.010, 0.020, 0.5, 2, 1, 0, 2),  # straight after step 1
+        CounterPoint(3, 0.500, 0.510, 0.0, 0, 0, 0, 2),  # after an idle stretch
     ]
     trace = chrome_trace(tracker, points)
     validate(trace)

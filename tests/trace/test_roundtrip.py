@@ -19,10 +19,10 @@ from stepview.model.snapshot import (
     EngineInfo,
     EngineState,
     LogprobEntry,
+    RecentStep,
     RequestState,
     RequestView,
     StepSnapshot,
-    StepStat,
     Timings,
 )
 from stepview.testing.fake_engine import FakeEngine
@@ -176,7 +176,7 @@ def test_changes_the_driver_never_makes_still_round_trip(tmp_path: Path) -> None
     b1 = _view("b", spec=SamplingSpec(temperature=0.0, stop=("x",)))
     b2 = b1._replace(prompt="a new prompt", spec=SamplingSpec(n=3, temperature=0.7))
     c = _view("c")
-    stats = tuple(StepStat(i, i * 0.1, 0.01, 1, 0, 0.5, 1) for i in range(6))
+    stats = tuple(RecentStep(i, i * 0.1, 0.01, 1, 0, 0.5, 1) for i in range(6))
     info2 = EngineInfo(model="swapped", max_num_seqs=3)
     finished_list = [c._replace(state=RequestState.FINISHED)]
 

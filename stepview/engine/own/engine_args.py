@@ -208,8 +208,8 @@ def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
 
     from stepview.engine.own.tiny_model import (
         DEMO_ENGINE_DEFAULTS,
-        DEMO_MODEL_NAME,
-        ensure_demo_model,
+        TINY_MODEL_NAME,
+        ensure_tiny_model,
     )
 
     parser = engine_parser()
@@ -218,12 +218,12 @@ def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
     given = _given(parser, argv)
     demo = "model" not in given
     if demo:
-        args.model = str(ensure_demo_model())
+        args.model = str(ensure_tiny_model())
         for dest, value in DEMO_ENGINE_DEFAULTS.items():
             if dest not in given and hasattr(args, dest):
                 setattr(args, dest, value)
         if "served_model_name" not in given and hasattr(args, "served_model_name"):
-            args.served_model_name = [DEMO_MODEL_NAME]
+            args.served_model_name = [TINY_MODEL_NAME]
     else:
         problem = local_model_problem(str(args.model))
         if problem is not None:
@@ -234,7 +234,7 @@ def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
         # vLLM checks the flags together here and resolves --model (a Hugging Face name is
         # looked up, or downloaded): a refusal is the command line's fault, not a crash.
         raise UsageError(_refusal(exc, str(args.model), demo)) from exc
-    label = DEMO_MODEL_NAME if demo else str(args.model)
+    label = TINY_MODEL_NAME if demo else str(args.model)
     as_dict = {
         key: value
         for key, value in vars(args).items()

@@ -35,7 +35,7 @@ from stepview.engine.own.environment import block_broken_cpu_modules
 if TYPE_CHECKING:
     import vllm
 
-DEMO_MODEL_NAME = "stepview-demo-tiny"
+TINY_MODEL_NAME = "stepview-demo-tiny"
 
 # Bump when the build changes in a way the constants below do not capture.
 _RECIPE_VERSION = 1
@@ -97,7 +97,7 @@ DEMO_ENGINE_DEFAULTS: dict[str, object] = {
     "max_num_seqs": 32,
     # Sampling with a seed per request is reproducible; this is vLLM's default, made explicit.
     "seed": 0,
-    "served_model_name": [DEMO_MODEL_NAME],
+    "served_model_name": [TINY_MODEL_NAME],
     # The weight loader's progress bar would draw on stderr, under the TUI.
     "use_tqdm_on_load": False,
 }
@@ -126,7 +126,7 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("stepview"))
 
 
-def ensure_demo_model(cache_dir: Path | None = None) -> Path:
+def ensure_tiny_model(cache_dir: Path | None = None) -> Path:
     """Return the demo model's directory, building it first if missing or broken.
 
     ``cache_dir`` is the parent folder (default: the user cache dir); the model lives in
@@ -157,11 +157,11 @@ def ensure_demo_model(cache_dir: Path | None = None) -> Path:
     return target
 
 
-def demo_engine_args(**overrides: Any) -> vllm.EngineArgs:
+def tiny_engine_args(**overrides: Any) -> vllm.EngineArgs:
     """``EngineArgs`` for the demo model with :data:`DEMO_ENGINE_DEFAULTS`; overrides win."""
     from vllm import EngineArgs
 
-    kwargs: dict[str, Any] = {"model": str(ensure_demo_model()), **DEMO_ENGINE_DEFAULTS}
+    kwargs: dict[str, Any] = {"model": str(ensure_tiny_model()), **DEMO_ENGINE_DEFAULTS}
     kwargs.update(overrides)
     return EngineArgs(**kwargs)
 
@@ -314,7 +314,7 @@ def _build(out: Path, digest: str) -> None:
         json.dumps(
             {
                 "recipe": digest,
-                "name": DEMO_MODEL_NAME,
+                "name": TINY_MODEL_NAME,
                 "built_seconds": round(time.perf_counter() - start, 3),
             }
         ),

@@ -16,7 +16,7 @@ import pytest
 
 from stepview.engine.driver.loop import Driver, PhaseCallback
 from stepview.engine.own.core_link import SubscribedLink
-from stepview.engine.own.tiny_model import demo_engine_args
+from stepview.engine.own.tiny_model import tiny_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.engine.records.channel import FactsSubscriber
 from stepview.engine.records.facts import StepFacts
@@ -77,7 +77,7 @@ def test_pause_and_single_step_hold_a_core_in_its_own_process(
 
     def build(on_phase: PhaseCallback) -> Engine:
         engine = VllmEngine.create(
-            demo_engine_args(),
+            tiny_engine_args(),
             demo_model=True,
             model_label="demo",
             on_phase=on_phase,

@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from stepview.engine.driver.loop import Driver, PhaseCallback
-from stepview.engine.own.tiny_model import demo_engine_args
+from stepview.engine.own.tiny_model import tiny_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.files.records import request_record
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
@@ -89,7 +89,7 @@ def _factory(
 
     def build(on_phase: PhaseCallback) -> Engine:
         engine = VllmEngine.create(
-            demo_engine_args(**overrides), demo_model=True, model_label="demo", on_phase=on_phase
+            tiny_engine_args(**overrides), demo_model=True, model_label="demo", on_phase=on_phase
         )
         if built is not None:
             built.append(engine)
@@ -269,7 +269,7 @@ def _bare_greedy_tokens() -> dict[str, list[int]]:
     # weight-loading bar and never stop it, leaving a thread behind in the test process.
     tqdm: Any = importlib.import_module("tqdm")
     tqdm.tqdm.monitor_interval = 0
-    bare = LLMEngine.from_engine_args(demo_engine_args())
+    bare = LLMEngine.from_engine_args(tiny_engine_args())
     try:
         for rid, prompt in GREEDY_PROMPTS.items():
             params = SamplingParams(temperature=0, max_tokens=GREEDY_MAX_TOKENS)

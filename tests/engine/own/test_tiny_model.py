@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.own import tiny_model as demo_model
-from stepview.engine.own.tiny_model import DEMO_ENGINE_DEFAULTS, ensure_demo_model, recipe_hash
+from stepview.engine.own.tiny_model import DEMO_ENGINE_DEFAULTS, ensure_tiny_model, recipe_hash
 
 pytestmark = pytest.mark.engine
 
@@ -25,7 +25,7 @@ def test_build_is_offline_deterministic_and_repaired_when_broken(
 ) -> None:
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     start = time.perf_counter()
-    built = ensure_demo_model(tmp_path)
+    built = ensure_tiny_model(tmp_path)
     build_seconds = time.perf_counter() - start
     assert built == tmp_path / f"demo-model-{recipe_hash()}"
     assert build_seconds < 60
@@ -51,7 +51,7 @@ def test_build_is_offline_deterministic_and_repaired_when_broken(
 
     # A second call finds it complete and returns at once.
     start = time.perf_counter()
-    assert ensure_demo_model(tmp_path) == built
+    assert ensure_tiny_model(tmp_path) == built
     assert time.perf_counter() - start < 1.0
 
     # Broken copies are detected (cheap checks, no weights loaded)...
@@ -59,7 +59,7 @@ def test_build_is_offline_deterministic_and_repaired_when_broken(
     (built / "model.safetensors").write_bytes(b"\0" * 16)
     assert not demo_model._is_complete(built, digest)
     # ...and rebuilt.
-    assert ensure_demo_model(tmp_path) == built
+    assert ensure_tiny_model(tmp_path) == built
     assert demo_model._is_complete(built, digest)
     assert _digest(built / "model.safetensors") == _digest(demo_model_path / "model.safetensors")
     assert sorted(p.name for p in tmp_path.iterdir()) == [built.name]

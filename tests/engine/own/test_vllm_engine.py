@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args
+from stepview.engine.own.tiny_model import TINY_MODEL_NAME, tiny_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.model.engine_api import CompletionUpdate, EngineRejected, OutputUpdate, StepResult
 from stepview.model.sampling import SamplingSpec
@@ -46,12 +46,12 @@ def _final_completions(results: list[StepResult]) -> dict[str, dict[int, list[in
 def test_info_and_startup_phases(engines: EnginePool) -> None:
     engine = engines.get()
     info = engine.info
-    assert info.model == DEMO_MODEL_NAME and info.demo_model
+    assert info.model == TINY_MODEL_NAME and info.demo_model
     assert info.vllm_version.startswith("0.")
     assert (info.max_model_len, info.max_num_seqs, info.max_logprobs) == (512, 32, 20)
     assert info.detailed_states is True
     phases = engines.phases
-    # "importing vLLM" only when vLLM was not imported yet (it was, by demo_engine_args).
+    # "importing vLLM" only when vLLM was not imported yet (it was, by tiny_engine_args).
     expected = ["reading model config", "loading weights", "allocating KV cache"]
     assert [p for p in phases if p in expected] == expected, phases
 
@@ -166,7 +166,7 @@ def test_greedy_tokens_match_a_bare_llm_engine(engines: EnginePool) -> None:
     engines.release()  # one live engine per process (see conftest)
     from vllm import LLMEngine, SamplingParams
 
-    bare = LLMEngine.from_engine_args(demo_engine_args())
+    bare = LLMEngine.from_engine_args(tiny_engine_args())
     try:
         for rid, prompt in GREEDY_PROMPTS.items():
             bare.add_request(rid, prompt, SamplingParams(temperature=0, max_tokens=24))
@@ -184,7 +184,7 @@ def test_shutdown_is_clean_and_idempotent_and_stats_stay_on(engines: EnginePool)
     engines.release()
     before = {t.ident for t in threading.enumerate()}
     # disable_log_stats would leave the counters empty: create() turns stats back on.
-    args = demo_engine_args(disable_log_stats=True)
+    args = tiny_engine_args(disable_log_stats=True)
     engine = VllmEngine.create(args, demo_model=True, model_label="x")
     assert args.disable_log_stats is True  # the caller's args are not modified
     engine.add_request("s", "pass", SamplingSpec(temperature=0, max_tokens=2))

@@ -6,7 +6,7 @@ import pytest
 
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, NOT_ADMITTED, TOKEN_BUDGET, WaitReason
-from stepview.model.snapshot import RequestState, StepStat
+from stepview.model.snapshot import RecentStep, RequestState
 from stepview.testing.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 from stepview.ui.format import (
     NEWLINE_MARK,
@@ -158,7 +158,7 @@ def test_sparkline_scales_and_keeps_width() -> None:
 
 def test_throughput_from_recent_steps() -> None:
     steps = [
-        StepStat(
+        RecentStep(
             i,
             clock=i * 0.5,
             step_time=0.1,
@@ -194,8 +194,8 @@ def test_filter(query: str, ids: set[str]) -> None:
 def test_throughput_is_the_last_busy_windows_not_an_average_over_idle_time() -> None:
     """Issue 13: two bursts with an idle minute between them showed "1.4 tok/s"."""
 
-    def burst(first: int, start: float, count: int) -> list[StepStat]:
-        return [StepStat(first + i, start + i * 0.01, 0.01, 2, 0, 0.1, 4) for i in range(count)]
+    def burst(first: int, start: float, count: int) -> list[RecentStep]:
+        return [RecentStep(first + i, start + i * 0.01, 0.01, 2, 0, 0.1, 4) for i in range(count)]
 
     steps = [*burst(0, 0.0, 20), *burst(20, 60.0, 11)]
     assert throughput(steps) == pytest.approx(40 / 0.1)  # the second burst alone

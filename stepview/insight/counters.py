@@ -1,7 +1,7 @@
 """The engine's figures step by step (KV usage, batch, queue, tokens), kept for an export.
 
 The snapshots' ``recent`` strip holds only the last steps, and a live run keeps a short
-history; a Chrome trace of the whole run needs every step's figures. :class:`StepSeries` is
+history; a Chrome trace of the whole run needs every step's figures. :class:`CounterSeries` is
 fed every snapshot by :class:`~stepview.insight.run.RunInsight` (live, or over a trace) and
 keeps one small record per step, so an export at the end of a run does not need the run's
 snapshots. It is only kept when an export asks for it (a long TUI run would otherwise carry
@@ -15,7 +15,7 @@ from typing import NamedTuple
 from stepview.model.snapshot import StepSnapshot
 
 
-class StepPoint(NamedTuple):
+class CounterPoint(NamedTuple):
     """One engine step: when it ran (driver clock) and vLLM's figures for it.
 
     ``running``, ``waiting`` and ``kv_usage`` are the scheduler's state after the step;
@@ -32,8 +32,8 @@ class StepPoint(NamedTuple):
     decode_tokens: int
 
 
-class StepSeries:
-    """Every step's :class:`StepPoint`, in order; fed every snapshot, one point per step.
+class CounterSeries:
+    """Every step's :class:`CounterPoint`, in order; fed every snapshot, one point per step.
 
     A step's first snapshot carries its figures; the snapshots between steps (commands)
     repeat them and are skipped. The start is the one the timelines use (the snapshot's clock
@@ -42,7 +42,7 @@ class StepSeries:
     """
 
     def __init__(self) -> None:
-        self.points: list[StepPoint] = []
+        self.points: list[CounterPoint] = []
         self._step = 0
         self._clock = 0.0
 
@@ -50,7 +50,7 @@ class StepSeries:
         if snapshot.step != self._step and snapshot.step > 0:
             counters = snapshot.counters
             self.points.append(
-                StepPoint(
+                CounterPoint(
                     snapshot.step,
                     max(self._clock, snapshot.clock - snapshot.step_time),
                     snapshot.clock,
