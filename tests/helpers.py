@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psutil
 
 from stepview.model.commands import Pause
-from stepview.model.snapshot import StepSnapshot
+from stepview.model.engine_api import SchedulerEntry, StepResult
+from stepview.model.scheduling import WaitReason
+from stepview.model.snapshot import RequestState, StepSnapshot
 from stepview.model.source import SnapshotSource
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository's root: what a child Python process needs on its path to import ``tests``."""
 DATA = ROOT / "tests" / "data"
 """Recorded traces the tests replay."""
+_QUEUED = (RequestState.WAITING, RequestState.PREEMPTED)
 
 
 def wait_for(
@@ -67,3 +70,36 @@ def live_children() -> set[psutil.Process]:
             continue
         alive.add(child)
     return alive
+
+
+class Entries:
+    """An engine's scheduler entries as the driver's ledger keeps them, for tests that read
+    ``StepResult`` directly: each step says what changed, on top of what it said before.
+
+    A request's reason is its own, or, while it waits without one, what its queue shares
+    (``StepResult.queue_reasons``), as :func:`stepview.model.snapshot.reason_of` reads it.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[str, SchedulerEntry] = {}
+        self.queue_reasons: tuple[WaitReason | None, ...] = ()
+
+    def apply(self, result: StepResult) -> Entries:
+        assert result.scheduled is not None, "no scheduler entries: is the plug-in on?"
+        self.entries.update(result.scheduled)
+        self.queue_reasons = result.queue_reasons
+        for output in result.outputs:
+            if output.finished:
+                self.entries.pop(output.request_id, None)
+        return self
+
+    def forget(self, request_ids: Iterable[str]) -> None:
+        for request_id in request_ids:
+            self.entries.pop(request_id, None)
+
+    def reason(self, request_id: str) -> WaitReason | None:
+        entry = self.entries[request_id]
+        if entry.wait_reason is not None or entry.state not in _QUEUED:
+            return entry.wait_reason
+        queue = entry.queue
+        return self.queue_reasons[queue] if queue < len(self.queue_reasons) else None

@@ -75,10 +75,11 @@ class SchedulerEntry(NamedTuple):
     prompt_tokens: int
     computed_prompt_tokens: int
     num_preemptions: int
-    wait_reason: WaitReason | None = None  # why it got no token this step, if it waits
+    wait_reason: WaitReason | None = None  # its own reason for getting nothing, if it has one
     scheduled_tokens: int = 0  # tokens it got this step
     kv_blocks: int = 0  # KV cache blocks it holds
     cached_prompt_tokens: int = 0  # prompt tokens the prefix cache served
+    queue: int = 0  # which engine core's queue it is in (a watched server's ranks; else 0)
 
 
 class ArrivedRequest(NamedTuple):
@@ -140,6 +141,9 @@ class StepResult:
     interval: float | None = None
     age: float = 0.0
     budget: StepBudget | None = None  # how the step spent its token budget (the plug-in's)
+    # Why the waiting requests without a reason of their own got nothing (the plug-in's):
+    # one value per engine core's queue, see stepview.model.snapshot.reason_of.
+    queue_reasons: tuple[WaitReason | None, ...] = ()
 
 
 class Engine(Protocol):

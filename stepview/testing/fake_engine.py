@@ -11,8 +11,9 @@ waiting queue and its progress reset, and (as in vLLM) no waiting request is adm
 step. Rejections use vLLM's own wording.
 
 Each step it writes the record vLLM's engine core would (a
-:class:`~stepview.engine.records.facts.StepFacts`, as the scheduler plug-in captures it) and reads
-it with the same :class:`~stepview.engine.records.entries.SchedulerView` as a real engine: the
+:class:`~stepview.engine.records.facts.StepFacts`, as the scheduler plug-in captures it: what
+changed) and reads it with the same :class:`~stepview.engine.records.entries.EntryReader` as
+a real engine: the
 states, why each waiting request waits, the token budget and the KV blocks come from the same
 code, so the UI tests see what a user of real vLLM sees.
 
@@ -28,7 +29,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from stepview.engine.records.entries import SchedulerView
+from stepview.engine.records.entries import EntryReader
 from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
 from stepview.model.engine_api import (
     CompletionUpdate,
@@ -118,7 +119,11 @@ class FakeEngine:
         self._prompt_logprobs: dict[str, list[tuple[LogprobEntry, ...] | None]] = {}
         self._prefix_queries = 0
         self._step = 0
-        self._view = SchedulerView(self._client_id)
+        self._view = EntryReader(self._client_id)
+        self._seq = 0  # records written
+        self._arrived: list[_Seq] = []  # added since the last record
+        self._last_scheduled: list[_Seq] = []  # scheduled in the last record's step
+        self._left: list[str] = []  # core ids of samples that left since the last record
         self.shut_down = False
 
     @property
@@ -152,6 +157,7 @@ class FakeEngine:
             ]
         self._children[request_id] = children
         self._waiting.extend(children)
+        self._arrived.extend(children)
 
     def abort(self, request_ids: list[str]) -> None:
         for request_id in request_ids:
@@ -160,6 +166,7 @@ class FakeEngine:
                 continue
             self._running = [s for s in self._running if s.request_id != request_id]
             self._waiting = deque(s for s in self._waiting if s.request_id != request_id)
+            self._left.extend(_core_id(seq) for seq in children if seq.finish_reason is None)
 
     def has_unfinished(self) -> bool:
         return bool(self._children)
@@ -261,13 +268,19 @@ class FakeEngine:
         )
         scheduler = self._view.read(facts)
         return StepResult(
-            outputs=outputs, scheduled=scheduler, counters=counters, budget=self._view.budget
+            outputs=outputs,
+            scheduled=scheduler,
+            counters=counters,
+            budget=self._view.budget,
+            queue_reasons=(self._view.queue_reason,),
         )
 
     def _record(
         self, scheduled: list[tuple[_Seq, int, bool]], left: int, preempted: list[_Seq]
     ) -> StepFacts:
-        """The record vLLM's engine core would give of this step (see the module docstring)."""
+        """The record vLLM's engine core would give of this step (see the module docstring):
+        the first lists every request, each later one those whose facts changed (arrived,
+        scheduled in this step or the last, preempted), as the plug-in's do."""
         given = {id(seq): count for seq, count, _ in scheduled}
         prefill = sum(count for _, count, prefilling in scheduled if prefilling)
         running = set(map(id, self._running))
@@ -293,24 +306,46 @@ class FakeEngine:
                 seq.spec.max_tokens,
             )
 
+        self._seq += 1
+        full = self._seq == 1
+        if full:
+            named: Sequence[_Seq] = (*self._running, *self._waiting)
+        else:
+            held = {*map(id, self._running), *map(id, self._waiting)}
+            changed = {
+                id(seq): seq
+                for seq in (*self._arrived, *(s for s, _, _ in scheduled), *self._last_scheduled)
+            }
+            changed.update((id(seq), seq) for seq in preempted)
+            named = [seq for key, seq in changed.items() if key in held]
+        self._arrived = []
+        self._last_scheduled = [seq for seq, _, _ in scheduled]
         return StepFacts(
             self._step,
             self._step,
             time.time(),
             0.0,
             0,
+            self._seq,
+            full,
             self.max_num_batched_tokens,
             prefill,
             self.max_num_batched_tokens - left - prefill,
             self.max_num_seqs,
+            len(self._running),
+            len(self._waiting),
             max(0, self._free_blocks()),
             self.num_kv_blocks,
             self.block_size,
             [_core_id(seq) for seq in preempted],
-            [],
-            [facts(seq) for seq in (*self._running, *self._waiting)],
-            waiting_order=[_core_id(seq) for seq in self._waiting],
+            self._take_left(),
+            [facts(seq) for seq in named],
+            waiting_head=_core_id(self._waiting[0]) if self._waiting else None,
         )
+
+    def _take_left(self) -> list[str]:
+        left, self._left = self._left, []
+        return left
 
     def _generate(self, seq: _Seq) -> None:
         position = len(seq.output)
@@ -329,6 +364,7 @@ class FakeEngine:
             seq.finish_reason = "length"
         if seq.finish_reason is not None:
             self._running.remove(seq)
+            self._left.append(_core_id(seq))
 
     def _outputs(self, generated: list[_Seq]) -> tuple[OutputUpdate, ...]:
         outputs = []

@@ -15,9 +15,11 @@ Records are matched to steps, not just read newest first: with the core in its o
 ``LLMEngine.step()`` returns. Each step's outputs carry the core's iteration count (vLLM's
 iteration details, which stepview turns on), and so does each record
 (:attr:`~stepview.engine.records.facts.StepFacts.iteration`): :meth:`take` returns the record of
-that iteration, so stepview shows the scheduler as it was for the outputs it shows, the same
-step by step in both modes. Without an iteration (a step that scheduled nothing) it returns
-the newest record; a record the channel dropped is replaced by the next one received.
+that iteration and every one before it (records say what changed: none may be skipped), so
+stepview shows the scheduler as it was for the outputs it shows, the same step by step in
+both modes. Without an iteration (a step that scheduled nothing) it returns every record
+received. Records the channel dropped leave a gap in their sequence: the link then waits for
+the full record it asks the plug-in for (:class:`~stepview.engine.records.entries.RecordStream`).
 :attr:`available` says whether records can come at all.
 """
 
@@ -33,7 +35,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from stepview.engine.records.channel import BASE_ENV, PUBLISH_ENV, FactsSubscriber
+from stepview.engine.records.channel import (
+    BASE_ENV,
+    PUBLISH_ENV,
+    PUBLISH_EVERY_ENV,
+    FactsSubscriber,
+)
+from stepview.engine.records.entries import RecordStream
 from stepview.engine.records.facts import StepFacts
 
 if TYPE_CHECKING:
@@ -48,7 +56,8 @@ CONNECT_TIMEOUT_S = 10.0
 # A record is sent a whole model step before the outputs of its step: when the outputs are
 # there first anyway, wait this long for it before falling back to the newest record.
 LATE_RECORD_WAIT_S = 0.02
-# Records kept for steps whose outputs the client has not read yet (it lags the core).
+# Records kept for steps whose outputs the client has not read yet (it lags the core): past
+# this many the client is lost anyway; it drops them and starts again from a full record.
 MAX_PENDING = 4096
 
 
@@ -88,7 +97,7 @@ class PendingRecords:
     """Records received and not yet matched to a step, oldest first."""
 
     def __init__(self) -> None:
-        self._records: deque[StepFacts] = deque(maxlen=MAX_PENDING)
+        self._records: deque[StepFacts] = deque()
 
     def add(self, facts: StepFacts) -> None:
         self._records.append(facts)
@@ -96,22 +105,29 @@ class PendingRecords:
     def extend(self, records: list[StepFacts]) -> None:
         self._records.extend(records)
 
+    def __len__(self) -> int:
+        return len(self._records)
+
     def behind(self, iteration: int) -> bool:
         """True when no record of ``iteration`` or later has arrived yet."""
         return not self._records or self._records[-1].iteration < iteration
 
-    def take(self, iteration: int | None) -> StepFacts | None:
-        """The record of ``iteration`` (or the first later one); ``None``: the newest."""
+    def take(self, iteration: int | None) -> list[StepFacts]:
+        """Every record up to the one of ``iteration`` (``None``: all of them), oldest first.
+
+        Each record says what changed since the one before, so none may be skipped: a step's
+        reader applies them all. Records of later iterations (a core that schedules ahead of
+        the outputs read) stay for the next step.
+        """
         records = self._records
-        if not records:
-            return None
         if iteration is None:
-            newest = records[-1]
+            taken = list(records)
             records.clear()
-            return newest
-        while records and records[0].iteration < iteration:
-            records.popleft()
-        return records.popleft() if records else None
+            return taken
+        taken = []
+        while records and records[0].iteration <= iteration:
+            taken.append(records.popleft())
+        return taken
 
 
 class CoreLink(Protocol):
@@ -126,8 +142,8 @@ class CoreLink(Protocol):
     def started(self) -> None:
         """The engine is built: wait until records can flow (multiprocess: the handshake)."""
 
-    def take(self, iteration: int | None) -> StepFacts | None:
-        """The record of the step with this iteration count (``None``: the newest)."""
+    def take(self, iteration: int | None) -> list[StepFacts]:
+        """The records up to the step with this iteration count (``None``: all pending)."""
 
     def close(self) -> None: ...
 
@@ -160,7 +176,7 @@ class LocalLink:
     def _receive(self, facts: StepFacts) -> None:
         self._pending.add(facts)
 
-    def take(self, iteration: int | None) -> StepFacts | None:
+    def take(self, iteration: int | None) -> list[StepFacts]:
         return self._pending.take(iteration)
 
     def close(self) -> None:
@@ -180,6 +196,7 @@ class SubscribedLink:
         # Connected first: zmq connects once the core binds, long before the first request.
         self._subscriber = FactsSubscriber(address)
         self._pending = PendingRecords()
+        self._stream = RecordStream(self._subscriber.resync)
 
     @property
     def available(self) -> bool:
@@ -190,7 +207,13 @@ class SubscribedLink:
         return self._subscriber
 
     def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
-        env = {MULTIPROCESSING_ENV: "1", PUBLISH_ENV: self.address, BASE_ENV: base}
+        # Every record at once: the driver reads each step's with that step's outputs.
+        env = {
+            MULTIPROCESSING_ENV: "1",
+            PUBLISH_ENV: self.address,
+            BASE_ENV: base,
+            PUBLISH_EVERY_ENV: "0",
+        }
         return _environment(env)
 
     def started(self) -> None:
@@ -201,12 +224,21 @@ class SubscribedLink:
                 CONNECT_TIMEOUT_S,
             )
 
-    def take(self, iteration: int | None) -> StepFacts | None:
+    def take(self, iteration: int | None) -> list[StepFacts]:
         pending = self._pending
-        pending.extend(self._subscriber.poll())
+        self._receive(self._subscriber.poll())
         if iteration is not None and pending.behind(iteration):
-            pending.extend(self._subscriber.poll(LATE_RECORD_WAIT_S))
+            self._receive(self._subscriber.poll(LATE_RECORD_WAIT_S))
         return pending.take(iteration)
+
+    def _receive(self, records: list[StepFacts]) -> None:
+        """Keep the records that can be read in order (see :class:`RecordStream`)."""
+        accept = self._stream.accept
+        self._pending.extend([facts for facts in records if accept(facts)])
+        if len(self._pending) > MAX_PENDING:
+            self._pending = PendingRecords()
+            self._stream.reset()
+            self._subscriber.resync()
 
     def close(self) -> None:
         self._subscriber.close()

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stepview.engine.own.phases import PhaseHandler
 from stepview.engine.own.vllm_logprobs import LogprobsView, convert_prompt_logprobs
 from stepview.engine.own.vllm_stats import StatsSink, stat_logger_factory
 from stepview.model.engine_api import (
@@ -44,8 +45,7 @@ if TYPE_CHECKING:
     import vllm
 
     from stepview.engine.own.core_link import CoreLink
-    from stepview.engine.records.entries import SchedulerView
-    from stepview.engine.records.facts import StepFacts
+    from stepview.engine.records.entries import EntryReader
     from stepview.model.engine_api import Engine
 
 log = logging.getLogger(__name__)
@@ -53,44 +53,6 @@ log = logging.getLogger(__name__)
 
 def _ignore_phase(phase: str) -> None:
     """Default ``on_phase``: start-up progress goes nowhere."""
-
-
-# Start-up log messages of vLLM 0.32 (substrings of the unformatted message) -> the phase that
-# begins when they appear. Unknown messages change nothing, so a later vLLM that rewords them
-# only makes the phase coarser.
-_PHASE_MESSAGES: tuple[tuple[str, str], ...] = (
-    ("Resolved architecture", "reading model config"),
-    ("Initializing a V1 LLM engine", "starting engine core"),
-    ("Starting to load model", "loading weights"),
-    ("Loading weights took", "allocating KV cache"),
-    ("Memory profiling takes", "allocating KV cache"),
-    ("init engine (profile, create kv cache, warmup model) took", "starting output processing"),
-)
-
-
-class _PhaseHandler(logging.Handler):
-    """Turns vLLM's start-up log lines into ``on_phase`` calls (installed only during create)."""
-
-    def __init__(self, on_phase: Callable[[str], None]) -> None:
-        super().__init__(level=logging.INFO)
-        self._on_phase = on_phase
-        self._last = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.msg if isinstance(record.msg, str) else str(record.msg)
-        for needle, phase in _PHASE_MESSAGES:
-            if needle in msg:
-                self.phase(phase)
-                return
-
-    def phase(self, phase: str) -> None:
-        if phase == self._last:
-            return
-        self._last = phase
-        try:
-            self._on_phase(phase)
-        except Exception:  # a UI callback must not break engine start-up
-            log.exception("stepview: on_phase callback failed")
 
 
 # -- the engine ------------------------------------------------------------------------------
@@ -119,15 +81,15 @@ class VllmEngine:
         from vllm.sampling_params import RequestOutputKind, SamplingParams
 
         from stepview.engine.plugin.client_side import client_id_lookup, process_core_hold
-        from stepview.engine.records.entries import SchedulerView
+        from stepview.engine.records.entries import EntryReader
 
         self._engine: Any = llm_engine
         self._sink = sink
         self._link = link
         # Per-request scheduler states need the plug-in's records and the client's id map.
         lookup = client_id_lookup(llm_engine) if link is not None and link.available else None
-        self._view: SchedulerView | None = None if lookup is None else SchedulerView(lookup)
-        self._facts: StepFacts | None = None  # the newest record read
+        self._view: EntryReader | None = None if lookup is None else EntryReader(lookup)
+        self._preemptions = 0  # seen in the records the last step read
         self.core_hold: CoreHold | None = process_core_hold(llm_engine)
         """Pause and single-step for a core in its own process (``None``: in-process)."""
         self._sampling_params = SamplingParams
@@ -182,7 +144,7 @@ class VllmEngine:
         """
         from stepview.engine.own.core_link import multiprocess_from_environment, open_link
 
-        handler = _PhaseHandler(on_phase)
+        handler = PhaseHandler(on_phase)
         if "vllm" not in sys.modules:
             handler.phase("importing vLLM")
         from vllm import LLMEngine
@@ -303,6 +265,7 @@ class VllmEngine:
             scheduled=scheduled,
             counters=self._counters(scheduled is not None),
             budget=None if scheduled is None or self._view is None else self._view.budget,
+            queue_reasons=() if self._view is None else (self._view.queue_reason,),
         )
 
     def shutdown(self) -> None:
@@ -318,13 +281,13 @@ class VllmEngine:
     # -- internals ------------------------------------------------------------------------
 
     def _scheduled(self) -> dict[str, SchedulerEntry] | None:
-        """The newest scheduler record as entries by caller id; ``None`` without the plug-in.
+        """The scheduler's entries that changed with this step, by caller id; ``None``
+        without the plug-in.
 
-        The record is the one of the step whose outputs ``step()`` just returned (see
+        The records read are those up to the step whose outputs ``step()`` just returned (see
         :mod:`stepview.engine.own.core_link`: in its own process the core schedules ahead of
-        them), its requests matched by id. No new record (an idle core schedules nothing):
-        the previous record is read again, so requests whose outputs have since finished
-        them drop out.
+        them), every one of them in order, since each says what changed since the one before.
+        No new record (an idle core schedules nothing): nothing changed.
         """
         view = self._view
         link = self._link
@@ -332,11 +295,19 @@ class VllmEngine:
             return None
         sink = self._sink
         iteration = sink.iteration if sink is not None and sink.recorded else None
-        facts = link.take(iteration) or self._facts
-        if facts is None:
+        records = link.take(iteration)
+        self._preemptions = 0
+        if not records:
             return {}
-        self._facts = facts
-        return view.read(facts)
+        if len(records) == 1:
+            entries = view.read(records[0])
+            self._preemptions = view.new_preemptions
+            return entries
+        entries = {}
+        for facts in records:
+            entries.update(view.read(facts))
+            self._preemptions += view.new_preemptions
+        return entries
 
     def _require_engine(self) -> Any:
         if self._engine is None:
@@ -377,7 +348,7 @@ class VllmEngine:
 
     def _counters(self, detailed: bool) -> EngineCounters:
         sink = self._sink
-        preemptions = self._view.new_preemptions if detailed and self._view is not None else 0
+        preemptions = self._preemptions if detailed else 0
         if sink is None:
             return self._idle_counters
         if not sink.recorded:

@@ -1,10 +1,21 @@
 """What the plug-in records after each ``schedule()``: :class:`CoreCapture`.
 
 Runs inside vLLM's engine core, on its scheduling thread, on every step of someone's server:
-whatever it does per step is serving time lost, so it does nothing while nobody listens and
-never raises into vLLM (a failure switches it off, once, with a log line). Apart from the
-scheduler class (:mod:`~stepview.engine.plugin.scheduler`) so that its rules run over a fake
-scheduler in tests.
+whatever it does per step is serving time lost, so it does nothing while nobody listens, never
+raises into vLLM (a failure switches it off, once, with a log line), and does work in
+proportion to what the step changed, never to how many requests the core holds: a server in
+trouble holds thousands of waiting requests, and that is when people watch it.
+
+Which requests a record names (see :mod:`stepview.engine.records.facts`) is known from vLLM's
+own events, without looking at the others: those that arrived (``add_request``), those
+scheduled in this step or the one before (tokens computed, outputs appended, KV blocks
+taken), those preempted, those vLLM set aside or un-set-aside (``deferred_waiting``, a set),
+and those in a blocked waiting status (their status can change with no event we see). The
+queue is one id, where vLLM's scan stopped, found from the front of the queue in O(1). Only
+the first record after someone (re)subscribes lists every request.
+
+Apart from the scheduler class (:mod:`~stepview.engine.plugin.scheduler`) so that its rules
+run over a fake scheduler in tests.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from itertools import chain
 from typing import Any
 
 import msgspec
@@ -41,19 +53,28 @@ _STATE_OF: dict[Any, int] = {
     RequestStatus.PREEMPTED: CoreState.PREEMPTED,
 }
 _OTHER = int(CoreState.OTHER)
+# vLLM's blocked waiting statuses: their requests are named in every record while they last.
+_BLOCKED = frozenset(
+    {
+        RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR,
+        RequestStatus.WAITING_FOR_REMOTE_KVS,
+        RequestStatus.WAITING_FOR_STREAMING_REQ,
+    }
+)
 _NO_TOKENS: list[int] = []  # shared by every record that has no new token (never mutated)
 
 
 class CoreCapture:
     """Builds the records from a scheduler's state and hands them to the sink (apart from the
     scheduler class so the rules run on a fake scheduler in tests). Cost is the point: one
-    pass over ``scheduler.requests``, one struct per request, nothing while nobody listens."""
+    struct per request that changed, nothing while nobody listens (module docstring)."""
 
     def __init__(self, scheduler: Any) -> None:
         self.sink: FactsSink | None = None  # set by the owner once the capture works
         self.failure: str | None = None
         self.step = 0
         self.iteration = 0
+        self.seq = 0  # records built
         self.started = time.time()
         self._cached: dict[str, int] = {}  # prefix-cache hits: vLLM drops them at 1st token
         self._reported: set[str] = set()  # finished ids already sent in an idle record
@@ -61,7 +82,14 @@ class CoreCapture:
         # absent here gets its intro). Cleared when someone (re)subscribes.
         self._sent: dict[str, int] = {}
         self._ended: list[EndedFacts] = []  # how requests ended, for the next record
+        # What the next record must name besides this step's scheduled and preempted requests.
         self._listening = False  # the last schedule() built a record
+        self._full = True  # the next record lists every request (nothing was sent before)
+        self._arrived: list[str] = []  # added since the last record
+        self._last_scheduled: list[str] = []  # scheduled in the last record's step
+        self._deferred: set[Any] = set()  # vLLM's deferred_waiting as of the last record
+        self._blocked: set[str] = set()  # in a blocked waiting status at the last record
+        self._tails = False  # records carry output tokens, intros and ends (a remote client)
         self._groups: list[Mapping[str, list[Any]]] = []
         self._settings: tuple[Any, ...] = ()  # StepFacts' last fields, read once
         self.rank = 0
@@ -80,6 +108,11 @@ class CoreCapture:
         except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
             self._switch_off(exc)
 
+    def arrived(self, request_id: str) -> None:
+        """``add_request`` took a request: the next record names it (O(1))."""
+        if self._listening:
+            self._arrived.append(request_id)
+
     def after_schedule(self, scheduler: Any, output: Any) -> None:
         """One record per ``schedule()`` that had anything to schedule or report."""
         try:
@@ -92,10 +125,10 @@ class CoreCapture:
                 self.iteration += 1
             sink = self.sink
             if sink is None or not sink.wanted():
-                self._listening = False
-                self._ended.clear()
+                if self._listening:
+                    self._stop_listening()
                 return
-            self._listening = sink.tails
+            self._listening = True
             finished = sorted(i for i in output.finished_req_ids if i not in reported)
             preempted = sorted(output.preempted_req_ids)
             sink.deliver(
@@ -104,16 +137,32 @@ class CoreCapture:
         except Exception as exc:  # never into vLLM
             self._switch_off(exc)
 
-    def before_update(self, scheduler: Any) -> dict[str, Any] | None:
-        """The requests before ``update_from_output``, when records say how requests end.
+    def _stop_listening(self) -> None:
+        """Nobody listens any more: forget what was sent; whoever comes next gets it all."""
+        self._listening = False
+        self._full = True
+        self._ended.clear()
+        self._sent.clear()
+        self._cached.clear()
+        self._arrived.clear()
+        self._last_scheduled = []
+        self._deferred = set()
+        self._blocked = set()
 
-        vLLM frees a request in the update that finishes it: only a copy made before still
-        holds it, with its last tokens and its finish reason.
+    def before_update(self, scheduler: Any, output: Any) -> dict[str, Any] | None:
+        """The requests ``update_from_output`` may finish, before it runs, when records say
+        how requests end.
+
+        vLLM frees a request in the update that finishes it: only a reference taken before
+        still holds it, with its last tokens and its finish reason. The update finishes only
+        requests it has output for, those of ``output`` (the step's scheduled ones); those it
+        fails go through ``finish_requests`` (:meth:`after_abort`).
         """
-        if not self._listening:
+        if not (self._listening and self._tails):
             return None
         try:
-            return dict(scheduler.requests)
+            requests = scheduler.requests
+            return {rid: requests[rid] for rid in output.num_scheduled_tokens if rid in requests}
         except Exception as exc:  # never into vLLM
             self._switch_off(exc)
             return None
@@ -133,7 +182,7 @@ class CoreCapture:
 
     def after_abort(self, scheduler: Any, aborted: Any) -> None:
         """After ``finish_requests`` (aborts): how they ended, then the idle record."""
-        if self._listening:
+        if self._listening and self._tails:
             try:
                 for req in aborted or ():
                     self._end(req)
@@ -188,45 +237,57 @@ class CoreCapture:
         preempted: list[str],
         idle: bool,
     ) -> StepFacts:
-        """The record of the scheduler's state now (after ``schedule()``)."""
+        """The record of what changed in the scheduler since the last one (after ``schedule()``)."""
         cached = self._cached
         sent = self._sent
         sink = self.sink
-        if sink is not None and sink.fresh:
-            sink.fresh = False
+        full = self._full
+        if sink is not None:
+            self._tails = sink.tails
+            if sink.fresh:  # someone (re)subscribed: everything, from the start
+                sink.fresh = False
+                full = True
+        if full:
             sent.clear()
+            self._full = False
+        tails = self._tails
         for request_id in finished:
             cached.pop(request_id, None)
             sent.pop(request_id, None)
         requests = scheduler.requests
-        if len(cached) > len(requests) + 256:  # finishes nobody listened to
-            self._cached = cached = {k: v for k, v in cached.items() if k in requests}
-        if len(sent) > len(requests) + 256:
-            self._sent = sent = {k: v for k, v in sent.items() if k in requests}
+        deferred = scheduler.deferred_waiting
+        named: Any
+        if full:
+            named = requests
+        else:
+            # The requests whose facts may have changed (module docstring): O(what changed).
+            # (An ordered dict, not a set: the same steps give the same records, anywhere.)
+            named = dict.fromkeys(
+                chain(self._arrived, scheduled, self._last_scheduled, preempted, self._blocked)
+            )
+            if deferred or self._deferred:
+                named.update(dict.fromkeys(r.request_id for r in deferred ^ self._deferred))
+        self._arrived.clear()
+        self._last_scheduled = list(scheduled)
+        self._deferred = set(deferred)
+        blocked: set[str] = set()
         sent_get = sent.get
         no_tokens = _NO_TOKENS
         groups = self._groups
         single = groups[0] if len(groups) == 1 else None
-        deferred = scheduler.deferred_waiting
         state_of = _STATE_OF
         preempted_status = _PREEMPTED
-        prefill = decode = 0
         facts: list[RequestFacts] = []
-        for request_id, req in requests.items():
+        for request_id in named:
+            req = requests.get(request_id)
+            if req is None:
+                continue
             status = req.status
             if status > preempted_status:  # finished, its blocks not freed yet
                 continue
-            computed: int = req.num_computed_tokens
-            prompt: int = req.num_prompt_tokens
+            if status in _BLOCKED:
+                blocked.add(request_id)
             outputs: int = req.num_output_tokens
-            now_scheduled = scheduled.get(request_id, 0)
-            if now_scheduled:
-                # Decode: only the newest token was left to compute (with async scheduling,
-                # placeholders put computed ahead of the tokens known so far).
-                if outputs and computed - now_scheduled >= prompt + outputs - 1:
-                    decode += now_scheduled
-                else:
-                    prefill += now_scheduled
             stats = req.prefill_stats
             if stats is not None:
                 hit: int = stats.num_cached_tokens
@@ -239,47 +300,68 @@ class CoreCapture:
             else:
                 blocks = sum(len(g.get(request_id, ())) for g in groups)
             lora = req.lora_request
-            had = sent_get(request_id, -1)
             intro = None
-            if had < 0:
-                intro = _intro(req)
-                had = 0
-                sent[request_id] = 0
             new_tokens = no_tokens
-            if outputs > had:
-                new_tokens = req.output_token_ids[had:]
-                sent[request_id] = outputs
+            if tails:
+                had = sent_get(request_id, -1)
+                if had < 0:
+                    intro = _intro(req)
+                    had = 0
+                    sent[request_id] = 0
+                if outputs > had:
+                    new_tokens = req.output_token_ids[had:]
+                    sent[request_id] = outputs
             facts.append(
                 RequestFacts(
                     request_id,
                     state_of.get(status, _OTHER),
-                    prompt,
-                    computed,
+                    req.num_prompt_tokens,
+                    req.num_computed_tokens,
                     outputs,
                     req.num_preemptions,
-                    now_scheduled,
+                    scheduled.get(request_id, 0),
                     blocks,
                     hit,
                     req.arrival_time,
                     req.priority,
                     req.max_tokens,
-                    bool(deferred) and req in deferred,
+                    req in deferred,
                     new_tokens,
                     intro,
                     lora.lora_int_id if lora is not None else 0,
                 )
             )
+        self._blocked = blocked
+        prefill = decode = 0
+        for request_id, now_scheduled in scheduled.items():
+            req = requests.get(request_id)
+            if req is None:
+                continue
+            computed: int = req.num_computed_tokens
+            outputs = req.num_output_tokens
+            # Decode: only the newest token was left to compute (with async scheduling,
+            # placeholders put computed ahead of the tokens known so far).
+            if outputs and computed - now_scheduled >= req.num_prompt_tokens + outputs - 1:
+                decode += now_scheduled
+            else:
+                prefill += now_scheduled
+        self.seq += 1
         pool = self._pool
+        running, waiting = scheduler.get_request_counts()
         return StepFacts(
             self.step,
             self.iteration,
             time.time(),
             self.started,
             self.rank,
+            self.seq,
+            full,
             scheduler.max_num_scheduled_tokens,
             prefill,
             decode,
             scheduler.max_num_running_reqs,
+            running + scheduler.num_waiting_for_streaming_input,
+            waiting,
             pool.get_num_free_blocks(),
             pool.num_gpu_blocks - 1,  # block 0 is vLLM's null block, never handed out
             scheduler.block_size,
@@ -288,8 +370,7 @@ class CoreCapture:
             facts,
             idle,
             self._take_ended(),
-            # vLLM's scan order (each queue iterates in its policy's order).
-            [r.request_id for q in (scheduler.kv_holding_waiting, scheduler.waiting) for r in q],
+            _scan_head(scheduler, deferred),
             *self._settings,
         )
 
@@ -303,6 +384,25 @@ class CoreCapture:
         sink, self.sink = self.sink, None
         if sink is not None:
             sink.close()
+
+
+def _scan_head(scheduler: Any, deferred: Any) -> str | None:
+    """Where vLLM's scan of the waiting queues stopped: the first request, in the order it
+    scans them (those holding KV blocks first), that it neither set aside nor found blocked.
+
+    The scan pops what it schedules and puts what it sets aside back at the front, so this
+    is the front of the queue, looked at in O(1), unless set-aside requests sit there.
+    """
+    for queue in (scheduler.kv_holding_waiting, scheduler.waiting):
+        if not queue:
+            continue
+        first = queue.peek_request()
+        if first not in deferred and first.status not in _BLOCKED:
+            return str(first.request_id)
+        for req in queue:  # set-aside requests at the front: past them (rare, and few)
+            if req not in deferred and req.status not in _BLOCKED:
+                return str(req.request_id)
+    return None
 
 
 def _listed(stop: Any) -> list[str]:

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepview.engine.plugin.publisher import FactsPublisher
-from stepview.engine.records.channel import PUBLISH_ENV, FactsSink, rank_address
+from stepview.engine.records.channel import (
+    PUBLISH_ENV,
+    PUBLISH_EVERY_ENV,
+    PUBLISH_EVERY_S,
+    FactsSink,
+    rank_address,
+)
 from stepview.engine.records.facts import StepFacts
 
 log = logging.getLogger("stepview.engine.plugin")
@@ -86,12 +92,26 @@ def open_sink(rank: int) -> FactsSink | None:
         return None
     try:
         address = rank_address(base, rank)
-        publisher = FactsPublisher(address)
+        publisher = FactsPublisher(address, publish_every())
     except Exception as exc:  # a taken port must not stop the server
         log.error("stepview: cannot publish on %s=%s (rank %d): %s", PUBLISH_ENV, base, rank, exc)
         return None
     log.info("stepview: scheduler plug-in publishing on %s", address)
     return publisher
+
+
+def publish_every() -> float:
+    """Seconds of records sent together (``STEPVIEW_PUBLISH_EVERY_MS``; a bad value: default)."""
+    raw = os.environ.get(PUBLISH_EVERY_ENV, "").strip()
+    if not raw:
+        return PUBLISH_EVERY_S
+    try:
+        return max(0.0, float(raw) / 1000)
+    except ValueError:
+        log.warning(
+            "stepview: %s=%r is not a number of ms; using the default", PUBLISH_EVERY_ENV, raw
+        )
+        return PUBLISH_EVERY_S
 
 
 # -- the class the plug-in extends ------------------------------------------------------------

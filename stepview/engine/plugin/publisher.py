@@ -3,12 +3,15 @@
 Runs inside vLLM's engine core, on its scheduling thread. XPUB hands the subscribers'
 (un)subscribe messages to its owner, so the plug-in knows whether anyone listens and builds no
 record when nobody does; sends never block (past the high-water mark zmq drops records for a
-slow subscriber: the engine never waits for stepview). The other end, the addresses and the
-wire format are shared with stepview's side (:mod:`stepview.engine.records.channel`).
+slow subscriber: the engine never waits for stepview); a server's sends the records of a few
+steps together (``every``), since waking zmq's I/O thread is most of what a send costs. The
+other end, the addresses and the wire format are shared with stepview's side
+(:mod:`stepview.engine.records.channel`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import zmq
@@ -18,9 +21,11 @@ from stepview.engine.records.channel import (
     SUBSCRIPTION_CHECK_S,
     set_heartbeats,
 )
-from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, encode_facts_into
+from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, encode_batch_into
 
 _TOPIC_LEN = len(FACTS_TOPIC)
+# At most this many records in one message (a burst of steps without a pause).
+MAX_BATCH = 64
 
 
 class FactsPublisher:
@@ -29,8 +34,12 @@ class FactsPublisher:
     Only ever used from the engine core's scheduling thread.
     """
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, every: float = 0.0) -> None:
+        """``every``: send the records of this many seconds together (0: each at once)."""
         self.address = address
+        self.every = every
+        self._pending: list[StepFacts] = []
+        self._sent_at = 0.0
         self._context = zmq.Context()
         sock = self._context.socket(zmq.XPUB)
         try:
@@ -85,14 +94,30 @@ class FactsPublisher:
         self._subscribed = any(FACTS_TOPIC.startswith(t) for t in topics)
 
     def deliver(self, facts: StepFacts) -> None:
-        # One frame, topic then record: a second frame would cost ~4x the whole send. The
-        # buffer is reused: pyzmq copies a message this small before send() returns.
+        """Send ``facts``, with those held since the last send, unless ``every`` has not
+        passed since then (a record of an idle core goes at once: no step comes after it)."""
+        pending = self._pending
+        pending.append(facts)
+        if not facts.idle and self.every:
+            now = time.monotonic()
+            if now - self._sent_at < self.every and len(pending) < MAX_BATCH:
+                return
+            self._sent_at = now
+        self._send()
+
+    def _send(self) -> None:
+        # One frame, topic then the records: a second frame would cost ~4x the whole send.
+        # The buffer is reused: pyzmq copies a message this small before send() returns.
         buffer = self._buffer
-        encode_facts_into(facts, buffer, _TOPIC_LEN)
-        # XPUB drops a record for a subscriber whose queue is full instead of blocking (or
+        encode_batch_into(self._pending, buffer, _TOPIC_LEN)
+        self._pending.clear()
+        # XPUB drops a message for a subscriber whose queue is full instead of blocking (or
         # raising, unless ZMQ_XPUB_NODROP is set, which it is not).
         self._sock.send(buffer, zmq.NOBLOCK, copy=True)
 
     def close(self) -> None:
+        if self._pending:
+            with contextlib.suppress(zmq.ZMQError):
+                self._send()
         self._sock.close(0)
         self._context.term()

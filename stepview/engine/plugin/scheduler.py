@@ -64,9 +64,13 @@ class StepviewScheduler(Scheduler):
         self._stepview.after_schedule(self, output)
         return output
 
-    def update_from_output(self, *args: Any, **kwargs: Any) -> Any:
-        before = self._stepview.before_update(self)
-        outputs = super().update_from_output(*args, **kwargs)
+    def add_request(self, request: Any) -> None:
+        super().add_request(request)
+        self._stepview.arrived(request.request_id)
+
+    def update_from_output(self, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        before = self._stepview.before_update(self, scheduler_output)
+        outputs = super().update_from_output(scheduler_output, *args, **kwargs)
         self._stepview.after_update(self, before)
         return outputs
 

@@ -16,8 +16,8 @@ only attaches to a server can use it.
   zmq's socket monitor reports connects and disconnects. :attr:`FactsSubscriber.state` is
   built from those monitor events only: no home-made keep-alive on top.
 
-Each message is one frame: :data:`~stepview.engine.records.facts.FACTS_TOPIC`, then one
-msgpack-encoded :class:`~stepview.engine.records.facts.StepFacts`.
+Each message is one frame: :data:`~stepview.engine.records.facts.FACTS_TOPIC`, then a
+msgpack array of one or more consecutive :class:`~stepview.engine.records.facts.StepFacts`.
 
 Addresses are zmq endpoints, ``tcp://HOST:PORT`` or ``ipc://PATH``. With data-parallel ranks,
 every engine core publishes on its own address derived from the base one by
@@ -37,7 +37,7 @@ import msgspec
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, decode_facts
+from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, decode_batch
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,12 @@ RECONNECT_IVL_MS = 100
 RECONNECT_IVL_MAX_MS = 1000
 # Records queued per subscriber before zmq drops (each is one step; a few KB at most).
 HIGH_WATER_MARK = 1000
+# A server's plug-in sends the records of the steps of this long in one message (waking zmq's
+# I/O thread costs tens of microseconds a time, far more than encoding a record); a record
+# saying the engine core went idle goes at once. STEPVIEW_PUBLISH_EVERY_MS sets it (0: every
+# record at once, as stepview's own engine core in its own process has it).
+PUBLISH_EVERY_ENV = "STEPVIEW_PUBLISH_EVERY_MS"
+PUBLISH_EVERY_S = 0.05
 # How often the publisher reads (un)subscribe messages: a new subscriber waits at most this
 # long for its first record; reading them every step would cost a syscall per step.
 SUBSCRIPTION_CHECK_S = 0.05
@@ -173,7 +179,7 @@ class FactsSubscriber:
                 self._bad(f"{len(frames)} frames")
                 continue
             try:
-                records.append(decode_facts(memoryview(frames[0])[_TOPIC_LEN:]))
+                records.extend(decode_batch(memoryview(frames[0])[_TOPIC_LEN:]))
             except msgspec.DecodeError as exc:
                 self._bad(str(exc))
 

@@ -19,29 +19,35 @@ How a record's request becomes an entry:
   transiently, e.g. during a KV load).
 
 Each entry also carries what the step did for the request: the tokens it got, the KV blocks
-it holds, its prefix-cache hit, and, for a request that waits, why it got nothing
-(:func:`~stepview.engine.records.waiting_reasons.wait_reasons`, its blocker named by the
-caller's id);
-:attr:`SchedulerView.budget` is how the step spent its token budget.
+it holds, its prefix-cache hit, and, for a request that waits for a reason of its own, that
+reason (:class:`~stepview.engine.records.waiting_reasons.QueueView`, its blocker named by the
+caller's id). The reason the rest of the queue shares is :attr:`EntryReader.queue_reason`, one
+value per step; :attr:`EntryReader.budget` is how the step spent its token budget.
 
 A request the client no longer tracks is skipped: the record was captured when ``schedule()``
 ran, before the step's outputs finished it, and the step's outputs report it. Children of an
 ``n > 1`` request are merged: the most advanced state wins (in :class:`RequestState` order),
 computed tokens are the maximum, preemptions, scheduled tokens and KV blocks the sum.
 
-Cost matters because this runs after every step: one pass over the record, and entries reused
-from the previous step when nothing about the request changed (the common case for decoding
-requests), which also lets the driver detect "unchanged" by identity.
+Cost is what the record changed: the reader keeps the latest facts of every request (records
+carry only what changed, see :mod:`~stepview.engine.records.facts`) and rebuilds the entries of
+the requests a record names, plus the few whose reason of their own may have come or gone (the
+request the scan stopped at, now and before; those preempted in the previous step; those set
+aside or blocked). :meth:`EntryReader.read` returns only the entries that changed; one that did
+not change keeps its object, so the driver can also tell "unchanged" by identity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import chain
 
-from stepview.engine.records.facts import CoreState, StepFacts
-from stepview.engine.records.waiting_reasons import step_budget, wait_reasons
+import msgspec
+
+from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
+from stepview.engine.records.waiting_reasons import QueueView, step_budget
 from stepview.model.engine_api import SchedulerEntry
-from stepview.model.scheduling import StepBudget
+from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import RequestState
 
 _WAITING = RequestState.WAITING
@@ -52,117 +58,306 @@ _DECODING = RequestState.DECODING
 _RANK = {_WAITING: 0, _PREEMPTED: 1, _PREFILLING: 2, _DECODING: 3}
 _CORE_RUNNING = int(CoreState.RUNNING)
 _CORE_PREEMPTED = int(CoreState.PREEMPTED)
+_BLOCKED = frozenset(
+    int(s)
+    for s in (
+        CoreState.WAITING_FOR_GRAMMAR,
+        CoreState.WAITING_FOR_REMOTE_KVS,
+        CoreState.WAITING_FOR_STREAMING_REQ,
+    )
+)
 
 
-class SchedulerView:
-    """Reads engine-core records for one client, keyed by the caller's request ids.
+def _state(req: RequestFacts) -> RequestState:
+    """stepview's state of one engine-core request (the module docstring's rules)."""
+    core_state = req.state
+    if core_state == _CORE_RUNNING:
+        return _PREFILLING if req.num_computed_tokens < req.num_prompt_tokens else _DECODING
+    if core_state == _CORE_PREEMPTED or req.num_preemptions > 0:
+        return _PREEMPTED
+    return _WAITING
+
+
+class _Held:
+    """One engine-core request (a sample) the reader was told of: its latest facts, and the
+    caller's request it belongs to, once known. One lookup finds all of it."""
+
+    __slots__ = ("facts", "request")
+
+    def __init__(self, facts: RequestFacts) -> None:
+        self.facts = facts
+        self.request: _Request | None = None
+
+
+class _Request:
+    """A caller's request: its samples, and the entry the reader last gave it."""
+
+    __slots__ = ("caller", "entry", "samples")
+
+    def __init__(self, caller: str) -> None:
+        self.caller = caller
+        self.samples: list[_Held] = []
+        self.entry: SchedulerEntry | None = None
+
+
+class EntryReader:
+    """Reads one engine core's records for one client, keyed by the caller's request ids.
 
     ``client_id`` maps an engine-core id to the caller's id, or ``None`` for a request the
-    client no longer tracks. :attr:`new_preemptions` is the number of preemptions between the
-    previous :meth:`read` and this one (increases of ``num_preemptions`` over the requests
-    still present, so records skipped in between are still counted).
+    client no longer tracks. Feed it every record, in order, from the first full one on (a
+    change record read without the records before it would leave it wrong; see
+    :class:`RecordStream`). :attr:`new_preemptions` is the number of preemptions the last
+    :meth:`read` saw (increases of ``num_preemptions``).
     """
 
-    def __init__(self, client_id: Callable[[str], str | None]) -> None:
+    def __init__(self, client_id: Callable[[str], str | None], queue: int = 0) -> None:
+        """``queue``: the number this core's queue has in the snapshot (a watched server's
+        ranks are several queues; stepview's own engine is queue 0)."""
         self._client_id = client_id
-        self._last: dict[str, SchedulerEntry] = {}
+        self._queue = queue
+        self._held: dict[str, _Held] = {}  # core id -> what is known of it
+        self._requests: dict[str, _Request] = {}  # caller's id -> its request
+        self._marked: set[str] = set()  # core ids that had a reason of their own last time
+        self._set_aside: set[str] = set()  # core ids vLLM set aside or that are blocked
+        self._head: str | None = None
+        self._preempted: Iterable[str] = ()  # core ids preempted in the last record
         self.new_preemptions = 0
         self.budget: StepBudget | None = None  # of the last record read
+        self.queue_reason: WaitReason | None = None  # what the last record's queue shares
 
     def _name(self, internal_id: str) -> str:
         """The caller's id for an engine-core id, or the core's when the caller has none."""
         return self._client_id(internal_id) or internal_id
 
-    def read(self, facts: StepFacts) -> dict[str, SchedulerEntry]:
-        """The scheduler's view of every unfinished request, keyed by the caller's id.
+    @property
+    def known(self) -> int:
+        """Requests (engine-core samples) whose facts the reader holds."""
+        return len(self._held)
 
-        A new dict each call (callers may keep it; they must not mutate it).
-        """
-        client_id = self._client_id
-        last = self._last
-        result: dict[str, SchedulerEntry] = {}
-        merged: list[str] = []  # ids seen more than once (children of n > 1)
+    def read(self, facts: StepFacts) -> dict[str, SchedulerEntry]:
+        """The entries that changed with this record, keyed by the caller's id (a new dict
+        each call: callers may keep it, they must not mutate it)."""
         budget = step_budget(facts)
         if budget != self.budget:
             self.budget = budget
-        reasons = wait_reasons(facts, self._name)
+        known = self._held
+        set_aside = self._set_aside
+        touched: dict[str, _Held] = {}  # the samples to look at again
+        if facts.full:
+            present = {r.req_id for r in facts.requests}
+            for core_id in [c for c in known if c not in present]:
+                self._drop(core_id)
         for req in facts.requests:
-            external_id = client_id(req.req_id)
-            if external_id is None:  # finished or aborted on the client's side
-                continue
-            core_state = req.state
-            prompt = req.num_prompt_tokens
-            computed = req.num_computed_tokens
-            preemptions = req.num_preemptions
-            if core_state == _CORE_RUNNING:
-                state = _PREFILLING if computed < prompt else _DECODING
-            elif core_state == _CORE_PREEMPTED or preemptions > 0:
-                state = _PREEMPTED
+            core_id = req.req_id
+            held = known.get(core_id)
+            if held is None:
+                held = known[core_id] = _Held(req)
             else:
-                state = _WAITING
-            if computed > prompt:
-                computed = prompt
-            reason = reasons.get(req.req_id) if reasons else None
-            scheduled = req.num_scheduled_tokens
-            blocks = req.num_kv_blocks
-            cached = req.num_cached_tokens
-
-            other = result.get(external_id)
-            if other is not None:  # another child of the same request: merge
-                if _RANK[other.state] > _RANK[state]:
-                    state = other.state
-                result[external_id] = SchedulerEntry(
-                    state,
-                    max(prompt, other.prompt_tokens),
-                    max(computed, other.computed_prompt_tokens),
-                    preemptions + other.num_preemptions,
-                    # A sample that waits says why only while none of the others runs.
-                    other.wait_reason or reason if _RANK[state] < _RANK[_PREFILLING] else None,
-                    scheduled + other.scheduled_tokens,
-                    blocks + other.kv_blocks,
-                    max(cached, other.cached_prompt_tokens),
-                )
-                merged.append(external_id)
+                held.facts = req
+            touched[core_id] = held
+            if req.deferred or req.state in _BLOCKED:
+                set_aside.add(core_id)
+            elif set_aside:
+                set_aside.discard(core_id)
+        for core_id in facts.finished:
+            if core_id in known:
+                touched.pop(core_id, None)
+                self._drop(core_id)
+        queue = QueueView(facts, self._name)
+        shared = queue.shared
+        if shared != self.queue_reason:
+            self.queue_reason = shared
+        # Whose reason of their own may have come or gone without their facts changing.
+        head = facts.waiting_head
+        for other in chain(self._marked, self._preempted, set_aside, (head, self._head)):
+            if other is not None and other not in touched:
+                held = known.get(other)
+                if held is not None:
+                    touched[other] = held
+        self._head, self._preempted = head, facts.preempted
+        marked: set[str] = set()
+        own: dict[str, WaitReason] = {}
+        own_reason = queue.own
+        for core_id, held in touched.items():
+            if held.facts.state == _CORE_RUNNING:  # (the many: no reason to look for)
                 continue
-            previous = last.get(external_id)
-            if (
-                previous is not None
-                and previous.state is state
-                and previous.computed_prompt_tokens == computed
-                and previous.num_preemptions == preemptions
-                and previous.prompt_tokens == prompt
-                and previous.scheduled_tokens == scheduled
-                and previous.kv_blocks == blocks
-                and previous.cached_prompt_tokens == cached
-                and previous.wait_reason == reason
-            ):
-                result[external_id] = previous
-            else:
-                result[external_id] = SchedulerEntry(
-                    state, prompt, computed, preemptions, reason, scheduled, blocks, cached
-                )
-
-        for external_id in merged:
-            previous = last.get(external_id)
-            if previous is not None and previous == result[external_id]:
-                result[external_id] = previous
-
-        new_preemptions = 0
-        for external_id, entry in result.items():
-            previous = last.get(external_id)
+            reason = own_reason(held.facts)
+            if reason is not None:
+                own[core_id] = reason
+                marked.add(core_id)
+        self._marked = marked
+        result: dict[str, SchedulerEntry] = {}
+        preemptions = 0
+        done: set[int] = set()
+        for core_id, held in touched.items():
+            request = held.request or self._join(core_id, held)
+            if request is None or (len(request.samples) > 1 and id(request) in done):
+                continue
+            if len(request.samples) > 1:
+                done.add(id(request))
+            entry = self._entry(request, own)
+            previous = request.entry
             if previous is None:
-                new_preemptions += entry.num_preemptions
-            elif entry is not previous and entry.num_preemptions > previous.num_preemptions:
-                new_preemptions += entry.num_preemptions - previous.num_preemptions
-        self._last = result
-        self.new_preemptions = new_preemptions
+                preemptions += entry.num_preemptions
+            elif entry == previous:
+                continue
+            elif entry.num_preemptions > previous.num_preemptions:
+                preemptions += entry.num_preemptions - previous.num_preemptions
+            request.entry = result[request.caller] = entry
+        self.new_preemptions = preemptions
         return result
 
-    def forget(self, request_ids: list[str]) -> None:
-        """Drop cached entries of requests aborted between steps (so a reused id starts fresh).
+    def _join(self, core_id: str, held: _Held) -> _Request | None:
+        """The caller's request a sample first seen belongs to (``None``: none any more)."""
+        caller = self._client_id(core_id)
+        if caller is None:  # finished or aborted on the client's side
+            return None
+        request = self._requests.get(caller)
+        if request is None:
+            request = self._requests[caller] = _Request(caller)
+        request.samples.append(held)
+        held.request = request
+        return request
 
-        Builds a new dict: the old one was handed out by :meth:`read`.
-        """
-        gone = set(request_ids)
-        if gone & self._last.keys():
-            self._last = {k: v for k, v in self._last.items() if k not in gone}
+    def _entry(self, request: _Request, own: dict[str, WaitReason]) -> SchedulerEntry:
+        """The merged entry of a request from its samples' latest facts."""
+        merged: SchedulerEntry | None = None
+        for held in request.samples:
+            req = held.facts
+            state = _state(req)
+            prompt = req.num_prompt_tokens
+            computed = min(req.num_computed_tokens, prompt)
+            reason = own.get(req.req_id) if own else None
+            if merged is None:
+                merged = SchedulerEntry(
+                    state,
+                    prompt,
+                    computed,
+                    req.num_preemptions,
+                    reason,
+                    req.num_scheduled_tokens,
+                    req.num_kv_blocks,
+                    req.num_cached_tokens,
+                    self._queue,
+                )
+                continue
+            if _RANK[merged.state] > _RANK[state]:
+                state = merged.state
+            merged = SchedulerEntry(
+                state,
+                max(prompt, merged.prompt_tokens),
+                max(computed, merged.computed_prompt_tokens),
+                req.num_preemptions + merged.num_preemptions,
+                # A sample that waits says why only while none of the others runs.
+                merged.wait_reason or reason if _RANK[state] < _RANK[_PREFILLING] else None,
+                req.num_scheduled_tokens + merged.scheduled_tokens,
+                req.num_kv_blocks + merged.kv_blocks,
+                max(req.num_cached_tokens, merged.cached_prompt_tokens),
+                self._queue,
+            )
+        assert merged is not None  # a request has a sample from its first one on
+        return merged
+
+    def _drop(self, core_id: str) -> None:
+        """A sample left the engine core: forget it (and its request, once every sample has)."""
+        held = self._held.pop(core_id, None)
+        self._set_aside.discard(core_id)
+        if held is None or held.request is None:
+            return
+        request = held.request
+        if held in request.samples:
+            request.samples.remove(held)
+        if not request.samples:
+            self._requests.pop(request.caller, None)
+
+    def forget(self, request_ids: list[str]) -> None:
+        """Drop requests aborted between steps (so a reused id starts fresh)."""
+        for caller in request_ids:
+            request = self._requests.pop(caller, None)
+            if request is not None:
+                for held in list(request.samples):
+                    self._drop(held.facts.req_id)
+
+
+class RecordStream:
+    """Which records a subscriber can read: from a full record on, without a gap.
+
+    A record of change is only right on top of every record before it (since the last full
+    one). A subscriber therefore waits for a full record (the plug-in sends one when anyone
+    subscribes), then checks that each record's ``seq`` follows the previous one; a gap (zmq
+    dropped records for a subscriber too slow to take them) or another engine core on the
+    address means waiting for a full record again, which :meth:`accept` asks for through
+    ``resync``. What the records it cannot use said of requests that ended is kept
+    (:attr:`ended`): those ends are in no later record, and the full one only says who is left.
+    """
+
+    def __init__(self, resync: Callable[[], None]) -> None:
+        self._resync = resync
+        self._next: int | None = None  # the seq the next record must have; None: wait for full
+        self._core: float | None = None
+        self.ended: list[EndedFacts] = []  # of records that could not be read
+        self.lost = 0  # records dropped while waiting for a full one
+
+    def accept(self, facts: StepFacts) -> bool:
+        """Whether ``facts`` can be read now (in order); asks for a full record when not."""
+        if facts.full:
+            self._next, self._core = facts.seq + 1, facts.core_started
+            return True
+        if self._next is not None and facts.seq == self._next and facts.core_started == self._core:
+            self._next += 1
+            return True
+        if self._next is not None:  # a gap, or another core: the picture is lost
+            self._next = None
+            self._resync()
+        self.lost += 1
+        self.ended.extend(facts.ended)
+        return False
+
+    def reset(self) -> None:
+        """The link was lost: whatever comes next starts from a full record."""
+        self._next = None
+
+
+def merge_records(older: StepFacts, newer: StepFacts) -> StepFacts:
+    """Two consecutive records of one engine core as one: what a reader that read both would
+    know, for a reader too far behind to read every step (it loses the step in between, not
+    a fact). O(what the two records name).
+
+    The step's own figures are the newer's; each request's facts are its newest, its output
+    token tail the two joined, its intro kept; the ends and departures of both are kept, so
+    a request may both be named and leave in one record (a reader takes in what it names
+    before it lets go of what left). Merged onto a full record, it stays full.
+    """
+    requests = {req.req_id: req for req in older.requests}
+    for req in newer.requests:
+        before = requests.get(req.req_id)
+        if before is not None:
+            req = _joined(before, req)
+        requests[req.req_id] = req
+    finished = [i for i in older.finished if i not in newer.finished] + list(newer.finished)
+    return msgspec.structs.replace(
+        newer,
+        full=older.full or newer.full,
+        requests=list(requests.values()),
+        finished=finished,
+        ended=[*older.ended, *newer.ended],
+    )
+
+
+def _joined(older: RequestFacts, newer: RequestFacts) -> RequestFacts:
+    """``newer`` with ``older``'s token tail in front of its own, and ``older``'s intro."""
+    tokens = newer.new_token_ids
+    old_tokens = older.new_token_ids
+    if old_tokens:
+        old_end = older.num_output_tokens
+        start = newer.num_output_tokens - len(tokens)
+        if start >= old_end:  # contiguous (the usual case) or a gap the reader notices
+            tokens = [*old_tokens, *tokens] if start == old_end else tokens
+        elif start > old_end - len(old_tokens):  # overlapping: the older part not resent
+            tokens = [*old_tokens[: start - (old_end - len(old_tokens))], *tokens]
+        else:  # the newer tail starts earlier (after a resubscription): it holds it all
+            tokens = list(tokens)
+    intro = newer.intro if newer.intro is not None else older.intro
+    if tokens is newer.new_token_ids and intro is newer.intro:
+        return newer
+    return msgspec.structs.replace(newer, new_token_ids=tokens, intro=intro)

@@ -1,4 +1,4 @@
-"""What vLLM's engine core knows about every request, one record per engine-core step.
+"""What vLLM's engine core knows about its requests, as records of what changed in each step.
 
 The stepview scheduler plug-in (:mod:`stepview.engine.plugin.scheduler`) builds a
 :class:`StepFacts` inside the engine core after each ``schedule()``; stepview reads it either
@@ -6,14 +6,30 @@ straight from memory (engine core in stepview's own process) or decoded from the
 (engine core in its own process, or a running ``vllm serve``). This module is plain data with
 no vLLM import, so a client that only attaches to a server needs msgspec and nothing else.
 
+**Records of change.** A server in trouble holds thousands of waiting requests, and a record
+of all of them every step would cost the engine core most exactly then. So a record carries
+only the requests whose facts changed since the publisher's previous record (those that
+arrived, were scheduled in this step or the one before, were preempted, deferred or blocked)
+and the queue in one field: where vLLM's scan of the waiting queue stopped
+(:attr:`StepFacts.waiting_head`), everyone after it waiting behind it. A request that only
+waits is in no record. A subscriber keeps the latest facts of every request it was told of
+and applies each record on top; the first record it uses is a **full** one (every request the
+core holds), sent whenever someone (re)subscribes, and ``seq`` counts records so that one
+lost on the way (a slow subscriber's queue overflowed) is noticed and a full one asked for.
+
+Each message holds one or more consecutive records (a msgpack array of them): a server's plug-in
+sends a few steps at a time, so that the cost of waking zmq's I/O thread, most of what
+publishing costs, is paid once per batch, not per step.
+
 Wire format: msgpack through msgspec, every struct ``array_like`` (a list of field values, no
 field names: small and cheap to build, encode and decode). Fields are therefore positional,
 and the format evolves by **appending** fields, each with a default: msgspec fills a missing
 trailing field with its default and ignores extra trailing ones, so an older subscriber reads
 a newer plug-in's records and vice versa. Never reorder, remove or retype a field; a change
-that cannot be made by appending bumps :data:`FACTS_TOPIC`. Request states travel as plain
-ints (see :class:`CoreState`) for the same reason: a state a newer plug-in adds must not make
-an older decoder reject the whole record.
+that cannot be made by appending bumps :data:`FACTS_TOPIC` (version 2: records of change;
+version 1 sent every request every step). Request states travel as plain ints (see
+:class:`CoreState`) for the same reason: a state a newer plug-in adds must not make an older
+decoder reject the whole record.
 
 Ids are the engine core's own (``"<client id>-<8 hex>"``; ``"<i>_<client id>-<8 hex>"`` for
 sample ``i`` of an ``n > 1`` request): the core never learns the client's id, so mapping back
@@ -29,7 +45,7 @@ import msgspec
 
 # What every published message starts with; subscribers subscribe to it (zmq prefix match).
 # The trailing version changes only for a change appending fields cannot express.
-FACTS_TOPIC = b"stepview.facts.1"
+FACTS_TOPIC = b"stepview.facts.2"
 
 
 class CoreState(enum.IntEnum):
@@ -144,11 +160,13 @@ class EndedFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One engine-core step: the budget, how it was spent, the KV cache, every live request.
+    """One engine-core step: the budget, how it was spent, the KV cache, what changed.
 
     ``step`` counts ``schedule()`` calls in this engine core since it started (it starts over
     when the core restarts; ``core_started`` tells two cores on one address apart). Records
-    are only built while someone listens, so a subscriber may see gaps in ``step``.
+    are only built while someone listens, so a subscriber may see gaps in ``step``; ``seq``
+    counts the records this core built, so a gap in ``seq`` between two records a subscriber
+    received means it lost some (and must wait for a ``full`` one).
     ``iteration`` counts the steps that scheduled any token, as vLLM's iteration details do
     (``SchedulerStats.iteration_details.iteration_index`` is ``iteration - 1``): that is how
     a client matches a step's outputs with the record of the same step.
@@ -156,9 +174,10 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     requests finished or were aborted): an idle engine core does not schedule, so without it
     a subscriber would never learn that those requests left.
 
-    ``finished`` are the ids that left the scheduler since the previous record (finished,
-    aborted), ``ended`` says how; ``preempted`` those preempted in this step. ``requests``
-    is complete, so a subscriber that joins late still sees every request in flight.
+    ``requests`` holds the facts of every request that changed since the previous record, or,
+    when ``full``, of every request the core holds. ``finished`` are the ids that left the
+    scheduler since the previous record (finished, aborted), ``ended`` says how; ``preempted``
+    those preempted in this step. ``num_running`` and ``num_waiting`` are the queues' sizes.
     """
 
     step: int
@@ -166,10 +185,14 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     time: float  # wall clock at capture
     core_started: float  # wall clock when this engine core's scheduler was built
     dp_rank: int
+    seq: int  # records this core built, counted from 1
+    full: bool  # requests lists every request the core holds
     token_budget: int  # max_num_scheduled_tokens
     prefill_tokens: int  # tokens scheduled this step for prompts (and recomputation)
     decode_tokens: int  # tokens scheduled this step for generation
     max_num_running_reqs: int
+    num_running: int  # running slots taken (running requests and paused streaming sessions)
+    num_waiting: int  # waiting and preempted requests (vLLM's count, deferred ones included)
     kv_free_blocks: int
     kv_total_blocks: int  # usable blocks (vLLM's null block left out)
     block_size: int
@@ -180,12 +203,12 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # How the requests in ``finished`` ended (those the plug-in saw end while someone
     # listened): their last tokens and finish reasons.
     ended: list[EndedFacts] = []
-    # What the waiting-reason rules (stepview.engine.records.waiting_reasons) need beyond the above:
-    # the waiting queue(s) after schedule(), in the order vLLM scans them (requests holding KV
-    # blocks first, then the rest; FCFS or priority order), so "behind whom" is vLLM's own
-    # answer rather than a guess from arrival times; and the scheduler settings that decide
-    # whether a request that is next in line can be scheduled at all.
-    waiting_order: list[str] = []
+    # What the waiting-reason rules (stepview.engine.records.waiting_reasons) need beyond the
+    # above: the request vLLM's scan of the waiting queue stopped at (the first in its scan
+    # order that is neither set aside nor blocked; everyone after it waits behind it), so
+    # "behind whom" is vLLM's own answer; and the scheduler settings that decide whether a
+    # request that is next in line can be scheduled at all.
+    waiting_head: str | None = None
     chunked_prefill: bool = True  # enable_chunked_prefill: a prompt may be split over steps
     long_prefill_threshold: int = 0  # long_prefill_token_threshold (0: no cap per step)
     max_loras: int = 0  # LoRA adapters one step may use (0: LoRA off)
@@ -195,6 +218,7 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(StepFacts)
+_BATCH_DECODER = msgspec.msgpack.Decoder(list[StepFacts])
 
 
 def encode_facts(facts: StepFacts) -> bytes:
@@ -210,6 +234,17 @@ def encode_facts_into(facts: StepFacts, buffer: bytearray, offset: int) -> None:
 def decode_facts(payload: bytes | memoryview) -> StepFacts:
     """One record from its wire form; raises ``msgspec.DecodeError`` on anything else."""
     return _DECODER.decode(payload)
+
+
+def encode_batch_into(records: list[StepFacts], buffer: bytearray, offset: int) -> None:
+    """The wire form of a message: one or more consecutive records, oldest first (a server's
+    plug-in sends the records of a few steps at a time; see the publisher)."""
+    _ENCODER.encode_into(records, buffer, offset)
+
+
+def decode_batch(payload: bytes | memoryview) -> list[StepFacts]:
+    """The records of one message; raises ``msgspec.DecodeError`` on anything else."""
+    return _BATCH_DECODER.decode(payload)
 
 
 _INTERNAL_ID = re.compile(r"^(?:(\d+)_)?(.+)-[0-9a-f]{8}$")

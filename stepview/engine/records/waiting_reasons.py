@@ -23,7 +23,10 @@ of the vLLM version the probe reads, and change with it. How ``schedule()`` deci
    only because it is behind that one (:data:`BEHIND`).
 
 The record is taken after ``schedule()``, so the rules read the outcome: the queue left
-behind, the budget spent, the requests now running. Limits of the reading: ``deferred`` is
+behind (the request the scan stopped at, which the plug-in names), the budget spent, the
+requests now running. Everyone after the stopped request waits for the same reason, so that
+reason is worked out once per step (:class:`QueueView`), and only the few requests with a
+reason of their own are looked at one by one. Limits of the reading: ``deferred`` is
 vLLM's set, which keeps a request from its first skip until it is scheduled (a LoRA-limited
 request the scan later stopped at still reads as deferred); a KV-connector miss, speculative
 decoding and encoder budgets are not told apart from the cases above.
@@ -73,85 +76,82 @@ def _spent(facts: StepFacts) -> str:
     )
 
 
-def wait_reasons(facts: StepFacts, name: Callable[[str], str] = str) -> dict[str, WaitReason]:
-    """Why each request of ``facts`` that waits (or is preempted) got no token this step.
+class QueueView:
+    """Why waiting requests got nothing in one step, in two parts, so a request that only
+    waits costs nothing per step.
 
-    Keyed by the engine core's ids; ``name`` turns such an id into the one a person knows (the
-    caller's), for the texts and :attr:`WaitReason.blocker`. Requests that run, or that were
-    scheduled, have no entry. Work is O(waiting requests) plus a pass over the record.
+    Most waiting requests share their reason with the whole queue: every running slot taken,
+    the budget spent, a preemption that stopped admission, or, when vLLM's scan stopped at a
+    request it could not schedule, "behind" that request. That shared reason is
+    :attr:`shared` (one object for the step, ``None`` when nothing is shared). A few have a
+    reason of their own (:meth:`own`): a blocked request, one preempted in this step, one vLLM
+    set aside, and the request the scan stopped at. A request's reason is its own, or else the
+    shared one: :func:`stepview.model.scheduling.reason_of` is that rule, for everyone.
+
+    ``name`` turns an engine-core id into the one a person knows (the caller's), for the texts
+    and :attr:`WaitReason.blocker`.
     """
-    # One comprehension over the record: with nobody waiting (the common case) that is all.
-    waiting = {
-        r.req_id: r
-        for r in facts.requests
-        if r.state != _RUNNING and r.state <= _PREEMPTED and not r.num_scheduled_tokens
-    }
-    if not waiting:
-        return {}
-    # Running slots taken: the running requests, and paused streaming sessions (which hold a
-    # model-runner slot all the same).
-    running = sum(r.state == _RUNNING or r.state == _STREAMING for r in facts.requests)
-    reasons: dict[str, WaitReason] = {}
-    # Step-wide: whoever is not blocked gets the same reason.
-    common: WaitReason | None = None
-    if facts.preempted:
-        names = ", ".join(name(i) for i in facts.preempted)
-        common = WaitReason(
-            KV_CACHE,
-            f"KV cache full: this step preempted {names}, so vLLM admitted no waiting request "
-            f"({facts.kv_free_blocks} of {facts.kv_total_blocks} blocks free)",
-        )
-    elif facts.token_budget - facts.prefill_tokens - facts.decode_tokens <= 0:
-        common = WaitReason(TOKEN_BUDGET, _spent(facts))
-    elif running >= facts.max_num_running_reqs:
-        common = WaitReason(
-            MAX_NUM_SEQS, f"all {facts.max_num_running_reqs} running slots taken (max_num_seqs)"
-        )
-    preempted_now = set(facts.preempted)
-    behind: WaitReason | None = None  # everyone's after the scan stopped (one shared object)
-    for req_id in _queue_order(facts, waiting):
-        req = waiting[req_id]
-        blocked = _BLOCKED.get(req.state)
+
+    __slots__ = ("_name", "_preempted", "common", "facts", "shared")
+
+    def __init__(self, facts: StepFacts, name: Callable[[str], str] = str) -> None:
+        self.facts = facts
+        self._name = name
+        self._preempted = frozenset(facts.preempted)
+        self.common = _common(facts, name)
+        """The step-wide reason everyone without a blocked status shares, if any."""
+        self.shared = self.common if self.common is not None else self._behind()
+
+    def _behind(self) -> WaitReason | None:
+        head = self.facts.waiting_head
+        if head is None:
+            return None
+        who = self._name(head)
+        order = "priority order" if self.facts.priority_policy else "first come, first served"
+        return WaitReason(BEHIND, f"behind {who}, which vLLM could not schedule ({order})", who)
+
+    def own(self, req: RequestFacts) -> WaitReason | None:
+        """``req``'s reason of its own in this step, or ``None`` (it runs, was scheduled, or
+        waits for the shared reason)."""
+        state = req.state
+        if state == _RUNNING or state > _PREEMPTED or req.num_scheduled_tokens:
+            return None
+        facts = self.facts
+        blocked = _BLOCKED.get(state)
         if blocked is not None:
-            reasons[req_id] = WaitReason(DEFERRED, blocked)
-        elif req_id in preempted_now:
-            reasons[req_id] = WaitReason(
+            return WaitReason(DEFERRED, blocked)
+        if req.req_id in self._preempted:
+            return WaitReason(
                 KV_CACHE,
                 f"preempted this step to free KV blocks for running requests "
                 f"({facts.kv_free_blocks} of {facts.kv_total_blocks} free)",
             )
-        elif common is not None:
-            reasons[req_id] = common
-        elif req.deferred:
-            reasons[req_id] = _deferred(req, facts)
-        elif behind is None:  # the first one left: where the scan stopped
-            reasons[req_id] = _stopped_at(req, facts, len(waiting) + running)
-            who = name(req_id)
-            order = "priority order" if facts.priority_policy else "first come, first served"
-            text = f"behind {who}, which vLLM could not schedule ({order})"
-            behind = WaitReason(BEHIND, text, who)
-        else:
-            reasons[req_id] = behind
-    return reasons
+        if self.common is not None:
+            return None
+        if req.deferred:
+            return _deferred(req, facts)
+        if req.req_id == facts.waiting_head:
+            return _stopped_at(req, facts, facts.num_waiting + facts.num_running)
+        return None
 
 
-def _queue_order(facts: StepFacts, waiting: dict[str, RequestFacts]) -> list[str]:
-    """The waiting requests in the order vLLM scans them.
-
-    The plug-in records the queue itself; a record without it (an older plug-in) falls back on
-    what vLLM does: preempted requests go back to the front, the others in arrival (or
-    priority) order.
-    """
-    order = [i for i in facts.waiting_order if i in waiting]
-    if len(order) < len(waiting):
-        listed = set(order)
-        rest = [r for r in waiting.values() if r.req_id not in listed]
-        if facts.priority_policy:
-            rest.sort(key=lambda r: (r.priority, r.arrival_time))
-        else:
-            rest.sort(key=lambda r: (r.state != _PREEMPTED, r.arrival_time))
-        order.extend(r.req_id for r in rest)
-    return order
+def _common(facts: StepFacts, name: Callable[[str], str]) -> WaitReason | None:
+    """The reason of the whole step, when vLLM did not scan the waiting queue or could not
+    admit anyone from it: a preemption, the token budget, the running slots."""
+    if facts.preempted:
+        names = ", ".join(name(i) for i in facts.preempted)
+        return WaitReason(
+            KV_CACHE,
+            f"KV cache full: this step preempted {names}, so vLLM admitted no waiting request "
+            f"({facts.kv_free_blocks} of {facts.kv_total_blocks} blocks free)",
+        )
+    if facts.token_budget - facts.prefill_tokens - facts.decode_tokens <= 0:
+        return WaitReason(TOKEN_BUDGET, _spent(facts))
+    if facts.num_running >= facts.max_num_running_reqs:
+        return WaitReason(
+            MAX_NUM_SEQS, f"all {facts.max_num_running_reqs} running slots taken (max_num_seqs)"
+        )
+    return None
 
 
 def _deferred(req: RequestFacts, facts: StepFacts) -> WaitReason:

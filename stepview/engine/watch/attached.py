@@ -2,7 +2,8 @@
 
 A server started with stepview's scheduler plug-in (``--scheduler-cls
 stepview.engine.scheduler_plugin.StepviewScheduler`` and ``STEPVIEW_PUBLISH=ADDRESS``)
-publishes one :class:`~stepview.engine.records.facts.StepFacts` per engine-core step.
+publishes one :class:`~stepview.engine.records.facts.StepFacts` per engine-core step: what
+changed in it (a full record first, for a subscriber that joins), a few steps per message.
 :class:`AttachedEngine` subscribes to them and implements the driver's
 :class:`~stepview.model.engine_api.WatchedEngine` protocol, so the same driver and ledger
 as a live run give the same panes, detail view, history, ``--record`` and results file. It
@@ -20,13 +21,13 @@ How a record becomes a step (one record per ``step()``, oldest first):
   and, when it ends, its completions (:mod:`~stepview.engine.watch.detokenize`: a record ending
   adopted requests is held until their text is in, briefly);
 * states, prefill progress and preemptions come from the record as for stepview's own
-  engine (:class:`~stepview.engine.records.entries.SchedulerView`); output token ids arrive
+  engine (:class:`~stepview.engine.records.entries.EntryReader`); output token ids arrive
   as the tail the record carries; the figures are the record's (queue sizes, KV blocks, the
   tokens scheduled for prefill and decode);
-* a request that is no longer in its rank's record (each record is complete) has **left**
-  the engine: it ends FINISHED with finish reason ``left the engine`` (vLLM's own reason is
-  not in the record). One stepview sent waits for its HTTP answer instead, which carries the
-  text and the real finish reason.
+* a request a record names as gone (``finished``) without saying how it ended, or one a
+  full record no longer holds, has **left** the engine: it ends FINISHED with finish reason
+  ``left the engine`` (vLLM's own reason was in a record that was lost). One stepview sent
+  waits for its HTTP answer instead, which carries the text and the real finish reason.
 
 The link: while a rank's connection is lost (server killed, network down) the view is held
 as it was, requests included, and the state is DISCONNECTED. When it is back, the server's
@@ -50,6 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from stepview.engine.records.channel import ChannelState, rank_address
+from stepview.engine.records.entries import merge_records
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
@@ -69,16 +71,16 @@ from stepview.model.snapshot import EngineCounters, EngineInfo, EngineState, Req
 log = logging.getLogger(__name__)
 
 SILENT = "lost while disconnected: gone when the server came back"
-# Records kept while the view is held (paused) or behind; older ones are dropped (the
-# records are complete, so the next one read puts every request right again; what is sent
-# only once is kept, see WatchedCore.stash). A server steps 100-200 times a second: this is
-# a view at most a second or two behind. Kept longer, a stepview that cannot keep up (niced
+# Records kept while the view is held (paused) or behind; past this many the oldest are read
+# as one with the next (records.entries.merge_records: nothing is lost but the steps in
+# between). A server steps 100-200 times a second: this is a view at most a second or two
+# behind. Kept longer, a stepview that cannot keep up (niced
 # on a box the server saturates) would leave the records in zmq's queues instead, whose
 # overflow drops them whole, with the ends of requests in them.
 MAX_BACKLOG = 256
 # One record per step while stepview keeps up; more than this many waiting (a fast server
 # on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once,
-# for at most CATCH_UP_S (one record costs ~1 ms at 256 requests; a starved process takes
+# for at most CATCH_UP_S (a record costs ~0.2 ms, whatever the queue; a starved process takes
 # many times that in wall time), so that the sockets are read again soon.
 CATCH_UP_AFTER = 64
 CATCH_UP_STEP = 256
@@ -115,8 +117,8 @@ class AttachedEngine:
         self._cores: list[WatchedCore] = []
         self._closed = threading.Event()
         try:
-            for rank in ranks:
-                self._cores.append(WatchedCore(rank, rank_address(address, rank)))
+            for queue, rank in enumerate(ranks):
+                self._cores.append(WatchedCore(rank, rank_address(address, rank), queue))
         except BaseException:
             self.shutdown()
             raise
@@ -224,6 +226,7 @@ class AttachedEngine:
             interval=step.interval,
             age=step.age,
             budget=core.view.budget,  # the last record's (one engine core's, with several)
+            queue_reasons=tuple(c.view.queue_reason for c in self._cores),
         )
 
     def link(self) -> LinkState:
@@ -282,11 +285,16 @@ class AttachedEngine:
             connected = subscriber.state is ChannelState.CONNECTED
             if connected != core.status.connected:
                 core.status = core.status._replace(connected=connected)
+            if not connected:
+                core.stream.reset()  # whatever comes after the link is back starts afresh
             if records:
                 core.settle_at = None
                 core.received(records, now)
                 described = self._described
+                accept = core.stream.accept
                 for facts in records:
+                    if not accept(facts):  # out of order: the full record asked for is next
+                        continue
                     wait = None
                     if described is not None:  # ask for its text now, and say what it waits for
                         wait = described.received(
@@ -304,10 +312,27 @@ class AttachedEngine:
                 self._answers = [*self._answers, *answers]
         excess = len(backlog) - MAX_BACKLOG
         if excess > 0:
-            for _ in range(excess):
-                core, facts, _ = backlog.popleft()
-                core.stash(facts, now)
-            log.info("stepview: %d records dropped (the view was held or behind)", excess)
+            merged = self._fold_backlog(excess)
+            log.info("stepview: %d records read as one with the next (view held or behind)", merged)
+
+    def _fold_backlog(self, excess: int) -> int:
+        """Fold the oldest records into the next record of the same engine core until the
+        backlog is back to :data:`MAX_BACKLOG`; how many were folded. Nothing is lost but the
+        steps in between (see :func:`~stepview.engine.records.entries.merge_records`)."""
+        backlog = self._backlog
+        folded = 0
+        while folded < excess:
+            core, facts, wait = backlog.popleft()
+            for i, (other, later, later_wait) in enumerate(backlog):
+                if other is core:
+                    joined = merge_records(facts, later)
+                    backlog[i] = (core, joined, _joined_waits(wait, later_wait))
+                    folded += 1
+                    break
+            else:  # the core's last record: it stays
+                backlog.appendleft((core, facts, wait))
+                break
+        return folded
 
     def _next_ready(self) -> bool:
         """True when the oldest record may be read (it waits for no text, or no longer)."""
@@ -368,6 +393,13 @@ class AttachedEngine:
             prefix_cache_hits=sum(c.prefix_hits for c in cores),
             preemptions=preempted,
         )
+
+
+def _joined_waits(older: Wait | None, newer: Wait | None) -> Wait | None:
+    """What a record folded from two waits for: both's requests, until the later deadline."""
+    if older is None or newer is None:
+        return newer or older
+    return Wait((*older.request_ids, *newer.request_ids), max(older.until, newer.until))
 
 
 def api_client_id(server_id: str) -> str:

@@ -8,28 +8,33 @@ what the driver's step needs (see :mod:`stepview.engine.watch.attached` for the 
 * a request (one engine-core request per sample) seen for the first time is adopted; one
   whose intro was missed waits up to :data:`INTRO_WAIT_S` (of the server's time) for a
   fresh record;
+* records say what changed (:mod:`stepview.engine.records.facts`), so each is read on top of
+  the ones before, from a full record on, none skipped (the records' stream checks their
+  sequence and asks for a full record after a gap);
 * its output token ids grow by the tail each record carries; a tail that does not join up
   (records were lost) asks the publisher for a fresh record;
 * a record says how the requests that left since the previous one ended: their last
   tokens and vLLM's finish reason (``abort``: ended ABORTED, by its client or on a stop
-  string, which vLLM's front end enforces by aborting); one gone from the (complete) record
-  without that (the record saying so was lost) has left the engine, reason unknown;
+  string, which vLLM's front end enforces by aborting); one that left without that (named in
+  ``finished`` only, or missing from a full record: the record saying how was lost) has left
+  the engine, reason unknown;
 * a record of another engine core (``core_started``) means the previous one is gone, and
   every request it held with it.
 
+Work per record is what it names: a request that only waits is in no record and costs nothing.
 Nothing here imports vLLM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import msgspec
 
 from stepview.engine.records.channel import FactsSubscriber
-from stepview.engine.records.entries import SchedulerView
+from stepview.engine.records.entries import EntryReader, RecordStream
 from stepview.engine.records.facts import (
     CoreState,
     EndedFacts,
@@ -86,17 +91,21 @@ class CoreStep(NamedTuple):
 class WatchedCore:
     """One engine core (data-parallel ``rank``) publishing at ``address``."""
 
-    def __init__(self, rank: int, address: str) -> None:
+    def __init__(self, rank: int, address: str, queue: int = 0) -> None:
+        """``queue``: which of the snapshot's queues this core's waiting requests are in."""
         self.rank = rank
         self.address = address
+        self.queue = queue
         self.subscriber = FactsSubscriber(address)
+        self.stream = RecordStream(self.subscriber.resync)
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
+        self._per_request: dict[str, int] = {}  # stepview id -> its samples here
         self.unintroduced: dict[str, float] = {}  # core id -> record time first seen
         # What records dropped unread carried that no later record repeats (see stash()).
         self.intros: dict[str, RequestIntro] = {}
         self.unread_ends: list[EndedFacts] = []
-        self.view = SchedulerView(self._lookup)
+        self.view = EntryReader(self._lookup, queue)
         self.connects = 0  # the subscriber's connect count as last seen
         self.settle_at: float | None = None  # reconnected with requests held: settle by then
         self.last_step: int | None = None
@@ -123,10 +132,12 @@ class WatchedCore:
         """Drop every request of the engine core that was here; their stepview ids."""
         ids = list(dict.fromkeys(s.request_id for s in self.samples.values()))
         self.samples.clear()
+        self._per_request.clear()
         self.unintroduced.clear()
         self.intros.clear()
         self.unread_ends.clear()
-        self.view = SchedulerView(self._lookup)
+        self.stream.ended.clear()
+        self.view = EntryReader(self._lookup, self.queue)
         self.busy = False
         self.behind = 0.0
         self.last_step = None
@@ -139,19 +150,6 @@ class WatchedCore:
         lag = now - records[-1].time
         if self.offset is None or lag < self.offset:
             self.offset = lag
-
-    def stash(self, facts: StepFacts, now: float) -> None:
-        """A record dropped unread (too many waiting): keep what is sent only once.
-
-        Intros and ends are in one record only; token tails and states are made up for by
-        the fresh record asked for here, and by the next records.
-        """
-        for req in facts.requests:
-            if req.intro is not None:
-                self.intros[req.req_id] = req.intro
-        if facts.ended:
-            self.unread_ends.extend(facts.ended)
-        self.resync(now)
 
     def resync(self, now: float) -> None:
         """Ask for a fresh record (a token tail or an intro was missed), now and then."""
@@ -183,30 +181,40 @@ class WatchedCore:
             self.core_started = facts.core_started
         samples = self.samples
         outputs: list[OutputUpdate] = []
-        ends = facts.ended
-        if self.unread_ends:
-            ends, self.unread_ends = [*self.unread_ends, *ends], []
-        generated = self._finish(ends, now, awaiting, outputs, ended) if ends else 0
-        before = len(samples)
+        generated = 0
+        # What the record names first, then what ended, then what left without a word: a
+        # record read as one of several (the view catching up) may name a request and end it.
         new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
-        known = 0
         for req in facts.requests:
             sample = samples.get(req.req_id)
             if sample is None:
                 sample = self._adopt(req, facts.time, now, own, labelled, new_ids)
                 if sample is None:
                     continue
-            else:
-                known += 1
             if req.new_token_ids:
                 generated += self._take_tokens(
                     sample, req.num_output_tokens, req.new_token_ids, outputs, now
                 )
-        if known < before or self.unintroduced or self.intros:
+        ends = facts.ended
+        lost = self.stream.ended
+        if self.unread_ends or lost:
+            ends = [*self.unread_ends, *lost, *ends]
+            self.unread_ends = []
+            lost.clear()
+        if ends:
+            generated += self._finish(ends, now, awaiting, outputs, ended)
+        if facts.finished:  # left: those that ended said how above, the rest did not
+            ended.extend(self._gone(facts.finished, awaiting))
+        if facts.full:  # those not in it left while their records were lost
             present = {req.req_id for req in facts.requests}
-            ended.extend(self._leave(present, awaiting))
-        arrived = [
-            arrival(rid, req, self._count(rid), facts.time) for rid, (req, _) in new_ids.items()
+            ended.extend(self._gone([c for c in samples if c not in present], awaiting))
+            for pending in (self.unintroduced, self.intros):
+                for core_id in [c for c in pending if c not in present]:
+                    del pending[core_id]
+        per_request = self._per_request
+        arrived = [  # (samples: those held now; all those seen, if it has already ended)
+            arrival(rid, req, per_request.get(rid, seen), facts.time)
+            for rid, (req, seen) in new_ids.items()
         ]
         scheduled = self.view.read(facts)
         self._figures(facts)
@@ -253,6 +261,7 @@ class WatchedCore:
             seen = new_ids.get(request_id)
             new_ids[request_id] = (req, 1) if seen is None else (seen[0], seen[1] + 1)
         sample = self.samples[core_id] = _Sample(request_id, index)
+        self._per_request[request_id] = self._per_request.get(request_id, 0) + 1
         return sample
 
     def sample_of(
@@ -272,9 +281,16 @@ class WatchedCore:
             request_id = f"{request_id}@{self.rank}"
         return request_id, index or 0, True
 
-    def _count(self, request_id: str) -> int:
-        """How many samples of ``request_id`` are known (vLLM may add them a step apart)."""
-        return sum(1 for sample in self.samples.values() if sample.request_id == request_id)
+    def _pop(self, core_id: str) -> _Sample | None:
+        """Forget one sample; it is returned, with whether it was its request's last."""
+        sample = self.samples.pop(core_id, None)
+        if sample is not None:
+            left = self._per_request[sample.request_id] - 1
+            if left:
+                self._per_request[sample.request_id] = left
+            else:
+                del self._per_request[sample.request_id]
+        return sample
 
     def _take_tokens(
         self,
@@ -319,13 +335,12 @@ class WatchedCore:
         A request ends with its last sample; one aborted in the engine core ends ABORTED;
         one stepview sent only takes the tokens (its HTTP answer ends it, text included).
         """
-        samples = self.samples
         done: dict[str, list[tuple[_Sample, EndedFacts]]] = {}
         for end in ends:
-            sample = samples.pop(end.req_id, None)
+            sample = self._pop(end.req_id)
             if sample is not None:
                 done.setdefault(sample.request_id, []).append((sample, end))
-        remaining = {sample.request_id for sample in samples.values()}
+        remaining = self._per_request
         generated = 0
         for request_id, finishing in done.items():
             last = request_id not in remaining
@@ -346,45 +361,41 @@ class WatchedCore:
                 ended.append(EndedRequest(request_id, RequestState.ABORTED, ABORTED_BY_CLIENT))
         return generated
 
-    def _leave(self, present: Set[str], awaiting: Set[str]) -> list[EndedRequest]:
-        """Samples gone from the (complete) record; the requests with none left end."""
-        unintroduced = self.unintroduced
-        for core_id in [c for c in unintroduced if c not in present]:
-            del unintroduced[core_id]
-        intros = self.intros
-        for core_id in [c for c in intros if c not in present]:
-            del intros[core_id]
-        samples = self.samples
-        gone = [core_id for core_id in samples if core_id not in present]
-        left = {samples.pop(core_id).request_id for core_id in gone}
-        for sample in samples.values():
-            left.discard(sample.request_id)
+    def _gone(self, core_ids: Iterable[str], awaiting: Set[str]) -> list[EndedRequest]:
+        """Samples that left without saying how; the requests with none left end."""
+        left: dict[str, None] = {}
+        for core_id in core_ids:
+            self.unintroduced.pop(core_id, None)
+            self.intros.pop(core_id, None)
+            sample = self._pop(core_id)
+            if sample is not None:
+                left[sample.request_id] = None
         return [
             EndedRequest(request_id, RequestState.FINISHED, LEFT)
             for request_id in sorted(left)
-            if request_id not in awaiting  # stepview's own wait for their HTTP answer
+            if request_id not in self._per_request
+            and request_id not in awaiting  # stepview's own wait for their HTTP answer
         ]
 
     def _figures(self, facts: StepFacts) -> None:
         """Queue sizes, KV cache and prefix-cache counts after ``facts``."""
-        running = 0
+        samples = self.samples
         for req in facts.requests:
-            if req.state == _RUNNING:
-                running += 1
-                sample = self.samples.get(req.req_id)
-                if sample is not None and not sample.counted and req.num_computed_tokens:
+            if req.state == _RUNNING and req.num_computed_tokens:
+                sample = samples.get(req.req_id)
+                if sample is not None and not sample.counted:
                     sample.counted = True
                     self.prefix_queries += req.num_prompt_tokens
                     self.prefix_hits += req.num_cached_tokens
         total = facts.kv_total_blocks
         self.kv_total = total
         self.kv_used = max(0, total - facts.kv_free_blocks)
-        self.busy = bool(facts.requests) and not facts.idle
+        self.busy = bool(facts.num_running or facts.num_waiting) and not facts.idle
         self.status = RankStatus(
             self.rank,
             self.subscriber.connected,
-            running,
-            len(facts.requests) - running,
+            facts.num_running,
+            facts.num_waiting,
             self.kv_used / total if total else 0.0,
         )
 

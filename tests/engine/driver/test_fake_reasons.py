@@ -8,13 +8,21 @@ deterministically, for the UI tests.
 
 from __future__ import annotations
 
-from stepview.model.engine_api import StepResult
+from stepview.model.engine_api import SchedulerEntry, StepResult
 from stepview.model.sampling import SamplingSpec
-from stepview.model.scheduling import BEHIND, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET, StepBudget
+from stepview.model.scheduling import (
+    BEHIND,
+    KV_CACHE,
+    MAX_NUM_SEQS,
+    TOKEN_BUDGET,
+    StepBudget,
+    WaitReason,
+)
 from stepview.model.snapshot import RequestState
 from stepview.testing.fake_engine import FakeEngine
 
 GREEDY = SamplingSpec(temperature=0.0, max_tokens=8)
+_WAITS = (RequestState.WAITING, RequestState.PREEMPTED)
 
 
 def add(engine: FakeEngine, count: int, prompt: str = "hello") -> None:
@@ -22,12 +30,19 @@ def add(engine: FakeEngine, count: int, prompt: str = "hello") -> None:
         engine.add_request(f"r{i}", prompt, GREEDY)
 
 
+def why(result: StepResult, entry: SchedulerEntry) -> WaitReason | None:
+    """The entry's reason: its own, or the one its queue shares (as the app reads it)."""
+    if entry.wait_reason is not None or entry.state not in _WAITS:
+        return entry.wait_reason
+    return result.queue_reasons[entry.queue]
+
+
 def reasons(result: StepResult) -> dict[str, tuple[str, str | None]]:
     assert result.scheduled is not None
     return {
-        rid: (entry.wait_reason.code, entry.wait_reason.blocker)
+        rid: (reason.code, reason.blocker)
         for rid, entry in result.scheduled.items()
-        if entry.wait_reason is not None
+        if (reason := why(result, entry)) is not None
     }
 
 
@@ -38,8 +53,9 @@ def test_all_running_slots_taken() -> None:
     assert reasons(result) == {f"r{i}": (MAX_NUM_SEQS, None) for i in range(2, 6)}
     assert result.scheduled is not None
     entry = result.scheduled["r5"]
-    assert entry.state is RequestState.WAITING and entry.wait_reason is not None
-    assert entry.wait_reason.text == "all 2 running slots taken (max_num_seqs)"
+    reason = why(result, entry)
+    assert entry.state is RequestState.WAITING and reason is not None
+    assert reason.text == "all 2 running slots taken (max_num_seqs)"
     running = result.scheduled["r0"]
     assert (running.scheduled_tokens, running.kv_blocks) == (5, 1)
 
@@ -64,8 +80,8 @@ def test_kv_cache_full_stops_the_queue_and_names_the_blocked_one() -> None:
     result = engine.step()
     assert reasons(result) == {"blocked": (KV_CACHE, None), "after": (BEHIND, "blocked")}
     assert result.scheduled is not None
-    why = result.scheduled["blocked"].wait_reason
-    assert why is not None and why.text == "needs 3 more KV blocks, 1 free"
+    reason = result.scheduled["blocked"].wait_reason  # its own: the scan stopped at it
+    assert reason is not None and reason.text == "needs 3 more KV blocks, 1 free"
 
 
 def test_a_step_that_preempts_admits_nobody_and_says_why() -> None:

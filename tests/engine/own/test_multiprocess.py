@@ -21,7 +21,7 @@ import pytest
 
 from stepview.engine.driver.loop import Driver, PhaseCallback
 from stepview.engine.own.core_link import LocalLink, SubscribedLink
-from stepview.engine.own.tiny_model import demo_engine_args
+from stepview.engine.own.tiny_model import tiny_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.engine.records.channel import FactsSubscriber
 from stepview.engine.records.facts import CoreState, StepFacts
@@ -60,8 +60,9 @@ def _norm(request_id: str) -> str:
 def _comparable(records: list[StepFacts]) -> list[StepFacts]:
     """The records without wall-clock times and with vLLM's random id suffixes removed.
 
-    Also without how requests ended: only a publisher sends that (an attached client needs
-    it), the in-process listener's engine reads vLLM's outputs instead.
+    Also without how requests ended, their intros and output tokens: only a publisher sends
+    those (an attached client needs them), the in-process listener's engine reads vLLM's
+    outputs instead.
     """
     replace = msgspec.structs.replace
     return [
@@ -72,8 +73,11 @@ def _comparable(records: list[StepFacts]) -> list[StepFacts]:
             core_started=0.0,
             preempted=sorted(map(_norm, f.preempted)),
             finished=sorted(map(_norm, f.finished)),
-            waiting_order=[_norm(i) for i in f.waiting_order],
-            requests=[replace(r, req_id=_norm(r.req_id), arrival_time=0.0) for r in f.requests],
+            waiting_head=None if f.waiting_head is None else _norm(f.waiting_head),
+            requests=[
+                replace(r, req_id=_norm(r.req_id), arrival_time=0.0, intro=None, new_token_ids=[])
+                for r in f.requests
+            ],
         )
         for f in records
     ]
@@ -249,7 +253,7 @@ def test_the_driver_shows_every_state_with_the_core_in_its_own_process(
     monkeypatch.setenv(GATE_ENV, str(len(WORKLOAD)))
 
     def build(on_phase: PhaseCallback) -> Engine:
-        args = demo_engine_args(**SETTINGS)
+        args = tiny_engine_args(**SETTINGS)
         return VllmEngine.create(
             args, demo_model=True, model_label="demo", on_phase=on_phase, multiprocess=True
         )

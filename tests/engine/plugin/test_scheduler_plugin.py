@@ -19,13 +19,14 @@ from stepview.engine.plugin.capture import CoreCapture
 from stepview.engine.plugin.client_side import client_id_lookup
 from stepview.engine.plugin.config import PLUGIN_QUALNAME, resolve_base, user_scheduler_base
 from stepview.engine.plugin.scheduler import StepviewScheduler, chained_class
-from stepview.engine.records.entries import SchedulerView
+from stepview.engine.records.entries import EntryReader
 from stepview.engine.records.facts import CoreState, StepFacts
 from stepview.model.engine_api import SchedulerEntry, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import RequestState
 from tests.engine.plugin.gated_scheduler import GatedScheduler
+from tests.helpers import Entries
 from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
@@ -62,15 +63,27 @@ class FakeRequest:
     __hash__ = object.__hash__  # vLLM keeps requests in sets (deferred_waiting)
 
 
+class FakeQueue(list[FakeRequest]):
+    """vLLM's request queue, as far as the capture reads it: iterated, peeked at the front."""
+
+    def peek_request(self) -> FakeRequest:
+        return self[0]
+
+
 @dataclass
 class FakeScheduler:
-    """The attributes of vLLM 0.32's Scheduler the capture reads, and nothing else."""
+    """The attributes of vLLM 0.32's Scheduler the capture reads, and nothing else.
+
+    ``order`` is the waiting queue's order (vLLM puts preempted requests back in front);
+    by default the waiting and preempted requests as listed.
+    """
 
     requests: dict[str, FakeRequest]
     blocks: dict[str, list[int]] = field(default_factory=dict)
     deferred_waiting: set[FakeRequest] = field(default_factory=set)
     finished_req_ids: set[str] = field(default_factory=set)
     counts: tuple[int, int] = (1, 0)
+    order: list[str] | None = None
 
     def __post_init__(self) -> None:
         requests: dict[str, FakeRequest] = self.__dict__.get("requests", {})
@@ -91,8 +104,15 @@ class FakeScheduler:
         self.lora_config = None
         self.policy = SimpleNamespace(value="fcfs")
         # vLLM's waiting queues: requests holding KV blocks first, then the rest.
-        self.kv_holding_waiting: list[FakeRequest] = []
-        self.waiting = [r for r in requests.values() if r.status in (S.WAITING, S.PREEMPTED)]
+        self.kv_holding_waiting = FakeQueue()
+        self.num_waiting_for_streaming_input = 0
+        if self.order is not None:
+            self.waiting = FakeQueue(requests[i] for i in self.order)
+        else:
+            waits = ("WAITING", "PREEMPTED")
+            self.waiting = FakeQueue(
+                r for r in requests.values() if getattr(r.status, "name", "") in waits
+            )
 
     def get_request_counts(self) -> tuple[int, int]:
         return self.counts
@@ -154,17 +174,21 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
     external = {
         k: k.split("_", 1)[-1].rsplit("-", 1)[0] for k in requests if not k.startswith("orphan")
     }
-    scheduler = FakeScheduler(requests, blocks={"b-1": [1, 2, 3, 4], "c-1": [5]})
+    # vLLM's queue: the preempted ones back in front, then the one that waits.
+    order = ["d-1", "1_e-1", "g-1", "a-1"]
+    scheduler = FakeScheduler(requests, blocks={"b-1": [1, 2, 3, 4], "c-1": [5]}, order=order)
     capture, sink = _captured(scheduler, {"b-1": 64, "c-1": 1, "0_e-1": 1})
     facts = sink.records[-1]
+    assert facts.full and facts.seq == 1  # the first record: every request
     assert "f-1" not in {r.req_id for r in facts.requests}  # finished: not the view's to tell
     assert (facts.prefill_tokens, facts.decode_tokens) == (64, 2)
     assert (facts.kv_free_blocks, facts.kv_total_blocks, facts.token_budget) == (60, 100, 2048)
+    assert facts.waiting_head == "d-1"  # the front of the queue: where the scan stopped
     by_id = {r.req_id: r for r in facts.requests}
     assert by_id["b-1"].num_kv_blocks == 4 and by_id["a-1"].num_kv_blocks == 0
     assert by_id["g-1"].state == CoreState.WAITING_FOR_REMOTE_KVS
 
-    view = SchedulerView(external.get)
+    view = EntryReader(external.get)
     got = view.read(facts)
     assert {k: SchedulerEntry(*v[:4]) for k, v in got.items()} == {
         "a": SchedulerEntry(S.WAITING, 10, 0, 0),
@@ -175,30 +199,34 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
         "g": SchedulerEntry(S.PREEMPTED, 10, 0, 1),
     }
     assert view.new_preemptions == 4  # first sight: everything counts
-    # What the step did for each, and why the waiting ones got nothing (vLLM's queue order:
-    # the preempted d first; e's waiting sample says nothing while its other one runs).
+    # What the step did for each, and why the waiting ones got nothing: d, where the scan
+    # stopped, for a reason of its own; a, behind it, for the one the whole queue shares; e's
+    # waiting sample says nothing while its other one runs.
     assert (got["b"].scheduled_tokens, got["b"].kv_blocks, got["c"].kv_blocks) == (64, 4, 1)
     assert got["e"].wait_reason is None and got["e"].scheduled_tokens == 1
     assert got["d"].wait_reason is not None and got["d"].wait_reason.code == "kv_cache"
-    assert got["a"].wait_reason == WaitReason(
+    assert got["a"].wait_reason is None
+    assert view.queue_reason == WaitReason(
         "behind", "behind d, which vLLM could not schedule (first come, first served)", "d"
     )
     assert got["g"].wait_reason is not None and got["g"].wait_reason.code == "deferred"
     assert view.budget == StepBudget(2048, 64, 2, 60, 100)
 
-    # Nothing changed (the same tokens scheduled again): the very same entry objects come
-    # back, no new preemptions.
+    # Nothing changed (the same tokens scheduled again): the record names only the requests
+    # scheduled (now and in the step before); no entry changed, no new preemptions.
     capture.after_schedule(scheduler, _output({"b-1": 64, "c-1": 1, "0_e-1": 1}))
-    again = view.read(sink.records[-1])
-    assert again is not got
-    assert all(again[k] is got[k] for k in got)
+    record = sink.records[-1]
+    assert not record.full and record.seq == 2
+    assert {r.req_id for r in record.requests} == {"b-1", "c-1", "0_e-1", "g-1"}  # g: blocked
+    assert view.read(record) == {}
     assert view.new_preemptions == 0
 
     # b is preempted (computed resets), c finishes and leaves, a starts prefilling.
-    requests["b-1"] = FakeRequest(RS.PREEMPTED, 100, 0, 1)
+    requests["b-1"] = FakeRequest(RS.PREEMPTED, 100, 0, 1, request_id="b-1")
     del requests["c-1"]
     requests["a-1"].status = RS.RUNNING
     requests["a-1"].num_computed_tokens = 4
+    scheduler.waiting = FakeQueue([requests["b-1"], requests["d-1"], requests["1_e-1"]])
     capture.after_schedule(scheduler, _output({"a-1": 4}, finished={"c-1"}, preempted={"b-1"}))
     record = sink.records[-1]
     assert (record.finished, record.preempted) == (["c-1"], ["b-1"])
@@ -206,12 +234,46 @@ def test_states_merging_and_preemption_count_on_fakes() -> None:
     assert SchedulerEntry(*third["b"][:4]) == SchedulerEntry(S.PREEMPTED, 100, 0, 1)
     assert third["a"] == SchedulerEntry(S.PREFILLING, 10, 4, 0, None, 4)
     assert "c" not in third
-    # A step that preempted admits nobody: d now waits for that, not behind anyone.
+    # A step that preempted admits nobody: the whole queue waits for that, d too, and d no
+    # longer has a reason of its own.
     assert third["b"].wait_reason is not None
     assert third["b"].wait_reason.text.startswith("preempted this step")
-    assert third["d"].wait_reason is not None
-    assert third["d"].wait_reason.text.startswith("KV cache full: this step preempted b,")
+    assert third["d"].wait_reason is None
+    assert view.queue_reason is not None
+    assert view.queue_reason.text.startswith("KV cache full: this step preempted b,")
     assert view.new_preemptions == 1
+
+
+def test_a_request_that_only_waits_is_in_no_record_and_costs_no_lookup() -> None:
+    from vllm.v1.request import RequestStatus as RS
+
+    class Counted(dict[str, FakeRequest]):
+        """The scheduler's request map, counting the capture's lookups."""
+
+        lookups = 0
+
+        def get(self, key: str, default: Any = None) -> Any:
+            Counted.lookups += 1
+            return super().get(key, default)
+
+    waiting = {f"w{i}-1": FakeRequest(RS.WAITING, 100) for i in range(10_000)}
+    running = {f"r{i}-1": FakeRequest(RS.RUNNING, 10, 11, num_output_tokens=1) for i in range(2)}
+    requests = Counted({**running, **waiting})
+    scheduler = FakeScheduler(requests, order=list(waiting))
+    capture, sink = _captured(scheduler, {"r0-1": 1, "r1-1": 1})
+    assert len(sink.records[-1].requests) == 10_002  # the first record: everything
+    Counted.lookups = 0
+    for _ in range(5):
+        capture.after_schedule(scheduler, _output({"r0-1": 1, "r1-1": 1}))
+        record = sink.records[-1]
+        assert {r.req_id for r in record.requests} == {"r0-1", "r1-1"}
+        assert record.num_waiting == 0 or record.waiting_head == "w0-1"
+    assert Counted.lookups <= 5 * 4  # the two running ones, twice each: none of the 10 000
+    capture.arrived("w7-1")  # add_request: named in the next record, once
+    capture.after_schedule(scheduler, _output({"r0-1": 1, "r1-1": 1}))
+    assert "w7-1" in {r.req_id for r in sink.records[-1].requests}
+    capture.after_schedule(scheduler, _output({"r0-1": 1, "r1-1": 1}))
+    assert "w7-1" not in {r.req_id for r in sink.records[-1].requests}
 
 
 def test_missing_internals_mean_unavailable_and_one_log_line(
@@ -339,6 +401,7 @@ def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() 
     assert not sink.fresh
     # A request vLLM does not sample for (pooling) still gets its prompt ids.
     scheduler.requests["p-1"] = FakeRequest(RS.WAITING, 2, prompt_token_ids=[7, 8])
+    capture.arrived("p-1")  # (vLLM's add_request, through the plug-in)
     again()
     pooled = next(r for r in sink.records[-1].requests if r.req_id == "p-1")
     assert pooled.intro is not None and pooled.intro.prompt_token_ids == [7, 8]
@@ -361,7 +424,7 @@ def test_the_record_after_a_request_ended_carries_its_tokens_and_reason() -> Non
     scheduler = FakeScheduler({"a-1": a, "b-1": b})
     capture, sink = _captured(scheduler, {"a-1": 1, "b-1": 1})
     # The update: a-1 gets its last token and finishes (vLLM frees it at once).
-    before = capture.before_update(scheduler)
+    before = capture.before_update(scheduler, _output({"a-1": 1, "b-1": 1}))
     assert before is not None
     a.output_token_ids.append(51)
     a.num_output_tokens, a.status, a.stop_reason = 2, RS.FINISHED_STOPPED, 7
@@ -384,7 +447,7 @@ def test_the_record_after_a_request_ended_carries_its_tokens_and_reason() -> Non
     # Nobody listening: nothing is copied or kept.
     sink.want = False
     capture.after_schedule(scheduler, _output({"c-1": 1}))
-    assert capture.before_update(scheduler) is None
+    assert capture.before_update(scheduler, _output({"c-1": 1})) is None
 
 
 # -- chaining to a user's scheduler ----------------------------------------------------------
@@ -423,13 +486,13 @@ def test_base_class_rules() -> None:
 
 
 def test_a_bad_scheduler_class_is_refused_before_any_engine_starts(engines: EnginePool) -> None:
-    from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args
+    from stepview.engine.own.tiny_model import TINY_MODEL_NAME, tiny_engine_args
     from stepview.engine.own.vllm_engine import VllmEngine
 
-    args = demo_engine_args(scheduler_cls="tests.engine.plugin.gated_scheduler.NotAScheduler")
+    args = tiny_engine_args(scheduler_cls="tests.engine.plugin.gated_scheduler.NotAScheduler")
     started = time.monotonic()
     with pytest.raises(ValueError, match="NotAScheduler"):
-        VllmEngine.create(args, demo_model=True, model_label=DEMO_MODEL_NAME)
+        VllmEngine.create(args, demo_model=True, model_label=TINY_MODEL_NAME)
     assert time.monotonic() - started < 2.0  # refused up front, no engine built
 
 
@@ -457,9 +520,9 @@ def _run(engine: Any, max_steps: int = 2000) -> list[StepResult]:
     raise AssertionError("requests did not finish")
 
 
-def _check_counters_agree(result: StepResult) -> None:
-    assert result.scheduled is not None
-    states = [e.state for e in result.scheduled.values()]
+def _check_counters_agree(result: StepResult, book: Entries) -> None:
+    """vLLM's own counts agree with the entries (each step's changes on what came before)."""
+    states = [e.state for e in book.apply(result).entries.values()]
     assert result.counters.running == sum(s in RUNNING_STATES for s in states)
     assert result.counters.waiting == sum(s in QUEUED_STATES for s in states)
 
@@ -482,8 +545,9 @@ def test_requests_wait_while_max_num_seqs_run(engines: EnginePool) -> None:
 
     results = [first, *_run(engine)]
     finished = set()
+    book = Entries()
     for result in results:
-        _check_counters_agree(result)
+        _check_counters_agree(result, book)
         assert result.counters.running <= 4
         finished |= {o.request_id for o in result.outputs if o.finished}
     assert finished == {f"w{i}" for i in range(8)}
@@ -503,11 +567,13 @@ def test_abort_removes_waiting_and_running_requests(engines: EnginePool) -> None
     assert result.scheduled["a5"].state is S.WAITING
     engine.abort(["a0", "a5", "never-added"])
     seen: set[str] = set()
+    book = Entries().apply(result)
+    book.forget(["a0", "a5"])  # as the ledger does on an abort
     for result in _run(engine):
         assert result.scheduled is not None
         assert "a0" not in result.scheduled and "a5" not in result.scheduled
         seen |= {o.request_id for o in result.outputs if o.finished}
-        _check_counters_agree(result)
+        _check_counters_agree(result, book)
     assert seen == {"a1", "a2", "a3", "a4"}
 
 
@@ -518,17 +584,18 @@ def test_chunked_prefill_progress(engines: EnginePool) -> None:
     engine.add_request("long", prompt, SamplingSpec(temperature=0, max_tokens=3))
     progress: list[int] = []
     total = 0
+    book = Entries()
     while True:
         result = engine.step()
         assert result.scheduled is not None
-        entry = result.scheduled["long"]
+        entry = result.scheduled["long"]  # it changes every step: in every step's entries
         total = entry.prompt_tokens
         if entry.state is not S.PREFILLING:
             break
         assert entry.computed_prompt_tokens < total
         assert result.outputs == ()  # a prefill chunk produces no output
         assert result.counters.prompt_tokens == chunk  # this step's prompt work
-        _check_counters_agree(result)
+        _check_counters_agree(result, book)
         progress.append(entry.computed_prompt_tokens)
     assert total > 4 * chunk
     assert progress == [chunk * (i + 1) for i in range(len(progress))]
@@ -554,8 +621,9 @@ def test_tiny_kv_cache_forces_preemption(engines: EnginePool) -> None:
     preempted_seen: dict[str, SchedulerEntry] = {}
     last_preemptions: dict[str, int] = {}
     finished = {}
+    book = Entries()
     for result in results:
-        _check_counters_agree(result)
+        _check_counters_agree(result, book)
         assert result.scheduled is not None
         for rid, entry in result.scheduled.items():
             last_preemptions[rid] = entry.num_preemptions
@@ -593,11 +661,12 @@ def test_capture_cost_stays_small(busy_scheduler: tuple[Any, Any]) -> None:
     capture: CoreCapture = scheduler._stepview
     lookup = client_id_lookup(engine.llm_engine)
     assert lookup is not None
-    view = SchedulerView(lookup)
+    view = EntryReader(lookup)
     rounds = 200
+    scheduled = {rid: 1 for rid in scheduler.requests}  # a step that decodes all 64
     start = time.perf_counter()
     for _ in range(rounds):
-        facts = capture.capture(scheduler, {}, [], [], False)
+        facts = capture.capture(scheduler, scheduled, [], [], False)
     per_capture = (time.perf_counter() - start) / rounds
     start = time.perf_counter()
     for _ in range(rounds):

@@ -44,10 +44,14 @@ def _facts(
         time=100.0 + step,
         core_started=started,
         dp_rank=0,
+        seq=step,
+        full=True,
         token_budget=2048,
         prefill_tokens=10,
         decode_tokens=1,
         max_num_running_reqs=32,
+        num_running=requests,
+        num_waiting=0,
         kv_free_blocks=90,
         kv_total_blocks=100,
         block_size=16,
@@ -137,21 +141,18 @@ def test_rank_addresses_follow_vllms_rule() -> None:
 
 def test_records_are_matched_to_the_step_whose_outputs_are_read() -> None:
     pending = PendingRecords()
-    assert pending.take(1) is None and pending.take(None) is None and pending.behind(1)
-    # Steps 1-5; step 3 scheduled nothing (same iteration as step 2); iteration 5 was dropped.
+    assert pending.take(1) == [] and pending.take(None) == [] and pending.behind(1)
+    # Steps 1-6; step 3 scheduled nothing (same iteration as step 2); iteration 5 never came.
     for step, iteration in ((1, 1), (2, 2), (3, 2), (4, 3), (5, 4), (6, 6)):
         pending.add(_facts(step, iteration=iteration))
     assert not pending.behind(6) and pending.behind(7)
-    taken = pending.take(2)
-    assert taken is not None and taken.step == 2  # the first record of that iteration
-    taken = pending.take(3)
-    assert taken is not None and taken.step == 4  # older ones dropped on the way
-    taken = pending.take(5)
-    assert taken is not None and taken.step == 6  # 5 never came: the next one stands in
+    # Records say what changed: every one up to the step's is read, none skipped.
+    assert [r.step for r in pending.take(2)] == [1, 2, 3]
+    assert [r.step for r in pending.take(3)] == [4]
+    assert [r.step for r in pending.take(5)] == [5]  # 5 never came: none of a later step
     pending.add(_facts(7, iteration=7))
-    pending.add(_facts(8, iteration=8))
-    taken = pending.take(None)  # no iteration known: the newest, and nothing left
-    assert taken is not None and taken.step == 8 and pending.take(None) is None
+    assert [r.step for r in pending.take(None)] == [6, 7]  # no iteration known: all of them
+    assert pending.take(None) == []
 
 
 # -- subscriptions ---------------------------------------------------------------------------

@@ -1,11 +1,16 @@
-"""The waiting-reason rules over hand-built records: one situation of vLLM's schedule() each."""
+"""The waiting-reason rules over hand-built records: one situation of vLLM's schedule() each.
+
+A record names the request vLLM's scan stopped at (``waiting_head``, what the plug-in finds at
+the front of the queue); :func:`wait_reasons` below reads every waiting request's reason as
+the app does (its own, else the one its queue shares).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
-from stepview.engine.records.waiting_reasons import step_budget, wait_reasons
+from stepview.engine.records.waiting_reasons import QueueView, step_budget
 from stepview.model.scheduling import (
     BEHIND,
     DEFERRED,
@@ -13,9 +18,11 @@ from stepview.model.scheduling import (
     MAX_NUM_SEQS,
     TOKEN_BUDGET,
     StepBudget,
+    WaitReason,
 )
 
 W, R, P = int(CoreState.WAITING), int(CoreState.RUNNING), int(CoreState.PREEMPTED)
+_BLOCKED = {int(CoreState.WAITING_FOR_GRAMMAR), int(CoreState.WAITING_FOR_REMOTE_KVS)}
 
 
 def req(
@@ -41,12 +48,33 @@ def facts(
     seqs: int = 8,
     free: int = 100,
     preempted: tuple[str, ...] = (),
+    order: list[str] | None = None,
     **extra: Any,
 ) -> StepFacts:
+    """A full record; ``order`` is the waiting queue's scan order (default: as listed), and
+    the head the first in it neither set aside nor blocked, as the plug-in finds it."""
+    waiting = [r for r in requests if r.state != R]
+    by_id = {r.req_id: r for r in requests}
+    scan = [by_id[i] for i in order] if order is not None else waiting
+    head = next((r.req_id for r in scan if not r.deferred and r.state not in _BLOCKED), None)
+    running = len(requests) - len(waiting)
     return StepFacts(
-        1, 1, 0.0, 0.0, 0, budget, prefill, decode, seqs, free, 200, 16, list(preempted), [],
-        requests, **extra,
+        1, 1, 0.0, 0.0, 0, 1, True, budget, prefill, decode, seqs, running, len(waiting),
+        free, 200, 16, list(preempted), [], requests, waiting_head=head, **extra,
     )  # fmt: skip
+
+
+def wait_reasons(record: StepFacts, name: Any = str) -> dict[str, WaitReason]:
+    """Every waiting request's reason: its own, or the one its queue shares."""
+    queue = QueueView(record, name)
+    reasons = {}
+    for r in record.requests:
+        if r.state == R or r.state > P or r.num_scheduled_tokens:
+            continue
+        reason = queue.own(r) or queue.shared
+        if reason is not None:
+            reasons[r.req_id] = reason
+    return reasons
 
 
 def test_running_and_scheduled_requests_have_no_reason() -> None:
@@ -79,7 +107,7 @@ def test_kv_cache_stops_the_scan_and_the_rest_are_behind() -> None:
     record = facts(
         [req("r1", R, computed=41, scheduled=1, blocks=3), req("r3", W, prompt=48),
          req("r4", W), req("r5", W)],
-        decode=1, free=1, waiting_order=["r3", "r4", "r5"],
+        decode=1, free=1, order=["r3", "r4", "r5"],
     )  # fmt: skip
     reasons = wait_reasons(record, name=str.upper)
     assert reasons["r3"].code == KV_CACHE
@@ -88,12 +116,15 @@ def test_kv_cache_stops_the_scan_and_the_rest_are_behind() -> None:
     assert "R3" in reasons["r5"].text and "first come" in reasons["r5"].text
 
 
-def test_queue_order_without_a_recorded_queue_puts_preempted_first() -> None:
-    record = facts([req("old", W), req("pre", P, outputs=4, blocks=0)], free=0, waiting_order=[])
-    reasons = wait_reasons(record)
-    assert reasons["pre"].code == KV_CACHE
-    assert reasons["pre"].text == "needs 3 more KV blocks, 0 free"  # 44 tokens to recompute
-    assert reasons["old"].blocker == "pre"
+def test_only_the_head_has_a_reason_of_its_own_the_queue_shares_one() -> None:
+    record = facts([req("pre", P, outputs=4, blocks=0), *(req(f"w{i}", W) for i in range(50))],
+                   free=0)  # fmt: skip
+    queue = QueueView(record)
+    own = {r.req_id: queue.own(r) for r in record.requests}
+    assert own["pre"] is not None and own["pre"].code == KV_CACHE
+    assert own["pre"].text == "needs 3 more KV blocks, 0 free"  # 44 tokens to recompute
+    assert all(own[f"w{i}"] is None for i in range(50))  # they cost nothing of their own
+    assert queue.shared is not None and queue.shared.blocker == "pre"
 
 
 def test_a_step_that_preempted_admits_nobody() -> None:
@@ -111,7 +142,7 @@ def test_without_chunked_prefill_a_prompt_over_the_budget_left_stops_the_scan() 
     record = facts(
         [req("r", R, computed=41, scheduled=1, blocks=3), req("big", W, prompt=300),
          req("small", W, prompt=10)],
-        decode=1, chunked_prefill=False, waiting_order=["big", "small"],
+        decode=1, chunked_prefill=False, order=["big", "small"],
     )  # fmt: skip
     reasons = wait_reasons(record)
     assert reasons["big"].code == TOKEN_BUDGET
@@ -125,7 +156,7 @@ def test_blocked_and_deferred_requests_say_what_vllm_waits_for() -> None:
     lora = req("l", W, deferred=True, lora_id=2)
     record = facts(
         [grammar, remote, lora, req("w", W, prompt=48)],
-        free=1, max_loras=1, waiting_order=["g", "k", "l", "w"],
+        free=1, max_loras=1, order=["g", "k", "l", "w"],
     )  # fmt: skip
     reasons = wait_reasons(record)
     assert reasons["g"].code == DEFERRED and "grammar" in reasons["g"].text
@@ -153,7 +184,6 @@ def test_long_prefill_threshold_caps_what_the_head_asks_for() -> None:
 
 def test_priority_policy_names_its_order() -> None:
     record = facts(
-        [req("a", W, prompt=48), req("b", W)], free=0, priority_policy=True,
-        waiting_order=["a", "b"],
+        [req("a", W, prompt=48), req("b", W)], free=0, priority_policy=True, order=["a", "b"],
     )  # fmt: skip
     assert "priority order" in wait_reasons(record)["b"].text

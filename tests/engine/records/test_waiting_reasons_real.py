@@ -14,6 +14,7 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET
 from stepview.model.snapshot import RequestState as S
 from tests.engine.plugin.test_scheduler_plugin import TINY_KV_BYTES
+from tests.helpers import Entries
 from tests.vllm_engines import EnginePool
 
 _WAITS = (S.WAITING, S.PREEMPTED)
@@ -30,13 +31,15 @@ def _run(engine: VllmEngine, limit: int = 2000) -> list[StepResult]:
 
 
 def _waiting(results: list[StepResult]) -> list[tuple[int, str, S, str, str, str | None]]:
-    """(step, id, state, reason code, text, blocker) of every waiting entry, step by step."""
+    """(step, id, state, reason code, text, blocker) of every waiting request, step by step
+    (its own reason, or its queue's: every one that waits has one)."""
     rows = []
+    book = Entries()
     for i, result in enumerate(results):
-        assert result.scheduled is not None
-        for rid, entry in result.scheduled.items():
+        book.apply(result)
+        for rid, entry in book.entries.items():
             if entry.state in _WAITS:
-                reason = entry.wait_reason
+                reason = book.reason(rid)
                 assert reason is not None, f"{rid} waits without a reason at step {i}"
                 rows.append((i, rid, entry.state, reason.code, reason.text, reason.blocker))
             else:

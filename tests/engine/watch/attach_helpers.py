@@ -83,19 +83,32 @@ def record(
     rank: int = 0,
     free: int = 60,
     ended: Sequence[EndedFacts] = (),
+    full: bool = True,
+    seq: int | None = None,
+    head: str | None = None,
 ) -> StepFacts:
-    """One engine-core step of a core started at ``started``, 10 ms after the previous."""
-    decode = sum(1 for r in requests if r.state == RUNNING)
+    """One engine-core step of a core started at ``started``, 10 ms after the previous.
+
+    A full record by default (``requests`` is every request the core holds: one absent has
+    left), as the plug-in sends to a new subscriber; ``full=False`` makes it a record of what
+    changed, numbered ``seq`` (the step's number by default) after the one before. ``head``
+    is the request vLLM's scan of the waiting queue stopped at.
+    """
+    running = sum(1 for r in requests if r.state == RUNNING)
     return StepFacts(
         step,
         step,
         NOW + step * 0.01,
         started,
         rank,
+        step if seq is None else seq,
+        full,
         2048,
         0,
-        decode,
+        running,
         32,
+        running,
+        len(requests) - running,
         free,
         100,
         16,
@@ -104,6 +117,7 @@ def record(
         list(requests),
         idle,
         list(ended),
+        head,
     )
 
 
