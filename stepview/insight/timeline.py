@@ -2,8 +2,9 @@
 
 Built incrementally from the snapshots as they pass, on the driver thread (live) or over a
 trace (replay): :meth:`TimelineTracker.observe` looks only at requests whose view object
-changed since the last snapshot (an identity test, see :mod:`stepview.model.snapshot`), so a
-step costs what it changed, not what the run holds.
+changed since the last snapshot (an identity test, see :mod:`stepview.model.snapshot`, over
+the chunks of views the step touched, :mod:`stepview.model.active`), so a step costs what it
+changed, not what the run holds.
 
 A segment is one stretch of steps in one phase with one wait reason; a new segment starts
 whenever the phase or the reason changes. The phase of a step is what the request did in it:
@@ -13,79 +14,35 @@ scheduler then already calls it running-with-all-computed). Times are the driver
 segment of engine work starts when its first step began (the snapshot's clock less the
 step's time) and ends when its last step ended, so consecutive segments tile the request's
 life from arrival to finish without gaps.
+
+A request that waits for the reason its whole queue shares (see
+:func:`~stepview.model.snapshot.reason_of`) has no reason of its own and its view does not
+change from step to step; its reason changes when the queue's does. So the tracker keeps each
+queue's reason as runs of steps (:class:`~stepview.insight.segments.QueueRuns`, one entry when
+the queue's reason changes), and such a request's open segment is one *queue* segment, split
+into one segment per run when it closes (or when its records are asked for): the same segments
+as if every waiting request had been told its reason every step, at no cost per step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
+from stepview.insight.segments import (
+    _PHASE_OF_STATE,
+    DECODE,
+    PREEMPTED,
+    PREFILL,
+    WAITING,
+    Preemption,
+    QueueRuns,
+    Segment,
+)
+from stepview.model.active import changed_between
+from stepview.model.recent import since, total_of
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
-
-WAITING: Final = "waiting"
-PREFILL: Final = "prefill"
-DECODE: Final = "decode"
-PREEMPTED: Final = "preempted"
-
-_PHASE_OF_STATE: Final = {
-    RequestState.PENDING: WAITING,
-    RequestState.WAITING: WAITING,
-    RequestState.PREEMPTED: PREEMPTED,
-    RequestState.PREFILLING: PREFILL,
-    RequestState.DECODING: DECODE,
-}
-# What a segment's ``tokens`` counts, by phase, under the name the records use.
-_TOKENS_NAME: Final = {
-    PREFILL: "tokens_prefilled",
-    DECODE: "tokens_generated",
-    PREEMPTED: "tokens_lost",
-}
-
-
-@dataclass(slots=True)
-class Segment:
-    """One stretch of a request's life in one phase, for one reason. Mutable while open."""
-
-    state: str
-    first_step: int
-    last_step: int
-    start: float
-    end: float
-    reason: str | None = None
-    tokens: int = 0  # prefill: prompt tokens computed; decode: tokens generated; preempted: lost
-
-    def record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "state": self.state,
-            "first_step": self.first_step,
-            "last_step": self.last_step,
-            "start": round(self.start, 6),
-            "end": round(self.end, 6),
-            "reason": self.reason,
-        }
-        name = _TOKENS_NAME.get(self.state)
-        if name is not None:
-            out[name] = self.tokens
-        return out
-
-
-class Preemption(NamedTuple):
-    """vLLM took the request's KV cache away at ``step``; it must compute those tokens again."""
-
-    step: int
-    clock: float
-    computed_tokens_lost: int
-    kv_usage_before: float  # the KV cache usage after the step before (0..1)
-    kv_usage_after: float  # ... and after this step, with the request's blocks freed
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "computed_tokens_lost": self.computed_tokens_lost,
-            "kv_usage_before": round(self.kv_usage_before, 4),
-            "kv_usage_after": round(self.kv_usage_after, 4),
-        }
 
 
 @dataclass(slots=True)
@@ -93,7 +50,7 @@ class RequestTimeline:
     """What the tracker knows of one request: its segments, preemptions and latest view."""
 
     request_id: str
-    segments: list[Segment] = field(default_factory=list)
+    parts: list[Segment] = field(default_factory=list)  # the last one may be a queue segment
     preemptions: list[Preemption] = field(default_factory=list)
     view: RequestView | None = None
     restarts: int = 0  # times its prefill progress fell (each preemption, or a lost prefill)
@@ -104,9 +61,31 @@ class RequestTimeline:
     base_output: int = 0
     last_output: int = 0  # output tokens in the latest view
 
+    runs: QueueRuns | None = None  # the tracker's, for an open queue segment
+    last_seen: int = 0  # the step of the latest snapshot that showed it (its open segment's)
+
     @property
     def tokens_lost(self) -> int:
         return sum(p.computed_tokens_lost for p in self.preemptions)
+
+    @property
+    def segments(self) -> list[Segment]:
+        """Every segment so far, an open queue segment split by its queue's runs up to the
+        latest step (see the module docstring)."""
+        parts = self.parts
+        if not parts or parts[-1].queue is None or self.runs is None:
+            return parts
+        pieces = self.runs.split(parts[-1], self.runs.step, self.runs.clock)
+        before = parts[-2] if len(parts) > 1 else None
+        if (
+            before is not None
+            and before.state == parts[-1].state
+            and before.reason == pieces[0].reason
+        ):  # one stretch (see TimelineTracker._split_last)
+            head = pieces.pop(0)
+            joined = replace(before, last_step=head.last_step, end=head.end)
+            return [*parts[:-2], joined, *pieces]
+        return [*parts[:-1], *pieces]
 
     def records(self, step: int, clock: float) -> dict[str, Any]:
         """``timeline`` and ``preemptions`` for a request record; an open last segment is
@@ -117,6 +96,11 @@ class RequestTimeline:
             last["last_step"] = max(last["last_step"], step)
             last["end"] = round(max(last["end"], clock), 6)
         return {"timeline": segments, "preemptions": [p.record() for p in self.preemptions]}
+
+
+# How often the queue runs no open segment needs are dropped (a scan of the requests held).
+_PRUNE_EVERY: Final = 1024
+_QUEUED: Final = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
 
 
 def computed_tokens(view: RequestView) -> int:
@@ -147,6 +131,10 @@ class TimelineTracker:
         self._new_step = False
         self._work_step = 0
         self._clock_now = 0.0
+        self._queues = 0  # queues with a shared reason in the latest snapshot
+        self._runs = QueueRuns()
+        self._pruned_at = 0
+        self._active_before: Sequence[RequestView] = ()
 
     def get(self, request_id: str) -> RequestTimeline | None:
         return self._timelines.get(request_id)
@@ -167,7 +155,11 @@ class TimelineTracker:
         changed: list[RequestTimeline] = []
         timelines = self._timelines
         only = self._only
-        for view in snapshot.active:
+        # Only the views that may have changed since the last snapshot (model.active): a
+        # request that only waits is not looked at.
+        _, maybe_changed = changed_between(self._active_before, snapshot.active)
+        self._active_before = snapshot.active
+        for view in maybe_changed:
             timeline = timelines.get(view.request_id)
             if timeline is not None and timeline.view is view:
                 continue
@@ -175,11 +167,27 @@ class TimelineTracker:
                 continue
             changed.append(self._see(view, timeline))
         finished = snapshot.finished
-        if len(finished) > self._finished_seen:
-            changed.extend(self._see_finished(finished[self._finished_seen :]))
-            self._finished_seen = len(finished)
+        total = total_of(finished)
+        if total > self._finished_seen:
+            changed.extend(self._see_finished(since(finished, self._finished_seen)))
+            self._finished_seen = total
         self.step, self.clock, self._kv = snapshot.step, snapshot.clock, self._kv_now
+        runs = self._runs
+        runs.step, runs.clock = snapshot.step, snapshot.clock
+        if snapshot.step - self._pruned_at >= _PRUNE_EVERY:
+            self._prune()
         return changed
+
+    def _prune(self) -> None:
+        """Drop the queue runs no open queue segment reaches back to (O(requests held), once
+        every :data:`_PRUNE_EVERY` steps)."""
+        self._pruned_at = self.step
+        oldest = self.step
+        for timeline in self._timelines.values():
+            parts = timeline.parts
+            if not timeline.done and parts and parts[-1].queue is not None:
+                oldest = min(oldest, parts[-1].first_step)
+        self._runs.prune(oldest)
 
     def _see_finished(self, views: Iterable[RequestView]) -> Iterator[RequestTimeline]:
         only = self._only
@@ -199,10 +207,15 @@ class TimelineTracker:
         self._work_step = snapshot.step
         self._kv_now = snapshot.counters.kv_cache_usage
         self._clock_now = snapshot.clock
+        reasons = snapshot.queue_reasons
+        self._queues = len(reasons)
+        if reasons:
+            self._runs.observe(reasons, snapshot.step, self._work_start, self.step)
 
     def _see(self, view: RequestView, timeline: RequestTimeline | None) -> RequestTimeline:
         if timeline is None:
-            timeline = self._timelines[view.request_id] = RequestTimeline(view.request_id)
+            timeline = RequestTimeline(view.request_id, runs=self._runs)
+            self._timelines[view.request_id] = timeline
         elif timeline.view is not None and timeline.view.timings.arrival != view.timings.arrival:
             # Another request under an id in use (a rejected duplicate): not this one's story.
             return RequestTimeline(view.request_id, view=view, done=True)
@@ -240,28 +253,63 @@ class TimelineTracker:
             return timeline
         if phase is None:
             return timeline
-        reason = None if view.wait_reason is None else view.wait_reason.code
-        segments = timeline.segments
+        own = view.wait_reason
+        queue: int | None = None
+        if own is None and view.state in _QUEUED and view.queue < self._queues:
+            queue = view.queue  # it waits for its queue's reason: split by the queue's runs
+        reason = None if own is None else own.code
+        segments = timeline.parts
         current = segments[-1] if segments else None
-        if current is None or current.state != phase or current.reason != reason:
-            current = self._open(timeline, view, phase, before_computed)
-            current.reason = reason
-            if phase == PREEMPTED:
-                current.tokens = lost
+        if (
+            current is None
+            or current.state != phase
+            or current.reason != reason
+            or current.queue != queue
+        ):
+            current, goes_on = self._continue_or_open(
+                timeline, view, phase, before_computed, reason, queue
+            )
+            if not goes_on:
+                current.reason, current.queue = reason, queue
+                if phase == PREEMPTED:
+                    current.tokens = lost
         self._count(current, timeline, view)
         return timeline
+
+    def _continue_or_open(
+        self,
+        timeline: RequestTimeline,
+        view: RequestView,
+        phase: str,
+        before_computed: int,
+        reason: str | None,
+        queue: int | None,
+    ) -> tuple[Segment, bool]:
+        """:meth:`_open`, unless the segment that closes is a queue segment whose last run had
+        the reason the request now has of its own: a request told its reason every step would
+        have seen no change, so its stretch goes on (that last run's segment, and True)."""
+        parts = timeline.parts
+        last = parts[-1] if parts else None
+        if last is not None and last.queue is not None and last.state == phase and queue is None:
+            last.end = max(last.start, self._work_start)
+            last.last_step = max(last.first_step, self.step)
+            self._split_last(timeline)
+            if parts[-1].reason == reason:
+                return parts[-1], True
+        return self._open(timeline, view, phase, before_computed), False
 
     def _open(
         self, timeline: RequestTimeline, view: RequestView, phase: str, before_computed: int
     ) -> Segment:
         """Close the open segment (if any) where this snapshot's work began; open ``phase``."""
-        segments = timeline.segments
+        segments = timeline.parts
         start = self._work_start
         step = self._work_step
         if segments:
             current = segments[-1]
             current.end = max(current.start, start)
             current.last_step = max(current.first_step, self.step)
+            self._split_last(timeline)
         else:
             arrival = view.timings.arrival
             if phase == WAITING:
@@ -301,7 +349,7 @@ class TimelineTracker:
 
     def _finish(self, timeline: RequestTimeline, view: RequestView, phase: str | None) -> None:
         """Close the last segment at the request's end (adding one for its last step's work)."""
-        segments = timeline.segments
+        segments = timeline.parts
         current = segments[-1] if segments else None
         if phase is not None:
             if current is None or current.state != phase:
@@ -310,7 +358,25 @@ class TimelineTracker:
         if current is not None:
             end = view.timings.finished
             current.end = max(current.start, self.clock if end is None else end)
+            self._split_last(timeline)
         timeline.done = True
+
+    def _split_last(self, timeline: RequestTimeline) -> None:
+        """A queue segment that closes becomes its queue's runs (module docstring), the first
+        of them one with the segment before when that had the same reason of its own (no
+        change, had the request been told its queue's reason every step)."""
+        parts = timeline.parts
+        last = parts[-1]
+        if last.queue is None:
+            return
+        pieces = self._runs.split(last, last.last_step, last.end)
+        before = parts[-2] if len(parts) > 1 else None
+        if before is not None and before.state == last.state and before.reason == pieces[0].reason:
+            head = pieces.pop(0)
+            before.last_step, before.end = head.last_step, head.end
+            parts[-1:] = pieces
+        else:
+            parts[-1:] = pieces
 
 
 def timeline_of(history: Iterable[StepSnapshot], request_id: str) -> RequestTimeline | None:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from stepview.model.alerts import Alert
 from stepview.model.grow import Frozen
 from stepview.model.lineage import Lineage
+from stepview.model.recent import Finished
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 
@@ -147,12 +148,15 @@ class RequestView(NamedTuple):
     prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None
     completions: tuple[Completion, ...] = ()
     error: str | None = None  # vLLM's message for a rejected request, or why it was aborted
-    wait_reason: WaitReason | None = None  # why it was not scheduled in this step, if it waits
+    # Why it was not scheduled in this step, when that is its own reason; a request that waits
+    # for the reason its whole queue shares has none here (see reason_of).
+    wait_reason: WaitReason | None = None
     scheduled_tokens: int = 0  # tokens the scheduler gave it in this step
     kv_blocks: int = 0  # KV cache blocks it holds now
     peak_kv_blocks: int = 0  # the most it has held
     cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
     lineage: Lineage | None = None  # the request it was cloned or forked from
+    queue: int = 0  # which engine core's waiting queue it is in (see reason_of)
 
     @property
     def output_tokens(self) -> int:
@@ -174,7 +178,7 @@ class EngineCounters:
 
 
 @dataclass(frozen=True, slots=True)
-class StepStat:
+class RecentStep:
     """One step in the recent-history strip (sparklines)."""
 
     step: int
@@ -238,14 +242,22 @@ class StepSnapshot:
     phase_since: float = 0.0
     step_time: float = 0.0  # wall seconds of the last step() call
     counters: EngineCounters = field(default_factory=EngineCounters)
-    active: tuple[RequestView, ...] = ()  # pending, waiting and running, in arrival order
-    finished: Frozen[RequestView] = field(default_factory=Frozen)  # in order of finishing
-    recent: tuple[StepStat, ...] = ()  # the last steps, oldest first
+    active: Sequence[RequestView] = ()  # pending, waiting and running, in arrival order
+    # In order of finishing: the latest ones (model.recent: a bounded window; ``total`` counts
+    # every one), or all of them for a source that holds a whole run (a replayed trace).
+    finished: Sequence[RequestView] = field(default_factory=Finished)
+    recent: tuple[RecentStep, ...] = ()  # the last steps, oldest first
     total_generated: int = 0  # output tokens since start
     ranks: tuple[RankStatus, ...] = ()  # a watched server's engine cores, when it has several
     budget: StepBudget | None = None  # the step's token budget and KV blocks (the plug-in's)
+    # What each engine core's waiting queue shares (see reason_of); one for stepview's own.
+    queue_reasons: tuple[WaitReason | None, ...] = ()
     alerts: tuple[Alert, ...] = ()  # problems that hold after this step (stepview.insight)
     arrivals: ArrivalCount = _NO_ARRIVALS  # scheduled requests that arrived so far
+
+    def reason_of(self, view: RequestView) -> WaitReason | None:
+        """Why ``view`` got nothing in this step (see :func:`reason_of`)."""
+        return reason_of(view, self.queue_reasons)
 
     def requests(self) -> list[RequestView]:
         """Every request, active first."""
@@ -269,3 +281,23 @@ class StepSnapshot:
         if name == "finished":
             return self.finished
         return [v for v in self.active if v.state.pane == name]
+
+
+_QUEUED = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
+
+
+def reason_of(view: RequestView, queue_reasons: Sequence[WaitReason | None]) -> WaitReason | None:
+    """Why ``view`` got nothing in the step: its own reason, or else the one its queue shares.
+
+    Most waiting requests wait for the same reason (every running slot taken, the budget
+    spent, behind the request vLLM could not schedule): that reason is their queue's, one
+    value per engine core (``queue_reasons[view.queue]``), so a step costs nothing for a
+    request that only waits. A few have a reason of their own (:attr:`RequestView.wait_reason`:
+    blocked, preempted this step, set aside, the one the scan stopped at, not handed to vLLM
+    yet). Every reader of reasons (panes, detail, step view, timelines, traces, metrics) asks
+    here.
+    """
+    own = view.wait_reason
+    if own is not None or view.state not in _QUEUED or view.queue >= len(queue_reasons):
+        return own
+    return queue_reasons[view.queue]

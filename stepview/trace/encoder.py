@@ -15,14 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from stepview.model.active import ActiveViews, changed_between
 from stepview.model.grow import Frozen
+from stepview.model.recent import since, total_of
 from stepview.model.snapshot import (
     Completion,
     EngineInfo,
+    RecentStep,
     RequestState,
     RequestView,
     StepSnapshot,
-    StepStat,
 )
 from stepview.trace.format import (
     BLANK_REQUEST,
@@ -62,21 +64,25 @@ def diff_snapshots(previous: StepSnapshot | None, current: StepSnapshot) -> Snap
     """The requests ``current`` added, changed, removed and finished relative to ``previous``.
 
     ``previous`` of ``None`` means "nothing before": every active request is added and every
-    finished one is new. ``finished`` is append-only in a source's snapshots, so the new ones
-    are its tail past the previous length.
+    finished one is new. ``finished`` only grows in a source's snapshots (the oldest may no
+    longer be kept, model.recent), so the new ones are those past the previous total. Only the
+    active views that may differ are looked at (:func:`~stepview.model.active.changed_between`:
+    the chunks a step touched, for two snapshots of one driver), so a request that only waits
+    costs nothing here.
     """
     if previous is None:
-        return SnapshotDiff(current.active, (), (), tuple(current.finished))
-    before = {v.request_id: v for v in previous.active}
+        return SnapshotDiff(tuple(current.active), (), (), tuple(current.finished))
+    old_views, new_views = changed_between(previous.active, current.active)
+    before = {v.request_id: v for v in old_views}
     added: list[RequestView] = []
     changed: list[tuple[RequestView, RequestView]] = []
-    for view in current.active:
+    for view in new_views:
         old = before.pop(view.request_id, None)
         if old is None:
             added.append(view)
         elif old is not view:
             changed.append((old, view))
-    new_finished = current.finished[len(previous.finished) :]
+    new_finished = since(current.finished, total_of(previous.finished))
     return SnapshotDiff(tuple(added), tuple(changed), tuple(before.values()), tuple(new_finished))
 
 
@@ -207,7 +213,7 @@ class TraceEncoder:
         return events
 
     def _encode_recent(
-        self, old: tuple[StepStat, ...], new: tuple[StepStat, ...], line: dict[str, Any]
+        self, old: tuple[RecentStep, ...], new: tuple[RecentStep, ...], line: dict[str, Any]
     ) -> None:
         """Append-only with a bounded window, like the driver's deque: write the new tail."""
         if new is old or (not new and not old):
@@ -270,7 +276,10 @@ class TraceEncoder:
             )
         if removed:
             line["gone"] = list(removed)
-        # The reader keeps the previous order, drops what left and appends what is new.
+        # The reader keeps the previous order, drops what left and appends what is new. A
+        # driver's snapshots only ever change order so (model.active): only others are checked.
+        if isinstance(prev.active, ActiveViews) and isinstance(snapshot.active, ActiveViews):
+            return events
         left = {view.request_id for view in diff.removed}
         expected = [v.request_id for v in prev.active if v.request_id not in left]
         expected.extend(v.request_id for v in diff.added)

@@ -27,14 +27,15 @@ Every later line is an object with a ``"k"`` (kind):
     field of the snapshot: ``step``, ``clock``, ``state``, ``step_time`` always; ``phase``,
     ``phase_since``, ``info``, ``total_generated`` when they changed; ``counters`` as the
     changed fields only; ``budget`` and ``alerts`` (version 2, below); ``ranks`` a watched
-    data-parallel server's engine cores, ``[rank, connected, running, waiting,
-    kv_cache_usage]`` each, and ``arrivals`` the scheduled requests ``[arrived, total]`` (a
-    synthetic load's "12/40 arrived"), when they changed. Then ``recent`` as the new sparkline
-    entries ``[step, clock, step_time, running, waiting, kv_cache_usage, generation_tokens]``
-    (``recent_cap`` when the window length changes, ``recent_reset`` when it had to be
-    rewritten); and requests as *deltas*: ``new`` (appeared in ``active``), ``upd`` (its view
-    object changed), ``fin`` (reached a final state) and ``gone`` (ids that left ``active``
-    without finishing; ``order`` if the order changed otherwise than by removing and
+    data-parallel server's engine cores, ``[rank, connected, running, waiting, kv_cache_usage]``
+    each, and ``arrivals`` the scheduled requests ``[arrived, total]`` (a synthetic load's
+    "12/40 arrived"), and ``qr`` (version 3) the reason each engine core's waiting queue shares,
+    ``[code, text, blocker]`` or ``null`` each, when they changed. Then ``recent`` as the new
+    sparkline entries ``[step, clock, step_time, running, waiting, kv_cache_usage,
+    generation_tokens]`` (``recent_cap`` when the window length changes, ``recent_reset`` when
+    it had to be rewritten); and requests as *deltas*: ``new`` (appeared in ``active``), ``upd``
+    (its view object changed), ``fin`` (reached a final state) and ``gone`` (ids that left
+    ``active`` without finishing; ``order`` if the order changed otherwise than by removing and
     appending).
 
 A request delta is ``{"id": ...}`` plus the fields that differ from the previous view of that
@@ -46,7 +47,9 @@ prompt token ids, ``pl`` prompt logprobs, ``e`` error, and ``c``: one entry per 
 ``t+``/``x+``/``l+`` tokens, text and logprob positions appended (``t``/``x``/``l`` replace
 them when they do not extend), ``cl`` cumulative logprob, ``f`` finish reason, ``sr`` stop
 reason. Version 2 adds what the scheduler decided: per request ``wr`` its wait reason
-``[code, text, blocker]`` (``null`` when it has none), ``st`` its tokens scheduled this step,
+``[code, text, blocker]`` (``null`` when it has none; from version 3 only a reason of its
+own, the others waiting for the step's ``qr``, so a waiting request costs nothing per step;
+``q`` the queue, when not the first), ``st`` its tokens scheduled this step,
 ``kv``/``kp`` the KV blocks it holds now / at most, ``cc`` prompt tokens from the prefix
 cache, ``ln`` its lineage ``[parent, kind, completion, token]`` (written once, in the delta
 that first shows the request: a clone or fork never changes parent); per step ``budget``
@@ -64,7 +67,8 @@ without joins the current version, and a trace that has it still replays in an o
 stepview, without it: lineage, the step lines' ``alerts``, ``ranks`` and ``arrivals`` joined
 version 2 so, and the traces recorded before each replay as they did. The version changes
 when an older reader would misread a trace (a key whose meaning changes, a delta it would
-apply wrongly): a reader refuses a version newer than its own (:func:`check_header`).
+apply wrongly, as ``wr`` did in version 3): a reader refuses a version newer than its own
+(:func:`check_header`).
 
 This module holds what both directions share: the header, the errors, and the codecs of the
 small values (a line, a logprob position, a sparkline entry, a request's scheduling figures).
@@ -89,16 +93,18 @@ from stepview.model.snapshot import (
     EngineInfo,
     LogprobEntry,
     PositionLogprobs,
+    RecentStep,
     RequestState,
     RequestView,
-    StepStat,
     Timings,
 )
 
 TRACE_KIND = "stepview-trace"
-TRACE_VERSION = 2
-"""Version 2 added what the scheduler decided (module docstring); version 1 traces still read,
-their requests without wait reasons, KV blocks or budgets."""
+TRACE_VERSION = 3
+"""Version 2 added what the scheduler decided (module docstring); version 3 the reason the
+waiting queue shares (``qr``), which a request's own ``wr`` no longer repeats: an older reader
+would show those requests waiting without a reason, so it is told the trace is newer. Version
+1 and 2 traces still read (their requests carry every reason themselves)."""
 
 _INFO_FIELDS = frozenset(f.name for f in fields(EngineInfo))
 
@@ -229,7 +235,7 @@ def positions_in(data: Sequence[Sequence[Sequence[Any]] | None]) -> list[Positio
     return [None if entries is None else entries_in(entries) for entries in data]
 
 
-def stat_out(s: StepStat) -> list[Any]:
+def stat_out(s: RecentStep) -> list[Any]:
     """A sparkline entry as a list, in the order the module docstring gives."""
     return [
         s.step,
@@ -242,10 +248,10 @@ def stat_out(s: StepStat) -> list[Any]:
     ]
 
 
-def stat_in(data: Sequence[Any]) -> StepStat:
+def stat_in(data: Sequence[Any]) -> RecentStep:
     """The inverse of :func:`stat_out`."""
     step, clock, step_time, running, waiting, kv_cache_usage, generation_tokens = data
-    return StepStat(
+    return RecentStep(
         int(step),
         float(clock),
         float(step_time),
@@ -272,6 +278,8 @@ def scheduling_out(new: RequestView, base: RequestView, delta: dict[str, Any]) -
         delta["kp"] = new.peak_kv_blocks
     if new.cached_prompt_tokens != base.cached_prompt_tokens:
         delta["cc"] = new.cached_prompt_tokens
+    if new.queue != base.queue:
+        delta["q"] = new.queue
 
 
 def scheduling_in(delta: Mapping[str, Any], base: RequestView) -> dict[str, Any]:
@@ -286,6 +294,7 @@ def scheduling_in(delta: Mapping[str, Any], base: RequestView) -> dict[str, Any]
         "kv_blocks": int(delta.get("kv", base.kv_blocks)),
         "peak_kv_blocks": int(delta.get("kp", base.peak_kv_blocks)),
         "cached_prompt_tokens": int(delta.get("cc", base.cached_prompt_tokens)),
+        "queue": int(delta.get("q", base.queue)),
     }
 
 

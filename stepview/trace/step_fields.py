@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from stepview.model.alerts import Alert
-from stepview.model.scheduling import StepBudget
+from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import (
     ArrivalCount,
     EngineCounters,
@@ -171,6 +171,26 @@ def arrivals_in(data: Sequence[int], _previous: object = None) -> ArrivalCount:
     return ArrivalCount(int(arrived), int(total))
 
 
+def reason_out(reason: WaitReason | None, _previous: object = None) -> list[Any] | None:
+    """A wait reason as ``[code, text, blocker]`` (null: none), as requests' ``wr`` are."""
+    return None if reason is None else [reason.code, reason.text, reason.blocker]
+
+
+def reason_in(data: Sequence[Any] | None, _previous: object = None) -> WaitReason | None:
+    """The inverse of :func:`reason_out`."""
+    return None if data is None else WaitReason(str(data[0]), str(data[1]), data[2])
+
+
+def reasons_out(reasons: Sequence[WaitReason | None], _previous: object = None) -> list[Any]:
+    """What each engine core's waiting queue shares, one :func:`reason_out` each."""
+    return [reason_out(r) for r in reasons]
+
+
+def reasons_in(data: Sequence[Any], _previous: object = None) -> tuple[WaitReason | None, ...]:
+    """The inverse of :func:`reasons_out`."""
+    return tuple(reason_in(r) for r in data)
+
+
 def _state_out(state: EngineState, _previous: object) -> str:
     return state.value
 
@@ -201,10 +221,13 @@ STEP_FIELDS: tuple[StepField, ...] = (
     StepField("budget", "budget", budget_out, budget_in),
     StepField("ranks", "ranks", ranks_out, ranks_in),
     StepField("arrivals", "arrivals", arrivals_out, arrivals_in),
+    StepField("queue_reasons", "qr", reasons_out, reasons_in),
 )
 """Every field of :class:`StepSnapshot` but :data:`DELTA_FIELDS`, in the order a step line
 writes them. ``ranks`` and ``arrivals`` came late to version 2: older traces have neither, and
-replay with no ranks and no scheduled arrivals, as the runs they recorded showed."""
+replay with no ranks and no scheduled arrivals, as the runs they recorded showed.
+``queue_reasons`` (``qr``) are version 3's: before it, every waiting request carried its reason
+itself."""
 
 # What write_step_fields loops over, taken out of the table once.
 _ALWAYS = [f for f in STEP_FIELDS if f.always]

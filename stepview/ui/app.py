@@ -238,7 +238,7 @@ class StepviewApp(App[None]):
 
     def _show_requests(self, snapshot: StepSnapshot) -> None:
         now = snapshot.clock
-        self._pending_pane.show(snapshot.pane("pending"), now)
+        self._pending_pane.show(snapshot.pane("pending"), now, snapshot.queue_reasons)
         self._running_pane.show(snapshot.pane("running"), now)
         empty = self.source.accepts_requests and not snapshot.active and not snapshot.finished
         self._pending_pane.set_empty_text(NEWCOMER_HINT if empty else "none")

@@ -19,8 +19,15 @@ import unicodedata
 from collections.abc import Sequence
 
 from stepview.model.latency import request_latency
-from stepview.model.scheduling import BEHIND, DEFERRED, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET
-from stepview.model.snapshot import RequestState, RequestView, StepStat
+from stepview.model.scheduling import (
+    BEHIND,
+    DEFERRED,
+    KV_CACHE,
+    MAX_NUM_SEQS,
+    TOKEN_BUDGET,
+    WaitReason,
+)
+from stepview.model.snapshot import RecentStep, RequestState, RequestView
 
 # -- making untrusted text safe to draw -----------------------------------------------------
 
@@ -217,14 +224,14 @@ IDLE_GAP_S = 1.0
 """Seconds between two steps that end a busy window (see :func:`busy_window`)."""
 
 
-def step_throughputs(recent: Sequence[StepStat]) -> list[float]:
+def step_throughputs(recent: Sequence[RecentStep]) -> list[float]:
     """Generated tokens per second for each recent step, over the time since the step before.
 
     Dividing by the wall time between steps (not the step's own duration) shows what users
     get, idle gaps included; the first step, with no predecessor, uses its own duration.
     """
     out: list[float] = []
-    previous: StepStat | None = None
+    previous: RecentStep | None = None
     for stat in recent:
         interval = stat.clock - previous.clock if previous is not None else stat.step_time
         if interval <= 0:
@@ -234,7 +241,7 @@ def step_throughputs(recent: Sequence[StepStat]) -> list[float]:
     return out
 
 
-def busy_window(recent: Sequence[StepStat]) -> Sequence[StepStat]:
+def busy_window(recent: Sequence[RecentStep]) -> Sequence[RecentStep]:
     """The last run of ``recent`` steps taken one after another, with no idle gap between.
 
     A busy engine steps back to back (milliseconds apart); more than :data:`IDLE_GAP_S`
@@ -251,7 +258,7 @@ def busy_window(recent: Sequence[StepStat]) -> Sequence[StepStat]:
     return recent[max(0, start) :]
 
 
-def throughput(recent: Sequence[StepStat]) -> float | None:
+def throughput(recent: Sequence[RecentStep]) -> float | None:
     """Tokens per second over the last busy window of ``recent`` (:func:`busy_window`);
     ``None`` ("-") before it holds two steps."""
     window = busy_window(recent)
@@ -274,15 +281,20 @@ _REASON_WORDS = {
 _WAITS = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
 
 
-def state_cell(view: RequestView, width: int | None = None) -> str:
-    """The state column: the state, and for a request that waits why (the detail says more).
+def state_cell(
+    view: RequestView, width: int | None = None, reason: WaitReason | None = None
+) -> str:
+    """The state column: the state, and for a request that waits why (``reason``: the
+    snapshot's :meth:`~stepview.model.snapshot.StepSnapshot.reason_of` it, or by default its
+    own; the detail says more).
 
     The reason comes first: within ``width`` the cell drops the request it waits behind
     (``waiting·behind``), then the preemption count (``preempted·kv``), rather than have the
     table cut the reason itself off (``waiting·behind l…``).
     """
     detail = state_detail(view)
-    reason = view.wait_reason
+    if reason is None:
+        reason = view.wait_reason
     word = None if reason is None or view.state not in _WAITS else _REASON_WORDS.get(reason.code)
     if reason is None or word is None:
         return detail

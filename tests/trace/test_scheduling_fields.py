@@ -14,6 +14,7 @@ from stepview.model.snapshot import (
     StepSnapshot,
     Timings,
 )
+from stepview.trace.format import TRACE_VERSION
 from stepview.trace.reader import load_trace
 from tests.helpers import DATA
 from tests.trace.runs import write_trace
@@ -57,7 +58,7 @@ def test_wait_reasons_kv_blocks_and_budget_round_trip(tmp_path: Path) -> None:
     third = StepSnapshot(step=3, clock=3.0, engine_state=EngineState.RUNNING, active=(a2,))
     path = tmp_path / "v2.trace.jsonl"
     write_trace(path, [first, second, third])
-    assert json.loads(path.read_text().splitlines()[0])["version"] == 2
+    assert json.loads(path.read_text().splitlines()[0])["version"] == TRACE_VERSION
 
     snapshots = load_trace(path).snapshots
     assert [s.budget for s in snapshots] == [first.budget, second.budget, None]

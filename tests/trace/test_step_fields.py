@@ -17,7 +17,7 @@ from stepview.model.alerts import STALL, THRASH, Alert
 from stepview.model.commands import AddRequest, Arrival, Schedule
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
-from stepview.model.scheduling import StepBudget
+from stepview.model.scheduling import MAX_NUM_SEQS, StepBudget, WaitReason
 from stepview.model.snapshot import (
     ArrivalCount,
     Completion,
@@ -25,10 +25,10 @@ from stepview.model.snapshot import (
     EngineInfo,
     EngineState,
     RankStatus,
+    RecentStep,
     RequestState,
     RequestView,
     StepSnapshot,
-    StepStat,
     Timings,
 )
 from stepview.trace.reader import load_trace
@@ -92,12 +92,13 @@ def _full() -> StepSnapshot:
         counters=EngineCounters(2, 1, 0.375, 16, 2, 40, 24, 1),
         active=(_request("run", RequestState.DECODING, "ab"),),
         finished=Frozen([_request("done", RequestState.FINISHED, "xyz")]),
-        recent=(StepStat(7, 3.5, 0.02, 2, 1, 0.375, 2),),
+        recent=(RecentStep(7, 3.5, 0.02, 2, 1, 0.375, 2),),
         total_generated=12,
         ranks=(RankStatus(0, True, 2, 1, 0.25), RankStatus(1, False, 0, 3, 0.5)),
         budget=StepBudget(64, 16, 2, 10, 24),
         alerts=(Alert(THRASH, 6, 3.0, "run preempted 3 times", "run"), Alert(STALL, 7, 3.5, "x")),
         arrivals=ArrivalCount(12, 40),
+        queue_reasons=(WaitReason(MAX_NUM_SEQS, "all 4 running slots taken", None), None),
     )
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 
 from stepview.engine.driver.adoption import adopted_view, ended_view
 from stepview.engine.driver.tracks import Track, fold_output, take_described_text
+from stepview.model.active import ActiveBuilder, ActiveViews
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import (
     ArrivedRequest,
@@ -43,7 +44,7 @@ from stepview.model.engine_api import (
     StepResult,
 )
 from stepview.model.errors import describe
-from stepview.model.grow import Frozen, Growing
+from stepview.model.recent import KEEP_FINISHED, Finished, FinishedLog
 from stepview.model.scheduling import NOT_ADMITTED, WaitReason
 from stepview.model.snapshot import (
     RequestState,
@@ -63,22 +64,26 @@ class RequestLedger:
     first-token and finishing times are read from it.
     """
 
-    def __init__(self, now: Callable[[], float]) -> None:
+    def __init__(self, now: Callable[[], float], keep_finished: int = KEEP_FINISHED) -> None:
+        """``keep_finished``: finished requests kept in memory (the latest; all of them go to
+        the sinks, the results file, as they finish)."""
         self._now = now
         self._tracks: dict[str, Track] = {}  # not finished yet, in arrival order
+        self._active = ActiveBuilder()  # their views, for the snapshots (the same order)
         self._pending: deque[str] = deque()  # accepted, not yet handed to the engine
-        self._finished: Growing[RequestView] = Growing()
+        self._finished: FinishedLog[RequestView] = FinishedLog(keep_finished)
         self._finished_since_take: list[RequestView] = []
         self._seen_ids: set[str] = set()
 
     # -- views -------------------------------------------------------------------------------
 
-    def active(self) -> tuple[RequestView, ...]:
+    def active(self) -> ActiveViews:
         """Every request not finished yet (pending, waiting, running), in arrival order."""
-        return tuple(track.view for track in self._tracks.values())
+        return self._active.freeze()
 
-    def finished(self) -> Frozen[RequestView]:
-        """Every finished request so far, in order of finishing (a frozen view, not a copy)."""
+    def finished(self) -> Finished[RequestView]:
+        """The latest finished requests, in order of finishing (a frozen window, not a copy;
+        its ``total`` counts every one)."""
         return self._finished.view()
 
     @property
@@ -122,7 +127,7 @@ class RequestLedger:
         if refusal is not None:
             self._finish(view, RequestState.REJECTED, refusal)
             return
-        self._tracks[command.request_id] = Track(view)
+        self._add(Track(view))
         self._pending.append(command.request_id)
 
     def admit(self, engine: Engine, limit: int = 0) -> bool:
@@ -151,9 +156,9 @@ class RequestLedger:
                 message = describe(exc)
             else:
                 track.in_engine = True
-                track.view = view._replace(state=RequestState.WAITING, wait_reason=None)
+                self._show(track, view._replace(state=RequestState.WAITING, wait_reason=None))
                 continue
-            del self._tracks[request_id]
+            self._drop(request_id)
             self._finish(view, RequestState.REJECTED, message)
         return count > 0
 
@@ -171,13 +176,13 @@ class RequestLedger:
             try:
                 engine.abort([request_id])
             except EngineRejected as exc:
-                track.view = track.view._replace(error=str(exc))
+                self._show(track, track.view._replace(error=str(exc)))
                 return False
             told = True
         else:
             self._pending.remove(request_id)
             told = False
-        del self._tracks[request_id]
+        self._drop(request_id)
         self._finish(track.view, RequestState.ABORTED, "aborted by the user")
         return told
 
@@ -193,6 +198,7 @@ class RequestLedger:
         for track in self._tracks.values():
             self._finish(track.view, state, why)
         self._tracks.clear()
+        self._active.clear()
         self._pending.clear()
         return count
 
@@ -234,6 +240,7 @@ class RequestLedger:
                     and entry.scheduled_tokens == view.scheduled_tokens
                     and entry.kv_blocks == view.kv_blocks
                     and entry.cached_prompt_tokens == view.cached_prompt_tokens
+                    and entry.queue == view.queue
                     and entry.wait_reason == view.wait_reason
                 ):
                     continue
@@ -242,9 +249,9 @@ class RequestLedger:
         if result.described:
             self._describe(result.described, touched)
         for track in touched.values():
-            track.view = _freeze(track, now, scheduled is not None)
+            self._show(track, _freeze(track, now, scheduled is not None))
         for request_id in finished_ids:
-            view = tracks.pop(request_id).view
+            view = self._drop(request_id).view
             timings = view.timings
             if timings.scheduled is None:
                 # Scheduled and finished within this one step (e.g. max_tokens=1): it has
@@ -263,12 +270,12 @@ class RequestLedger:
         for request in arrived:
             track = self._tracks.get(request.request_id)
             if track is not None:  # more of its samples arrived: n grew
-                track.view = track.view._replace(spec=request.spec)
+                self._show(track, track.view._replace(spec=request.spec))
                 continue
             if request.request_id in self._seen_ids:
                 continue  # seen before (it ended)
             self._seen_ids.add(request.request_id)
-            self._tracks[request.request_id] = Track(adopted_view(request, now), in_engine=True)
+            self._add(Track(adopted_view(request, now), in_engine=True))
 
     def _describe(self, described: Sequence[DescribedRequest], touched: dict[str, Track]) -> None:
         """Text a watched engine's server decoded for requests it adopted: the prompt in place
@@ -278,7 +285,7 @@ class RequestLedger:
             if track is None or not track.in_engine:
                 continue
             if news.prompt is not None:
-                track.view = track.view._replace(prompt=news.prompt)
+                self._show(track, track.view._replace(prompt=news.prompt))
             for index, text in news.completions:
                 if take_described_text(track, index, text):
                     touched[news.request_id] = track
@@ -289,9 +296,25 @@ class RequestLedger:
             track = self._tracks.get(end.request_id)
             if track is None or not track.in_engine:
                 continue
-            del self._tracks[end.request_id]
+            self._drop(end.request_id)
             view, error = ended_view(track.view, end, now)
             self._finish(view, end.state, error)
+
+    def _add(self, track: Track) -> None:
+        """A new request, last in arrival order."""
+        self._tracks[track.view.request_id] = track
+        self._active.append(track.view)
+
+    def _show(self, track: Track, view: RequestView) -> None:
+        """The request's view from now on (what the next snapshot shows)."""
+        self._active.set(track.view, view)
+        track.view = view
+
+    def _drop(self, request_id: str) -> Track:
+        """The request is no longer active; its track, for the final view."""
+        track = self._tracks.pop(request_id)
+        self._active.remove(track.view)
+        return track
 
     def _finish(self, view: RequestView, state: RequestState, error: str | None) -> None:
         timings = view.timings
@@ -318,6 +341,7 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
     completions = view.completions
     reason, scheduled, blocks = view.wait_reason, view.scheduled_tokens, view.kv_blocks
     cached = view.cached_prompt_tokens
+    queue = view.queue
     if track.moved:
         if track.prompt_token_ids is not None:
             prompt_token_ids = track.prompt_token_ids
@@ -342,6 +366,7 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         preemptions = entry.num_preemptions
         reason, scheduled, blocks = entry.wait_reason, entry.scheduled_tokens, entry.kv_blocks
         cached = entry.cached_prompt_tokens
+        queue = entry.queue
     elif track.moved and not scheduler_known and state is not RequestState.DECODING:
         state = RequestState.DECODING
         if timings.scheduled is None:
@@ -374,4 +399,5 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         max(blocks, view.peak_kv_blocks),
         cached,
         lineage=view.lineage,
+        queue=queue,
     )

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from stepview.engine.driver.arrivals import ArrivalQueue
+from stepview.engine.driver.figures import StepFigures
 from stepview.engine.driver.ledger import RequestLedger
 from stepview.engine.driver.pacing import Pacing
 from stepview.engine.driver.run_stats import RunStats, hand_over
@@ -49,15 +50,13 @@ from stepview.model.commands import (
 )
 from stepview.model.engine_api import Engine, LinkState, StepResult, WatchedEngine
 from stepview.model.errors import describe
-from stepview.model.scheduling import StepBudget
+from stepview.model.recent import KEEP_FINISHED
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import (
-    EngineCounters,
     EngineInfo,
     EngineState,
     RequestState,
     StepSnapshot,
-    StepStat,
 )
 
 log = logging.getLogger(__name__)
@@ -67,8 +66,6 @@ EngineFactory = Callable[[PhaseCallback], Engine]
 
 # How long the loop blocks on the command queue when there is nothing to step.
 IDLE_WAIT_S = 0.05
-# Steps kept for the sparklines.
-RECENT_STEPS = 120
 # The error of a request the run left unfinished.
 UNFINISHED_WHY = "stepview stopped before the request finished"
 # ... of a watched server's: it goes on there.
@@ -92,6 +89,7 @@ class Driver:
         start_paused: bool = False,
         read_only: str | None = None,
         insight: RunInsight | None = None,
+        keep_finished: int = KEEP_FINISHED,
     ) -> None:
         """``read_only``: why this source takes no new requests (``None``: it does).
 
@@ -115,19 +113,9 @@ class Driver:
         self._watched: WatchedEngine | None = None
         self._link: LinkState | None = None  # the watched engine's, as last published
         self._info = EngineInfo()
-        self._ledger = RequestLedger(self._now)
+        self._ledger = RequestLedger(self._now, keep_finished)
         self._arrivals = ArrivalQueue()  # requests scheduled to arrive later
-        self._recent: deque[StepStat] = deque(maxlen=RECENT_STEPS)
-        self._step = 0
-        self._step_time = 0.0
-        self._stepping_time = 0.0  # sum of step() wall times: the engine's share of the run
-        self._first_step_at: float | None = None  # clock() when the first step() began
-        self._last_step_end = 0.0  # clock() when the latest step() returned
-        self._first_step_cpu = 0.0  # thread_time() then, and ...
-        self._last_step_cpu = 0.0  # ... when the latest step() returned
-        self._counters = EngineCounters()
-        self._total_generated = 0
-        self._budget: StepBudget | None = None  # the last step's, when the engine tells
+        self._figures = StepFigures(clock)
         self._pacing = Pacing(start_paused)
         self._stopping = False
         self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
@@ -183,16 +171,7 @@ class Driver:
     @property
     def run_stats(self) -> RunStats:
         """Totals so far; exact once the driver thread has ended (read it after :meth:`join`)."""
-        first = self._first_step_at
-        return RunStats(
-            steps=self._step,
-            requests_done=self._ledger.finished_count,
-            tokens_generated=self._total_generated,
-            stepping_time=self._stepping_time,
-            busy_span=0.0 if first is None else self._last_step_end - first,
-            since_start=self._now(),
-            busy_cpu=self._last_step_cpu - self._first_step_cpu,
-        )
+        return self._figures.run_stats(self._ledger.finished_count, self._now())
 
     @property
     def unfinished(self) -> int:
@@ -273,16 +252,9 @@ class Driver:
             if engine.has_unfinished():
                 if not pacing.take_step():
                     continue
-                start = self._clock()
-                if self._first_step_at is None:
-                    self._first_step_at = start
-                    self._first_step_cpu = self._last_step_cpu = time.thread_time()
+                start = self._figures.begin()
                 result = engine.step()
-                end = self._last_step_end = self._clock()
-                self._last_step_cpu = time.thread_time()
-                self._step_time = end - start if result.interval is None else result.interval
-                self._stepping_time += self._step_time
-                self._step += 1
+                self._figures.end(start, result)
                 self._apply(result)
                 self._publish(self._idle_state())
             elif dirty or admitted:
@@ -362,31 +334,15 @@ class Driver:
         if told and engine is not None and self._watched is None and not engine.has_unfinished():
             # The engine is empty and no step will run to report it: the last step's
             # figures would go on counting the aborted request as running.
-            self._counters = replace(self._counters, running=0, waiting=0, kv_cache_usage=0.0)
+            self._figures.emptied()
 
     # -- applying a step ---------------------------------------------------------------------
 
     def _apply(self, result: StepResult) -> None:
         """Fold a step's result into the requests (the ledger) and the step figures."""
-        now = self._now()
-        if result.age:  # dated when it happened, in order
-            now = max(now - result.age, self._recent[-1].clock if self._recent else 0.0)
+        now = self._figures.dated(self._now(), result.age)
         self._ledger.apply(result, now)
-        counters = result.counters
-        self._counters = counters
-        self._budget = result.budget
-        self._total_generated += counters.generation_tokens
-        self._recent.append(
-            StepStat(
-                step=self._step,
-                clock=now,
-                step_time=self._step_time,
-                running=counters.running,
-                waiting=counters.waiting,
-                kv_cache_usage=counters.kv_cache_usage,
-                generation_tokens=counters.generation_tokens,
-            )
-        )
+        self._figures.fold(result, now)
 
     # -- publishing --------------------------------------------------------------------------
 
@@ -399,21 +355,23 @@ class Driver:
         """Build the snapshot from the driver's state, naming every field (a test holds it to
         StepSnapshot's), add the insight's alerts, hand it to the readers and the sinks."""
         phase = self._failed if state is EngineState.ERROR else self._phase
+        figures = self._figures
         snapshot = StepSnapshot(
-            step=self._step,
+            step=figures.step,
             clock=self._now(),
             engine_state=state,
             info=self._info,
             phase=phase or "",
             phase_since=self._phase_since,
-            step_time=self._step_time,
-            counters=self._counters,
+            step_time=figures.step_time,
+            counters=figures.counters,
             active=self._ledger.active(),
             finished=self._ledger.finished(),
-            recent=tuple(self._recent),
-            total_generated=self._total_generated,
+            recent=tuple(figures.recent),
+            total_generated=figures.total_generated,
             ranks=() if self._link is None else self._link.ranks,
-            budget=self._budget,
+            budget=figures.budget,
+            queue_reasons=figures.queue_reasons,
             arrivals=self._arrivals.count,
         )
         snapshot = self._with_alerts(snapshot)

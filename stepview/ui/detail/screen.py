@@ -27,6 +27,7 @@ from textual.widgets import Static
 
 from stepview.model.latency import request_latency
 from stepview.model.sampling import form_values
+from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import Completion, RequestState, RequestView, StepSnapshot, Timings
 from stepview.ui.detail.heatmap import Spot, heat_parts, prompt_texts, spots, token_panel
 from stepview.ui.detail.strip import StepChosen, StripTracker, segment_at, strip_parts
@@ -107,10 +108,9 @@ def _completion(c: Completion, n: int, cursor: Spot | None) -> list[_Part]:
     return parts
 
 
-def _scheduling(view: RequestView) -> list[_Part]:
+def _scheduling(view: RequestView, reason: WaitReason | None) -> list[_Part]:
     """Why it waits (while it does), and what it holds of the KV cache (when the engine says)."""
     parts: list[_Part] = []
-    reason = view.wait_reason
     if reason is not None and not view.state.done:
         parts += [("waiting: ", "bold $warning"), (multi_line(reason.text), "$warning"), "\n"]
     if view.peak_kv_blocks or view.cached_prompt_tokens:
@@ -126,11 +126,16 @@ def _scheduling(view: RequestView) -> list[_Part]:
 
 
 def describe(
-    view: RequestView, now: float, cursor: Spot | None = None, strip: Sequence[_Part] = ()
+    view: RequestView,
+    now: float,
+    cursor: Spot | None = None,
+    strip: Sequence[_Part] = (),
+    reason: WaitReason | None = None,
 ) -> Content:
     """The whole detail text of ``view`` as of the snapshot clock ``now``, with the token
     cursor on ``cursor`` and the timeline ``strip``
-    (:func:`~stepview.ui.detail.strip.strip_parts`)."""
+    (:func:`~stepview.ui.detail.strip.strip_parts`); ``reason`` is why it waits (the
+    snapshot's :meth:`~stepview.model.snapshot.StepSnapshot.reason_of`; by default its own)."""
     parts: list[_Part] = [(one_line(view.request_id, 80), "bold $secondary"), "  "]
     if view.lineage is not None:
         parts += [(one_line(view.lineage.label(), 80), "italic"), "  "]
@@ -147,7 +152,7 @@ def describe(
     parts.append("\n")
     if view.error:
         parts += [("error ", "bold $error"), (multi_line(view.error), "$error"), "\n"]
-    parts += _scheduling(view)
+    parts += _scheduling(view, view.wait_reason if reason is None else reason)
     parts += strip
     # What was asked and answered first (the heat-map in view at 80x24), then the figures.
     parts += [*_heading("Prompt"), multi_line(view.prompt), "\n"]
@@ -277,7 +282,8 @@ class DetailScreen(Screen[None]):
         else:
             if self.cursor is None:
                 self._place_cursor(view)
-            body.update(describe(view, now, self.cursor, self._strip_parts()))
+            reason = snapshot.reason_of(view)
+            body.update(describe(view, now, self.cursor, self._strip_parts(), reason))
         self.query_one("#detail-token", Static).update(token_panel(view, self.cursor))
 
     def _strip_parts(self) -> list[str | tuple[str, str]]:

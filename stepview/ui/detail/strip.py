@@ -20,15 +20,8 @@ from typing import Final
 
 from textual.message import Message
 
-from stepview.insight.timeline import (
-    DECODE,
-    PREEMPTED,
-    PREFILL,
-    WAITING,
-    RequestTimeline,
-    Segment,
-    TimelineTracker,
-)
+from stepview.insight.segments import DECODE, PREEMPTED, PREFILL, WAITING, Segment
+from stepview.insight.timeline import RequestTimeline, TimelineTracker
 from stepview.model.snapshot import StepSnapshot
 from stepview.ui.format import percent
 

@@ -12,6 +12,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Protocol
 
+from stepview.model.recent import total_of
 from stepview.model.snapshot import StepSnapshot
 
 
@@ -140,5 +141,5 @@ def _same(a: StepSnapshot, b: StepSnapshot) -> bool:
         and a.clock == b.clock
         and a.engine_state is b.engine_state
         and len(a.active) == len(b.active)
-        and len(a.finished) == len(b.finished)
+        and total_of(a.finished) == total_of(b.finished)
     )

@@ -25,7 +25,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from stepview.model.snapshot import RequestState, RequestView
+from stepview.model.scheduling import WaitReason
+from stepview.model.snapshot import RequestState, RequestView, reason_of
 from stepview.ui.format import id_cell, latency_cell, one_line, state_cell
 from stepview.ui.main.filtering import RequestFilter
 
@@ -137,6 +138,7 @@ class RequestTable(ScrollView, can_focus=True):
         self.append_only = append_only
         self._rows: Sequence[RequestView] = ()
         self._now = 0.0
+        self._queue_reasons: Sequence[WaitReason | None] = ()
         self._filter = RequestFilter()
         self._index: list[int] | None = None  # rows passing the filter; None: all rows
         self._cursor = 0
@@ -171,10 +173,18 @@ class RequestTable(ScrollView, can_focus=True):
             return self.row(self._cursor)
         return None
 
-    def show(self, rows: Sequence[RequestView], now: float) -> None:
-        """Show ``rows`` as of the snapshot clock ``now``; repaints only lines that changed."""
-        if rows is self._rows and now == self._now:
+    def show(
+        self,
+        rows: Sequence[RequestView],
+        now: float,
+        queue_reasons: Sequence[WaitReason | None] = (),
+    ) -> None:
+        """Show ``rows`` as of the snapshot clock ``now`` (``queue_reasons``: what the
+        waiting requests without a reason of their own wait for); repaints only lines that
+        changed."""
+        if rows is self._rows and now == self._now and queue_reasons == self._queue_reasons:
             return
+        self._queue_reasons = queue_reasons
         old_rows, old_count = self._rows, self.row_count
         selected = self.selected
         at_end = self._cursor >= old_count - 1
@@ -343,7 +353,10 @@ class RequestTable(ScrollView, can_focus=True):
         view = self.row(row)
         cursor = row == self._cursor and not self._detached
         now = None if view.state.done else self._now
-        return (id(view), now, width, cursor and self.has_focus)
+        return (id(view), now, width, cursor and self.has_focus, self._reason(view))
+
+    def _reason(self, view: RequestView) -> WaitReason | None:
+        return reason_of(view, self._queue_reasons)
 
     def _repaint_changed(self) -> None:
         """Repaint the screen lines whose key differs from what was drawn there."""
@@ -386,7 +399,7 @@ class RequestTable(ScrollView, can_focus=True):
 
     def _row_strip(self, view: RequestView, key: _LineKey, width: int) -> Strip:
         """The row of ``view`` without cursor styling, from the cache when still valid."""
-        cache_key = (key[0], key[1], key[2])
+        cache_key = (key[0], key[1], key[2], key[4])
         cached = self._cache.get(id(view))
         if cached is not None and cached[0] is view and cached[1] == cache_key:
             return cached[2]
@@ -414,7 +427,7 @@ class RequestTable(ScrollView, can_focus=True):
             (id_cell(view.request_id, cols.id), cols.id, self._style("id")),
             (prompt, cols.prompt, ""),
             (view.spec.summary(), cols.params, self._style("dim")),
-            (state_cell(view, cols.state), cols.state, state_style),
+            (state_cell(view, cols.state, self._reason(view)), cols.state, state_style),
             (latency_cell(view, self._now), cols.latency, self._style("dim")),
         ]
         text = Text(no_wrap=True, end="")

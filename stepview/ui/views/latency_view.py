@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Sparkline, Static
 
 from stepview.insight.percentiles import METRICS, QUANTILES, LatencyStats
+from stepview.model.recent import total_of
 from stepview.model.snapshot import StepSnapshot
 from stepview.ui.footer import FittingFooter
 from stepview.ui.format import aligned, rate_value, seconds
@@ -141,8 +142,8 @@ class LatencyScreen(Screen[None]):
 
     def _render_latency(self, *, force: bool = False) -> None:
         finished = self._snapshot.finished
-        if len(finished) != self._counted:  # a list that only grows: its length says it all
-            self._counted = len(finished)
+        if total_of(finished) != self._counted:  # it only grows: its total says it all
+            self._counted = total_of(finished)
             self._summary = LatencyStats.of(finished).summary()
         elif not force:
             return

@@ -22,6 +22,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Static
 
+from stepview.model.recent import since, total_of
 from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
 from stepview.ui.footer import FittingFooter
@@ -127,7 +128,9 @@ def describe_step(
     if budget is not None:
         kv += ["  ", (f"{budget.free_blocks} of {budget.total_blocks} blocks free", _MUTED)]
     parts += [*kv, "\n"]
-    finished = list(snapshot.finished[len(previous.finished) :]) if previous is not None else []
+    finished = (
+        list(since(snapshot.finished, total_of(previous.finished))) if previous is not None else []
+    )
     scheduled = [v for v in (*snapshot.active, *finished) if v.scheduled_tokens]
     admitted = [
         v for v in scheduled if previous is not None and _admitted(before.get(v.request_id))
@@ -151,7 +154,8 @@ def describe_step(
     waiting = [v for v in snapshot.active if v.state in _WAITING_STATES]
     parts += _heading("Waiting", len(waiting))
     for view in waiting:
-        reason = view.wait_reason.text if view.wait_reason is not None else view.state.value
+        own = snapshot.reason_of(view)
+        reason = own.text if own is not None else view.state.value
         parts += ["  ", _id(view), (one_line(reason, 120), "$warning"), "\n"]
     if not waiting:
         parts += [("nobody", _MUTED), "\n"]
