@@ -1,30 +1,42 @@
-"""What the scheduler plug-in costs inside vLLM's engine core, per step.
+"""What watching costs per engine step, and how it grows with the requests the engine holds.
 
-Runs ``engine_overhead``'s 64-request workload on the demo model with the engine core in this
+A server in trouble holds thousands of waiting requests; this measures stepview's work per
+engine-core step with 64, 512, 2 048 and 8 192 requests held (``max_num_seqs`` 32: the rest
+wait), each size in a fresh process, on the demo model with the engine core in the measuring
 process (the plug-in's code is the same in a core process; only here can one process time
-both), and times with ``time.perf_counter_ns``:
+everything), with ``time.perf_counter_ns``:
 
-* ``capture``: building the step's record (:meth:`CoreCapture.capture`), in every step;
+* ``capture``: building the step's record inside the engine core (:meth:`CoreCapture.capture`);
 * ``publish``: what a core process adds on top: encoding the record and the non-blocking zmq
-  send (:meth:`FactsPublisher.deliver`, to a subscriber on an ipc socket, as stepview's own
-  engine does with multiprocessing on); ``encode`` is the msgpack part of it;
-* ``nobody subscribed``: what a server with the plug-in and no stepview attached pays per step
-  (:meth:`FactsPublisher.wanted` on a publisher nobody subscribed to);
-* ``view``: stepview's side, turning the record into the driver's entries (in stepview's
-  process, not the engine core's);
+  send (:meth:`FactsPublisher.deliver`, to a subscriber on an ipc socket, the records of
+  ``STEPVIEW_PUBLISH_EVERY_MS`` sent together, as a server's plug-in sends them);
+* ``view``: stepview's side, turning the step's records into the driver's entries (states,
+  progress, KV blocks, why each waits: ``VllmEngine``'s read of them, in stepview's process);
+* ``watch``: what an attached stepview does with the published record instead: decoding it
+  and reading it into a step (:meth:`WatchedCore.read`: adoptions, token tails, entries);
+* ``driver``: the rest of stepview's side of one step, beyond vLLM's: the ledger folding the
+  outputs and entries in, the frozen snapshot, the run insight (timelines, alerts) and the
+  trace encoder;
 
-each against the engine core's own step (``EngineCore.step``: schedule, model, update).
+each against the engine core's own step (``EngineCore.step``: schedule, model, update), and
+only over the steps that held at least half the requests (the start of the run: the queue is
+long), the first step left out: its record is the full one a new subscriber gets (every
+request; its cost is printed apart). The last line is ``scaling: capture_us=A,B,C,D
+publish_us=... view_us=... watch_us=... driver_us=...`` (the four sizes in order); the line
+before it, each size's share of a step.
 
-Usage: ``python benchmarks/capture_cost.py [--rounds 3] [--requests 64] [--max-tokens 64]``
-(``--quick``: one small round, for a smoke test);
-run it under the engine lock on a shared machine (``flock /tmp/stepview-engine.lock ...``).
+Usage: ``python benchmarks/capture_cost.py [--requests 64,512,2048,8192] [--max-tokens 16]``
+(``--quick``: 16 requests only, for a smoke test); run it with nothing else heavy on the
+machine (``flock /tmp/stepview-engine.lock ...`` on a shared one).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +47,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.engine_overhead import BENCH_ENV, workload
+
+SIZES = (64, 512, 2048, 8192)
+MAX_NUM_SEQS = 32
+FIGURES = ("capture", "publish", "view", "watch", "driver")
 
 
 def _timed(cls: Any, name: str, into: list[int]) -> None:
@@ -52,64 +68,68 @@ def _timed(cls: Any, name: str, into: list[int]) -> None:
     setattr(cls, name, wrapper)
 
 
-def _per_step(samples: Sequence[int]) -> tuple[float, float]:
-    """Mean and median of samples in ns, as microseconds."""
-    if not samples:
-        return 0.0, 0.0
-    return statistics.fmean(samples) / 1000, statistics.median(samples) / 1000
+def _mean_us(samples: Sequence[int]) -> float:
+    return statistics.fmean(samples) / 1000 if samples else 0.0
 
 
-def _unsubscribed_check_ns(calls: int = 200_000) -> float:
-    """ns per ``wanted()`` on a publisher nobody subscribes to (one per engine step)."""
-    from stepview.engine.plugin.publisher import FactsPublisher
-
-    with tempfile.TemporaryDirectory() as folder:
-        publisher = FactsPublisher(f"ipc://{folder}/idle.sock")
-        try:
-            start = time.perf_counter_ns()
-            for _ in range(calls):
-                publisher.wanted()
-            return (time.perf_counter_ns() - start) / calls
-        finally:
-            publisher.close()
-
-
-def measure(rounds: int, requests: int, max_tokens: int, out: Callable[[str], None]) -> None:
+def measure(requests: int, max_tokens: int) -> dict[str, Any]:
+    """One size, in this process: the mean µs per step of each figure, and the step's."""
     from stepview.engine.own.environment import prepare_vllm_environment
 
     workdir = Path(tempfile.mkdtemp(prefix="stepview-capture-"))
     prepare_vllm_environment(workdir / "vllm.log")
     from vllm.v1.engine.core import EngineCore
 
-    from stepview.engine.own.tiny_model import DEMO_MODEL_NAME, demo_engine_args
+    from stepview.engine.driver.ledger import RequestLedger
+    from stepview.engine.own.tiny_model import TINY_MODEL_NAME, tiny_engine_args
     from stepview.engine.own.vllm_engine import VllmEngine
     from stepview.engine.plugin.capture import CoreCapture
+    from stepview.engine.plugin.config import ListenerSink, publish_every
     from stepview.engine.plugin.publisher import FactsPublisher
-    from stepview.engine.records import channel as facts_channel
     from stepview.engine.records.channel import FactsSubscriber
-    from stepview.engine.records.entries import SchedulerView
+    from stepview.engine.watch.watched_core import WatchedCore
+    from stepview.insight.run import RunInsight
+    from stepview.model.commands import AddRequest
+    from stepview.model.engine_api import StepResult
+    from stepview.model.snapshot import EngineInfo, EngineState, StepSnapshot
+    from stepview.trace.encoder import TraceEncoder
 
     steps: list[int] = []
     captures: list[int] = []
     publishes: list[int] = []
     views: list[int] = []
-    encodes: list[int] = []
     _timed(EngineCore, "step", steps)
     _timed(CoreCapture, "capture", captures)
     _timed(FactsPublisher, "deliver", publishes)
-    _timed(SchedulerView, "read", views)
-    _timed(facts_channel, "encode_facts_into", encodes)
+    _timed(VllmEngine, "_scheduled", views)
+    # Records as a server's plug-in makes them for an attached stepview: with every request's
+    # intro, output tokens and end (stepview's own engine reads those from vLLM instead).
+    ListenerSink.tails = True  # type: ignore[misc]
 
     engine = VllmEngine.create(
-        demo_engine_args(), demo_model=True, model_label=DEMO_MODEL_NAME, multiprocess=False
+        tiny_engine_args(max_num_seqs=MAX_NUM_SEQS),
+        demo_model=True,
+        model_label=TINY_MODEL_NAME,
+        multiprocess=False,
     )
     address = f"ipc://{workdir}/facts.sock"
-    publisher = FactsPublisher(address)
+    publisher = FactsPublisher(address, publish_every())  # as a server's plug-in sends
     subscriber = FactsSubscriber(address)
-    received = 0
+    watched = WatchedCore(0, f"ipc://{workdir}/unused.sock")
+    clock = time.perf_counter
+    started = clock()
+    ledger = RequestLedger(lambda: clock() - started)
+    insight = RunInsight()
+    encoder = TraceEncoder(EngineInfo())
+    per_step: dict[str, list[int]] = {name: [] for name in ("step", *FIGURES)}
+    held: list[int] = []
+    timed = {"step": steps, "capture": captures, "publish": publishes, "view": views}
+    seen = dict.fromkeys(timed, 0)
     try:
         if not subscriber.wait_connected(10):
             raise SystemExit("capture_cost: the subscriber did not connect")
+        while not publisher.wanted():  # the subscription is in: records will go out
+            time.sleep(0.01)
         # The in-process record also goes out as a core process would publish it.
         capture_record = CoreCapture.capture
 
@@ -119,51 +139,112 @@ def measure(rounds: int, requests: int, max_tokens: int, out: Callable[[str], No
             return facts
 
         CoreCapture.capture = capture_and_publish  # type: ignore[method-assign]
-        for round_no in range(rounds):
-            batch = workload(requests, max_tokens, seed=1234 + round_no)
-            for i, (prompt, spec) in enumerate(batch):
-                engine.add_request(f"r{round_no}-{i}", prompt, spec)
-            while engine.has_unfinished():
-                engine.step()
-                received += len(subscriber.poll())
+        for i, (prompt, spec) in enumerate(workload(requests, max_tokens)):
+            ledger.accept(AddRequest(f"r{i}", prompt, spec))
+        ledger.admit(engine)
+        step = 0
+        while engine.has_unfinished():
+            result: StepResult = engine.step()
+            step += 1
+            held.append(len(ledger.active()))
+            start = time.perf_counter_ns()
+            now = clock() - started
+            ledger.apply(result, now)
+            snapshot = StepSnapshot(
+                step=step,
+                clock=now,
+                engine_state=EngineState.RUNNING,
+                counters=result.counters,
+                active=ledger.active(),
+                finished=ledger.finished(),
+                budget=result.budget,
+                queue_reasons=result.queue_reasons,
+            )
+            insight.observe(snapshot)
+            encoder.encode(snapshot)
+            ledger.take_finished()
+            per_step["driver"].append(time.perf_counter_ns() - start)
+            start = time.perf_counter_ns()
+            for facts in subscriber.poll():
+                watched.read(facts, time.time(), own={}, awaiting=set(), labelled=False)
+            per_step["watch"].append(time.perf_counter_ns() - start)
+            for name, samples in timed.items():  # what this step's engine call took, in all
+                per_step[name].append(sum(samples[seen[name] :]))
+                seen[name] = len(samples)
     finally:
         engine.shutdown()
         subscriber.close()
         publisher.close()
+        watched.subscriber.close()
+    # The steps with the queue still long: at least half the requests held, but the first,
+    # whose record lists every request (what a new subscriber gets once).
+    long = [i for i, count in enumerate(held) if count * 2 >= requests] or list(range(len(held)))
+    first, last = min(long[0] + 1, long[-1]), long[-1] + 1
+    return {
+        "requests": requests,
+        "steps": len(held),
+        "measured_steps": last - first,
+        "full_record_ms": sum(per_step[f][0] for f in ("capture", "publish", "watch")) / 1e6,
+        **{name: _mean_us(samples[first:last]) for name, samples in per_step.items()},
+    }
 
-    step_mean, step_median = _per_step(steps)
-    out(
-        f"capture_cost: {requests} requests x {max_tokens} tokens, {rounds} round(s), "
-        f"{len(steps)} engine-core steps, {len(captures)} records ({received} received over "
-        f"ipc), {os.cpu_count()} CPUs"
+
+def _child(requests: int, max_tokens: int) -> dict[str, Any]:
+    """One size in a fresh process (one engine per process; memory and caches start fresh)."""
+    env = {**os.environ, **BENCH_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", str(requests), "--max-tokens", str(max_tokens)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=1800,
     )
-    out(f"engine-core step: mean {step_mean:.0f} us, median {step_median:.0f} us")
-    unsubscribed = _unsubscribed_check_ns()
-    for label, samples in (("publish", publishes), ("  encode", encodes), ("view", views)):
-        mean, median = _per_step(samples)
-        out(f"{label}: {mean:.1f} us/step (median {median:.1f}) = {mean / step_mean:.2%}")
+    if done.returncode != 0:
+        raise SystemExit(f"capture_cost: {requests} requests failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
     out(
-        f"nobody subscribed: {unsubscribed:.0f} ns/step = {unsubscribed / 1000 / step_mean:.3%} "
-        f"of a step"
+        f"capture_cost: per engine-core step, over the steps holding at least half the "
+        f"requests (max_num_seqs {MAX_NUM_SEQS}), {os.cpu_count()} CPUs"
     )
-    mean, median = _per_step(captures)
-    out(f"capture: {mean:.1f} us/step = {mean / step_mean:.2%} of a step (median {median:.1f} us)")
+    out(f"{'requests':>9} {'step us':>9}  " + "  ".join(f"{f + ' us':>10}" for f in FIGURES))
+    for row in rows:
+        figures = "  ".join(f"{row[f]:>6.1f} ({row[f] / row['step']:.1%})" for f in FIGURES)
+        out(f"{row['requests']:>9} {row['step']:>9.0f}  {figures}")
+    full = ", ".join(f"{row['requests']}: {row['full_record_ms']:.1f} ms" for row in rows)
+    out(f"the first, full record (capture + publish + watch, once per new subscriber): {full}")
+    shares = " ".join(
+        f"{f}=" + ",".join(f"{row[f] / row['step']:.2%}" for row in rows) for f in FIGURES
+    )
+    out(f"share of a step: {shares}")
+    out(
+        "scaling: "
+        + " ".join(f"{f}_us=" + ",".join(f"{row[f]:.0f}" for row in rows) for f in FIGURES)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=3, help="workload runs (default 3)")
-    parser.add_argument("--requests", type=int, default=64, help="requests per run (default 64)")
-    parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens (default 64)")
     parser.add_argument(
-        "--quick", action="store_true", help="CI smoke: 1 round of 16 requests x 16 tokens"
+        "--requests",
+        default=",".join(map(str, SIZES)),
+        help="requests held, comma-separated (default 64,512,2048,8192)",
     )
+    parser.add_argument("--max-tokens", type=int, default=16, help="max_tokens (default 16)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 16 requests only")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child's one size
     args = parser.parse_args(argv)
-    if args.quick:
-        args.rounds, args.requests, args.max_tokens = 1, 16, 16
     for name, value in BENCH_ENV.items():
         os.environ.setdefault(name, value)
-    measure(args.rounds, args.requests, args.max_tokens, print)
+    if args.one is not None:
+        print(json.dumps(measure(args.one, args.max_tokens)))
+        return 0
+    sizes = [16] if args.quick else [int(s) for s in args.requests.split(",")]
+    rows = [_child(size, args.max_tokens) for size in sizes]
+    report(rows, print)
     return 0
 
 
