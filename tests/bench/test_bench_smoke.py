@@ -89,3 +89,14 @@ def test_server_overhead_quick() -> None:
     for variant in ("alone", "plugin", "attached"):
         assert_has_line(lines, rf"{variant}\s+median\s+{NUMBER} tok/s\s+\({NUMBER}\)")
     assert re.fullmatch(rf"ratios: plugin/alone={NUMBER} attached/alone={NUMBER}", lines[-1])
+
+
+@pytest.mark.engine
+def test_capture_cost_quick() -> None:
+    lines = run_quick("capture_cost.py", timeout=240)
+    per_step = rf"{NUMBER} \({NUMBER}%\)"
+    assert_has_line(lines, rf"\s+16\s+{NUMBER}\s+{per_step}(\s+{per_step}){{4}}")
+    assert_has_line(lines, rf"the first, full record .*: 16: {NUMBER} ms")
+    names = ("capture", "publish", "view", "watch", "driver")
+    line = " ".join(rf"{name}_us={NUMBER}" for name in names)
+    assert re.fullmatch(rf"scaling: {line}", lines[-1]), lines[-1]
