@@ -9,6 +9,8 @@ that blocks (as a hung GPU kernel would) until the test lets it go. It also keep
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from stepview.engine.driver.loop import Driver
 from stepview.model.engine_api import StepResult
@@ -55,11 +57,13 @@ class FaultyEngine(FakeEngine):
         self.added: list[tuple[str, str, SamplingSpec]] = []
         self.steps = 0
 
-    def add_request(self, request_id: str, prompt: str, spec: SamplingSpec) -> None:
+    def add_request(
+        self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
+    ) -> None:
         self.added.append((request_id, prompt, spec))
         if prompt == self.fail_add_prompt:
             raise InjectedFault("tokenizer exploded on this prompt")
-        super().add_request(request_id, prompt, spec)
+        super().add_request(request_id, prompt, spec, prompt_token_ids)
 
     def step(self) -> StepResult:
         self.steps += 1
@@ -84,11 +88,23 @@ def new_app(driver: Driver) -> StepviewApp:
     return app
 
 
-def threads_now() -> set[threading.Thread]:
-    return set(threading.enumerate())
+@dataclass(frozen=True)
+class Running:
+    """The threads and child processes alive when a test began.
+
+    Children count against a test only if it started them: under xdist one worker also runs
+    engine tests whose module-scoped engines (and their engine-core processes) outlive them.
+    """
+
+    threads: frozenset[threading.Thread]
+    children: frozenset[int]
 
 
-def leftovers(before: set[threading.Thread]) -> list[str]:
+def running_now() -> Running:
+    return Running(frozenset(threading.enumerate()), frozenset(p.pid for p in live_children()))
+
+
+def leftovers(before: Running) -> list[str]:
     """Threads and child processes started since ``before`` that are still running.
 
     The event loop's own executor threads (``asyncio_N``, which ran the app's off-loop
@@ -97,7 +113,7 @@ def leftovers(before: set[threading.Thread]) -> list[str]:
     threads = [
         t.name
         for t in threading.enumerate()
-        if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
+        if t not in before.threads and t.is_alive() and not t.name.startswith("asyncio_")
     ]
-    children = [f"pid {p.pid}" for p in live_children()]
+    children = [f"pid {p.pid}" for p in live_children() if p.pid not in before.children]
     return threads + children

@@ -336,6 +336,9 @@ def test_ctrl_c_while_vllm_is_still_loading_is_one_line(tmp_path: Path) -> None:
         text=True,
         env=command_env(),
         cwd=tmp_path,
+        # A suite started in the background inherits SIGINT ignored, and stepview keeps an
+        # ignored SIGINT ignored (as a shell's background job asks): give it a user's terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not loading_torch(process.pid):  # vLLM's import is under way

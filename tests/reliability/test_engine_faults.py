@@ -44,7 +44,7 @@ from tests.reliability.faults import (
     driver_for,
     leftovers,
     new_app,
-    threads_now,
+    running_now,
 )
 from tests.reliability.launcher import LAUNCHER
 
@@ -66,7 +66,7 @@ def saved(path: Path) -> dict[str, dict[str, object]]:
 
 
 async def test_step_exception_shows_the_error_keeps_results_and_quits(tmp_path: Path) -> None:
-    before = threads_now()
+    before = running_now()
     results = tmp_path / "results.jsonl"
     engine = FaultyEngine(fail_step_at=12)
     driver = driver_for(engine, sinks=(ResultsWriter(results),))
@@ -95,7 +95,7 @@ async def test_step_exception_shows_the_error_keeps_results_and_quits(tmp_path: 
 
 
 async def test_add_request_exception_rejects_that_request_only(tmp_path: Path) -> None:
-    before = threads_now()
+    before = running_now()
     results = tmp_path / "results.jsonl"
     engine = FaultyEngine(fail_add_prompt="poison")
     driver = driver_for(engine, sinks=(ResultsWriter(results),))
@@ -125,7 +125,7 @@ async def test_add_request_exception_rejects_that_request_only(tmp_path: Path) -
 
 
 async def test_engine_startup_failure_shows_the_error_screen_and_quits() -> None:
-    before = threads_now()
+    before = running_now()
 
     def factory(phase: object) -> FaultyEngine:
         raise OSError("no such model: /models/missing")
@@ -178,7 +178,7 @@ async def test_rejected_by_the_engine_is_a_result_too(tmp_path: Path) -> None:
 
 
 async def test_a_step_that_hangs_keeps_the_ui_responsive_and_quit_bounded() -> None:
-    before = threads_now()
+    before = running_now()
     engine = FaultyEngine(block_step_at=3, step_delay=0.01)
     driver = driver_for(engine)
     app = new_app(driver)
@@ -208,7 +208,7 @@ class UiBug(RuntimeError):
 
 
 async def test_a_crash_in_the_ui_still_stops_the_engine_and_keeps_results(tmp_path: Path) -> None:
-    before = threads_now()
+    before = running_now()
     results = tmp_path / "results.jsonl"
     engine = FaultyEngine(step_delay=0.002)
     driver = driver_for(engine, sinks=(ResultsWriter(results),))

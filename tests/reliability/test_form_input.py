@@ -34,7 +34,7 @@ from tests.reliability.faults import (
     driver_for,
     leftovers,
     new_app,
-    threads_now,
+    running_now,
 )
 
 NUMERIC = tuple(name for name in FORM_FIELDS if name != "stop")
@@ -156,7 +156,7 @@ def _state(pilot: Pilot[None]) -> str:
 
 @pytest.mark.parametrize("kind", list(CASES))
 async def test_every_numeric_field_refuses_bad_values_inline(kind: str) -> None:
-    before = threads_now()
+    before = running_now()
     engine = FaultyEngine()
     driver = driver_for(engine)
     app = new_app(driver)
@@ -348,7 +348,7 @@ async def test_hostile_prompts_reach_the_engine_intact_and_draw_safely() -> None
 async def test_ctrl_c_quits_even_from_the_form() -> None:
     """In the form q is a letter; ctrl+c still stops the engine and quits, as a terminal user
     expects (Textual would take it as "copy" there)."""
-    before = threads_now()
+    before = running_now()
     engine = FaultyEngine()
     driver = driver_for(engine)
     app = new_app(driver)

@@ -27,7 +27,7 @@ from tests.reliability.faults import (
     driver_for,
     leftovers,
     new_app,
-    threads_now,
+    running_now,
 )
 
 HISTORY = 256
@@ -39,7 +39,7 @@ def rss() -> int:
 
 
 async def test_engine_far_faster_than_the_ui_queues_nothing_and_memory_stays_flat() -> None:
-    before = threads_now()
+    before = running_now()
     # Long requests keep the engine stepping flat out (no delay) for the whole test.
     engine = FaultyEngine(max_num_seqs=8, max_model_len=10**7)
     driver = driver_for(engine, history_size=HISTORY)
@@ -82,7 +82,7 @@ async def test_engine_far_faster_than_the_ui_queues_nothing_and_memory_stays_fla
 async def test_aborting_a_finished_unknown_or_already_aborted_request_is_harmless(
     tmp_path: Path,
 ) -> None:
-    before = threads_now()
+    before = running_now()
     results = tmp_path / "results.jsonl"
     engine = FaultyEngine()
     driver = driver_for(engine, sinks=(ResultsWriter(results),))
