@@ -56,6 +56,7 @@ def _run(argv: Sequence[str] | None) -> int:
     if replay_error is not None:
         return fail(replay_error)
     attach_error = _attach_conflict(own, engine_argv) or _load_conflict(own, engine_argv)
+    attach_error = attach_error or _metrics_conflict(own)
     if attach_error is not None:
         return fail(attach_error)
     if own.replay is not None:
@@ -121,6 +122,15 @@ def _load_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         return "--load runs on an engine of stepview's own (no --attach)"
     max_model_len = stated_max_model_len(engine_argv)
     return None if max_model_len is None else spec.length_problem(max_model_len)
+
+
+def _metrics_conflict(own: OwnOptions) -> str | None:
+    """Why the metrics flags cannot be used as given, if they cannot."""
+    if own.metrics_port is None:
+        return "--metrics-host goes with --metrics-port PORT" if own.metrics_host else None
+    if own.replay is not None:
+        return "--metrics-port serves a running engine's figures; a replay has none"
+    return None
 
 
 def _compare_conflict(own: OwnOptions) -> str | None:

@@ -57,6 +57,8 @@ class OwnOptions:
     export_csv: Path | None = None
     compare: Path | None = None
     export_chrome_trace: Path | None = None
+    metrics_port: int | None = None
+    metrics_host: str | None = None
 
     @property
     def prompts_on_stdin(self) -> bool:
@@ -116,6 +118,14 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 (the system picks a free one) to 65535."""
+    value = _count(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 to 65535, got {value}")
     return value
 
 
@@ -281,6 +291,21 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         metavar="N",
         default=2000,
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
+    )
+    group.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while the engine runs "
+        "(live or --attach, TUI or --headless): waiting requests by stepview's reason, "
+        "preemptions, the step's token budget, the oldest wait, alerts, how far the view "
+        "is behind; 0 picks a free port (printed on stderr)",
+    )
+    group.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        help="with --metrics-port: the address to listen on (default: 127.0.0.1, this "
+        "machine only; 0.0.0.0 for every interface: the endpoint has no authentication)",
     )
     _add_load_args(parser)
     group.add_argument(

@@ -28,6 +28,8 @@ BREAKS = [
     ("ui/format.py", "import stepview.engine.driver.loop", "The UI never imports"),
     ("ui/format.py", "import stepview.testing.snapshots", "Test doubles"),
     ("files/records.py", "import textual", "files a run writes"),
+    ("metrics/waiting.py", "import stepview.engine.driver.loop", "Metrics read snapshots"),
+    ("metrics/exporter.py", "import vllm", "Only the scheduler plug-in"),
     ("model/grow.py", "import stepview.model.snapshot", "No import cycle"),
 ]
 

@@ -135,6 +135,10 @@ class TimelineTracker:
         self._runs = QueueRuns()
         self._pruned_at = 0
         self._active_before: Sequence[RequestView] = ()
+        # Running totals of what the preemptions below cost, for readers that must not walk
+        # the timelines each step (the Prometheus exporter's counters).
+        self.preemptions = 0
+        self.tokens_lost = 0
 
     def get(self, request_id: str) -> RequestTimeline | None:
         return self._timelines.get(request_id)
@@ -231,6 +235,8 @@ class TimelineTracker:
             lost = computed_tokens(previous)
             timeline.restarts += 1
             before_computed = 0  # its KV is gone: whatever it has now was computed again
+            self.preemptions += view.num_preemptions - previous.num_preemptions
+            self.tokens_lost += lost
             for extra in range(view.num_preemptions - previous.num_preemptions):
                 timeline.preemptions.append(
                     Preemption(

@@ -96,6 +96,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         read_only=read_only,
         insight=insight,
     )
+    outputs.follow_link(lambda: driver.link)
     for request in requests:
         driver.send(request)
     app_code = run_app(driver)

@@ -118,6 +118,7 @@ def watch_headless(
         read_only=read_only,
         insight=insight,
     )
+    outputs.follow_link(lambda: driver.link)
     code, completed = drive(
         driver, requests, printer, outputs.results, watching=True, reached=lambda: link.reached
     )

@@ -1,11 +1,12 @@
-"""The files a live run writes, from opening them before the engine starts to the last word.
+"""What a live run writes, from opening it before the engine starts to the last word.
 
 A run writes up to four files: the results file (``--results``), the trace (``--record``),
-and, at its end, the exports (``--export-csv``, ``--export-chrome-trace``). All four modes
-(the TUI, ``--headless``, and both watching a server with ``--attach``) write them the same
-way, so one place owns them: a path that cannot be opened stops the run before the engine
-does anything (exit 2, one line), and at the end every file that failed is named, whether it
-failed mid-run (disk full) or while exporting.
+and, at its end, the exports (``--export-csv``, ``--export-chrome-trace``); and it may serve
+its metrics (``--metrics-port``). All four modes (the TUI, ``--headless``, and both watching a
+server with ``--attach``) do it the same way, so one place owns it: a path that cannot be
+opened, or a port that cannot be had, stops the run before the engine does anything (exit 2,
+one line), and at the end every file that failed is named, whether it failed mid-run (disk
+full) or while exporting.
 
 The results file has two lives. In the TUI, with no ``--results``, a new one is made in
 stepview's data directory, and removed again if the run finished nothing: the user did not
@@ -17,15 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepview.cli_args import OwnOptions
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import fail, notice, unfinished_note
 from stepview.launch.export import export_run
 from stepview.launch.paths import default_results_path
+from stepview.model.engine_api import LinkState
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import StepSnapshot
+
+if TYPE_CHECKING:
+    from stepview.metrics.exporter import MetricsExporter
 
 
 class RunOutputs:
@@ -38,19 +43,30 @@ class RunOutputs:
         *,
         default_results: bool,
         options: OwnOptions,
+        metrics: MetricsExporter | None = None,
     ) -> None:
         """``results`` is where the results go (``None``: nowhere); ``default_results``, that
-        stepview chose the path itself (removed at the end when empty)."""
+        stepview chose the path itself (removed at the end when empty); ``metrics``, the
+        exporter of ``--metrics-port`` (already in ``sinks``), serving."""
         self.sinks = sinks
-        """The results writer and trace recorder, for the driver."""
+        """The results writer, trace recorder and metrics exporter, for the driver."""
         self.results = results
         self.default_results = default_results
+        self.metrics = metrics
         self._options = options
+
+    def follow_link(self, link: Callable[[], LinkState | None]) -> None:
+        """A watched server's link (the driver's), for the metrics of how far behind it the
+        view is and which of its ranks are reached."""
+        if self.metrics is not None:
+            self.metrics.link = link
 
     def discard(self) -> None:
         """The run never started (a usage error only the engine could see): remove the
-        results file stepview made for it, if it holds nothing."""
+        results file stepview made for it, if it holds nothing, and stop serving metrics."""
         self._is_empty()
+        if self.metrics is not None:
+            self.metrics.close()
 
     def report_results(self, unfinished: int) -> None:
         """Say where the results are, if there are any (an empty default file is removed),
@@ -103,8 +119,8 @@ def open_outputs(
     *,
     default_results: bool,
 ) -> RunOutputs | int:
-    """Open the results file and the trace, before the engine starts; an exit code instead
-    when one cannot be opened (nothing is left behind then).
+    """Serve the metrics, open the results file and the trace, before the engine starts; an
+    exit code instead when one cannot be had (nothing is left behind then).
 
     ``default_results``: with no ``--results``, write a new results file in stepview's
     data directory (the TUI), instead of none (headless: the results are printed).
@@ -113,6 +129,12 @@ def open_outputs(
     """
     from stepview.files.sinks import file_sinks
 
+    metrics: MetricsExporter | None = None
+    if options.metrics_port is not None:
+        served = serve_metrics(options, insight)
+        if isinstance(served, int):
+            return served
+        metrics = served
     results = options.results
     chosen = results is None and default_results
     try:
@@ -127,6 +149,27 @@ def open_outputs(
             annotate=insight.request_fields,
         )
     except OSError as exc:
-        RunOutputs([], results, default_results=chosen, options=options).discard()
+        RunOutputs([], results, default_results=chosen, options=options, metrics=metrics).discard()
         return fail(f"cannot open output file: {exc}")
-    return RunOutputs(sinks, results, default_results=chosen, options=options)
+    if metrics is not None:
+        sinks.append(metrics)
+    return RunOutputs(sinks, results, default_results=chosen, options=options, metrics=metrics)
+
+
+def serve_metrics(options: OwnOptions, insight: RunInsight) -> MetricsExporter | int:
+    """The exporter of ``--metrics-port``, its endpoint serving (and named on stderr), or
+    the exit code of a port that cannot be had. The driver's closing of its sinks stops it."""
+    from stepview.metrics.exporter import MetricsExporter
+    from stepview.metrics.server import DEFAULT_HOST, MetricsServer, MetricsUnavailable
+
+    assert options.metrics_port is not None
+    exporter = MetricsExporter(insight)
+    try:
+        server = MetricsServer(
+            exporter.metrics.registry, options.metrics_host or DEFAULT_HOST, options.metrics_port
+        )
+    except MetricsUnavailable as exc:
+        return fail(str(exc))
+    exporter.on_close = server.stop
+    notice(f"serving metrics at {server.url}")
+    return exporter

@@ -194,12 +194,15 @@ class LinkState(NamedTuple):
     """How a watched engine is doing between steps, for the status bar.
 
     ``state`` is STARTING (never reached yet), RUNNING or IDLE (reached; requests in it or
-    not) or DISCONNECTED; ``message`` says it in words (where it is, what is being done).
+    not) or DISCONNECTED; ``message`` says it in words (where it is, what is being done);
+    ``behind`` is how many seconds the view is behind the server while records wait to be
+    read (0 once it has caught up): the figure the message rounds, for a monitor to graph.
     """
 
     state: EngineState
     message: str = ""
     ranks: tuple[RankStatus, ...] = ()  # each engine core's own figures, when several
+    behind: float = 0.0
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""The UI and the plain-data model never pull in vLLM or torch.
+"""The UI, the plain-data model and the metrics never pull in vLLM or torch.
 
 Importing vLLM takes seconds and gigabytes; the TUI must draw its first frame before that,
 and a replay must work on a laptop without vLLM installed. A fresh interpreter proves it,
@@ -12,8 +12,8 @@ import sys
 
 CHECK = """
 import importlib, pkgutil, sys
-import stepview.model, stepview.ui
-for package in (stepview.model, stepview.ui):
+import stepview.metrics, stepview.model, stepview.ui
+for package in (stepview.metrics, stepview.model, stepview.ui):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         importlib.import_module(info.name)
 heavy = sorted(
@@ -25,7 +25,7 @@ print(",".join(heavy))
 """
 
 
-def test_ui_and_model_import_no_vllm_or_torch() -> None:
+def test_ui_model_and_metrics_import_no_vllm_or_torch() -> None:
     result = subprocess.run(
         [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, check=True
     )

@@ -184,6 +184,12 @@ class Driver:
         """Why the engine failed (start-up or a step), if it did."""
         return self._failed
 
+    @property
+    def link(self) -> LinkState | None:
+        """A watched engine's link as of the latest snapshot (how far behind the view is, its
+        ranks); None for an engine stepview drives. Read it on the driver thread (a sink)."""
+        return self._link
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _now(self) -> float:

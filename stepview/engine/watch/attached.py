@@ -253,11 +253,13 @@ class AttachedEngine:
             return LinkState(EngineState.DISCONNECTED, message, ranks)
         busy = any(core.busy for core in cores)
         message = ""
+        behind = 0.0
         if self._backlog:  # nothing waiting to be read: the view is as late as delivery
             behind = max(core.behind for core in cores)
             if behind >= BEHIND_SHOWN_S:
                 message = f"view {behind:.0f} s behind the server, catching up"
-        return LinkState(EngineState.RUNNING if busy else EngineState.IDLE, message, ranks)
+        state = EngineState.RUNNING if busy else EngineState.IDLE
+        return LinkState(state, message, ranks, behind)
 
     def shutdown(self) -> None:
         """Close the sockets; the server is left alone (so are requests sent through the API)."""
