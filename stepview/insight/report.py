@@ -44,6 +44,12 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         cells = [_figure(metric, overall.get(c)) for c in _COLUMNS]
         cells += [_figure(metric, recent.get(c)) for c in ("p50", "p90")]
         lines.append(_row(METRIC_LABELS[metric], cells))
+    sketched = latency.get("sketched")
+    if sketched:
+        lines.append(
+            f"(all finished: {'/'.join(sketched['figures'])} from a {sketched['method']} "
+            f"sketch, within ±{sketched['relative_error']:.0%}; max and mean exact)"
+        )
     pre = summary["preemptions"]
     lines.append(
         f"preemptions: {pre['count']} ({pre['requests']} requests), "

@@ -59,3 +59,37 @@ def test_only_finished_requests_count_and_the_window_keeps_the_latest() -> None:
     assert summary["recent"]["e2e"]["count"] == 3
     assert summary["recent"]["e2e"]["p50"] == 9.0
     assert sum(summary["histograms"]["e2e"]["counts"]) == 10
+
+
+def test_past_the_exact_limit_percentiles_are_sketched_within_their_bound() -> None:
+    import random
+
+    from stepview.insight.percentiles import SKETCH_ACCURACY
+    from stepview.insight.report import format_summary
+
+    rng = random.Random(3)
+    stats = LatencyStats(window=64, exact_limit=1_000)
+    exact = LatencyStats(window=64, exact_limit=10**9)  # the same data, kept exactly
+    for i in range(20_000):
+        e2e = 0.2 + rng.lognormvariate(0.0, 1.0)  # latencies over orders of magnitude
+        done = _done(f"r{i}", e2e, out=rng.randint(2, 300))
+        stats.add(done)  # type: ignore[arg-type]
+        exact.add(done)  # type: ignore[arg-type]
+    assert stats.sketched and not exact.sketched
+    assert len(stats.all) == 0 and len(exact.all) == 20_000  # memory: no list of every one
+    ours, truth = stats.summary(), exact.summary()
+    assert ours["finished"] == truth["finished"] == 20_000
+    assert ours["sketched"]["relative_error"] == SKETCH_ACCURACY
+    for metric in ("e2e", "itl", "decode_rate"):
+        mine, real = ours["all"][metric], truth["all"][metric]
+        assert mine["count"] == real["count"]
+        assert mine["max"] == real["max"]
+        assert mine["mean"] == pytest.approx(real["mean"], rel=1e-9)
+        for q in ("p50", "p90", "p99"):
+            # The sketch's guarantee (relative), plus one rank of slack for interpolation.
+            assert mine[q] == pytest.approx(real[q], rel=2 * SKETCH_ACCURACY), (metric, q)
+    assert ours["recent"] == truth["recent"]  # the recent window stays exact
+    assert "DDSketch sketch, within ±1%" in format_summary(
+        {"steps": 1, "latency": ours, "preemptions": {"count": 0, "requests": 0,
+         "tokens_lost": 0}, "alerts": []}
+    )  # fmt: skip
