@@ -16,12 +16,15 @@ changes, so the snapshots it goes into share it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stepview.insight.timeline import RequestTimeline
 from stepview.model.alerts import KV_FULL, STALL, THRASH, Alert
 from stepview.model.snapshot import StepSnapshot
+
+RAISED_KEPT = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,10 @@ class Watchdogs:
     def __init__(self, thresholds: Thresholds | None = None) -> None:
         self.thresholds = thresholds or Thresholds()
         self.current: tuple[Alert, ...] = ()
-        self.raised: list[Alert] = []
+        # Every alert raised, the latest RAISED_KEPT of them (a week's watch may raise
+        # thousands; each one is in the trace and the log too).
+        self.raised: deque[Alert] = deque(maxlen=RAISED_KEPT)
+        self.raised_count = 0
         self._active: dict[tuple[str, str | None], Alert] = {}
         self._step = 0
         self._generated = 0
@@ -66,6 +72,7 @@ class Watchdogs:
             return False
         self._active[alert.key] = alert
         self.raised.append(alert)
+        self.raised_count += 1
         return True
 
     def _clear(self, kind: str, request_id: str | None = None) -> bool:

@@ -16,6 +16,7 @@ from stepview.insight.counters import CounterSeries
 from stepview.insight.percentiles import RECENT_WINDOW, LatencyStats
 from stepview.insight.timeline import TimelineTracker
 from stepview.model.alerts import Alert, alert_record
+from stepview.model.recent import KEEP_FINISHED
 from stepview.model.snapshot import StepSnapshot
 
 
@@ -32,14 +33,22 @@ class RunInsight:
         *,
         window: int = RECENT_WINDOW,
         keep_steps: bool = False,
+        keep_done: int = KEEP_FINISHED,
     ) -> None:
-        """``keep_steps`` keeps every step's figures in :attr:`step_series` (for a Chrome
-        trace export); without it :attr:`step_series` is None."""
-        self.timelines = TimelineTracker()
+        """``keep_steps`` keeps every step's figures in :attr:`step_series` and every
+        request's timeline (for a Chrome trace export of the whole run); without it
+        :attr:`step_series` is None and the timelines of finished requests are kept for the
+        latest ``keep_done`` only (each is in the results file by then), so memory does not
+        grow with the run."""
+        self.timelines = TimelineTracker(keep_done=None if keep_steps else keep_done)
         self.step_series = CounterSeries() if keep_steps else None
         self.latency = LatencyStats(window)
         self.watchdogs = Watchdogs(thresholds)
         self.steps = 0
+        # The run's preemptions, counted as they happen (the timelines do not all stay).
+        self.preemptions = 0
+        self.preempted_requests = 0
+        self.tokens_lost = 0
 
     def observe(self, snapshot: StepSnapshot) -> tuple[Alert, ...]:
         """Fold the snapshot in; returns the alerts that hold after it."""
@@ -47,6 +56,14 @@ class RunInsight:
         if self.step_series is not None:
             self.step_series.observe(snapshot)
         for timeline in changed:
+            seen = timeline.preemptions_counted
+            if len(timeline.preemptions) > seen:
+                if not seen:
+                    self.preempted_requests += 1
+                for preemption in timeline.preemptions[seen:]:
+                    self.preemptions += 1
+                    self.tokens_lost += preemption.computed_tokens_lost
+                timeline.preemptions_counted = len(timeline.preemptions)
             if timeline.done and timeline.view is not None and not timeline.counted:
                 timeline.counted = True
                 self.latency.add(timeline.view)
@@ -59,14 +76,14 @@ class RunInsight:
 
     def summary(self) -> dict[str, Any]:
         """The run in figures: latency distributions, preemptions, alerts (JSON-ready)."""
-        preempted = [t for t in self.timelines if t.preemptions]
         return {
             "steps": self.steps,
             "latency": self.latency.summary(),
             "preemptions": {
-                "count": sum(len(t.preemptions) for t in preempted),
-                "requests": len(preempted),
-                "tokens_lost": sum(t.tokens_lost for t in preempted),
+                "count": self.preemptions,
+                "requests": self.preempted_requests,
+                "tokens_lost": self.tokens_lost,
             },
             "alerts": [alert_record(a) for a in self.watchdogs.raised],
+            "alerts_raised": self.watchdogs.raised_count,
         }

@@ -26,6 +26,7 @@ as if every waiting request had been told its reason every step, at no cost per 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -56,6 +57,7 @@ class RequestTimeline:
     restarts: int = 0  # times its prefill progress fell (each preemption, or a lost prefill)
     done: bool = False
     counted: bool = False  # its latency was added to the run's figures
+    preemptions_counted: int = 0  # of its preemptions, those in the run's totals
     # The counters the open segment's ``tokens`` are measured from.
     base_computed: int = 0
     base_output: int = 0
@@ -118,9 +120,13 @@ class TimelineTracker:
     feeds it (the driver's, or a replay's); readers take the records it builds.
     """
 
-    def __init__(self, only: str | None = None) -> None:
+    def __init__(self, only: str | None = None, keep_done: int | None = None) -> None:
+        """``keep_done``: the timelines of finished requests kept, the latest (``None``:
+        all; a run's records of them are written as they finish)."""
         self._only = only
         self._timelines: dict[str, RequestTimeline] = {}
+        self._keep_done = keep_done
+        self._done: deque[str] = deque()  # finished requests' ids, oldest first
         self._finished_seen = 0
         self.step = 0
         self.clock = 0.0
@@ -256,6 +262,7 @@ class TimelineTracker:
             self._open(timeline, view, PREEMPTED, before_computed).tokens = lost
         if view.state.done:
             self._finish(timeline, view, phase)
+            self._let_go(view.request_id)
             return timeline
         if phase is None:
             return timeline
@@ -366,6 +373,19 @@ class TimelineTracker:
             current.end = max(current.start, self.clock if end is None else end)
             self._split_last(timeline)
         timeline.done = True
+
+    def _let_go(self, request_id: str) -> None:
+        """A request finished: past ``keep_done`` finished ones, the oldest timeline goes."""
+        keep = self._keep_done
+        if keep is None:
+            return
+        done = self._done
+        done.append(request_id)
+        while len(done) > keep:
+            gone = done.popleft()
+            timeline = self._timelines.get(gone)
+            if timeline is not None and timeline.done:
+                del self._timelines[gone]
 
     def _split_last(self, timeline: RequestTimeline) -> None:
         """A queue segment that closes becomes its queue's runs (module docstring), the first

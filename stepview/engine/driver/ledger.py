@@ -54,6 +54,7 @@ from stepview.model.snapshot import (
 
 log = logging.getLogger(__name__)
 
+SEEN_IDS_KEPT = 200_000
 _NOT_ADMITTED = WaitReason(NOT_ADMITTED, "in stepview's own queue, not handed to vLLM yet")
 
 
@@ -73,7 +74,10 @@ class RequestLedger:
         self._pending: deque[str] = deque()  # accepted, not yet handed to the engine
         self._finished: FinishedLog[RequestView] = FinishedLog(keep_finished)
         self._finished_since_take: list[RequestView] = []
+        # Ids given out: a second request under one would be indistinguishable from the
+        # first to the engine. Those of the latest SEEN_IDS_KEPT, so memory stays bounded.
         self._seen_ids: set[str] = set()
+        self._seen_order: deque[str] = deque()
 
     # -- views -------------------------------------------------------------------------------
 
@@ -123,7 +127,7 @@ class RequestLedger:
             message = f"duplicate request id {command.request_id!r}"
             self._finish(view, RequestState.REJECTED, message)
             return
-        self._seen_ids.add(command.request_id)
+        self._remember(command.request_id)
         if refusal is not None:
             self._finish(view, RequestState.REJECTED, refusal)
             return
@@ -274,7 +278,7 @@ class RequestLedger:
                 continue
             if request.request_id in self._seen_ids:
                 continue  # seen before (it ended)
-            self._seen_ids.add(request.request_id)
+            self._remember(request.request_id)
             self._add(Track(adopted_view(request, now), in_engine=True))
 
     def _describe(self, described: Sequence[DescribedRequest], touched: dict[str, Track]) -> None:
@@ -299,6 +303,13 @@ class RequestLedger:
             self._drop(end.request_id)
             view, error = ended_view(track.view, end, now)
             self._finish(view, end.state, error)
+
+    def _remember(self, request_id: str) -> None:
+        seen, order = self._seen_ids, self._seen_order
+        seen.add(request_id)
+        order.append(request_id)
+        if len(order) > SEEN_IDS_KEPT:
+            seen.discard(order.popleft())
 
     def _add(self, track: Track) -> None:
         """A new request, last in arrival order."""
