@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
+from stepview.model.recent import KEEP_FINISHED
 from stepview.trace.playback import check_speed
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
@@ -43,6 +44,7 @@ class OwnOptions:
     paused: bool
     summary: bool
     history: int
+    keep_finished: int
     log_file: Path | None
     attach: str | None
     attach_ranks: tuple[int, ...] | None
@@ -293,6 +295,15 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
     group.add_argument(
+        "--keep-finished",
+        type=int,
+        metavar="N",
+        default=KEEP_FINISHED,
+        help="finished requests kept in memory for the panes and the latency panel, 1 or "
+        "more (default: %(default)s); every one is in the results file as it finishes, so "
+        "a watch left running for weeks stays within bounds",
+    )
+    group.add_argument(
         "--metrics-port",
         type=_port,
         metavar="PORT",
@@ -428,7 +439,11 @@ def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
     """stepview's flags, and the rest of ``argv`` for vLLM (exits with code 2 on a bad value)."""
     parser = stepview_parser()
     namespace, rest = parser.parse_known_args(argv)
-    if namespace.history < 1:
-        # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".
-        parser.error(f"argument --history: must be 1 or more, got {namespace.history}")
+    for flag, value in (
+        ("--history", namespace.history),
+        ("--keep-finished", namespace.keep_finished),
+    ):
+        if value < 1:
+            # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".
+            parser.error(f"argument {flag}: must be 1 or more, got {value}")
     return OwnOptions(**vars(namespace)), rest

@@ -92,6 +92,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         factory,
         sinks=outputs.sinks,
         history_size=options.history,
+        keep_finished=options.keep_finished,
         admit_per_step=options.admit_per_step or 0,
         read_only=read_only,
         insight=insight,

@@ -114,6 +114,7 @@ def watch_headless(
         factory,
         sinks=sinks,
         history_size=1,
+        keep_finished=options.keep_finished,
         admit_per_step=options.admit_per_step or 0,
         read_only=read_only,
         insight=insight,

@@ -1,7 +1,8 @@
 """``--export-csv OUT.csv`` and ``--export-chrome-trace OUT.json``, from a live run or a trace.
 
 Both are written once, at the end (every request by then is finished, rejected, aborted or
-unfinished), so a file is complete or absent: the CSV from the last snapshot, the Chrome
+unfinished), so a file is complete or absent: the CSV from the last snapshot (or, for a
+run longer than memory keeps, from its results file), the Chrome
 trace from the run insight's timelines and step figures. A replay export reads the whole
 trace without drawing anything and without vLLM, feeding its snapshots through the same
 insight the live run had: a trace from a GPU box becomes a spreadsheet or a Perfetto
@@ -13,26 +14,43 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepview.cli_args import OwnOptions
-from stepview.files.csv_export import export_snapshot
+from stepview.files.csv_export import export_results, export_snapshot
 from stepview.insight.chrome_trace import export_timelines
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.paths import check_output_paths
 from stepview.launch.summary import summarize
+from stepview.model.recent import Finished
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
 
 
-def export_csv(path: Path | None, snapshot: StepSnapshot) -> str | None:
-    """Write ``snapshot``'s requests to ``path`` (if asked) and say so; why not, if it failed."""
+def export_csv(
+    path: Path | None, snapshot: StepSnapshot, results: tuple[Path, int] | None = None
+) -> str | None:
+    """Write the run's requests to ``path`` (if asked) and say so; why not, if it failed.
+
+    From ``snapshot`` while it still holds every request of the run; from the run's results
+    file (``results``: its path and where the run began in it) once the oldest finished
+    ones are no longer kept in memory (model.recent). Without a results file, what memory
+    holds, and a line that says how many are missing.
+    """
     if path is None:
         return None
+    older = snapshot.finished.older if isinstance(snapshot.finished, Finished) else 0
     try:
-        rows = export_snapshot(path, snapshot)
+        if older and results is not None:
+            rows = export_results(path, *results)
+        else:
+            rows = export_snapshot(path, snapshot)
     except OSError as exc:
         return f"cannot write {path}: {exc.strerror or exc}"
     notice(f"{rows} request(s) exported to {path}")
+    if older and results is None:
+        notice(
+            f"the {older} oldest finished requests were no longer in memory (--results keeps all)"
+        )
     return None
 
 
@@ -61,10 +79,18 @@ def exports_insight(options: OwnOptions) -> RunInsight:
 
 
 def export_run(
-    csv_path: Path | None, chrome_path: Path | None, insight: RunInsight, snapshot: StepSnapshot
+    csv_path: Path | None,
+    chrome_path: Path | None,
+    insight: RunInsight,
+    snapshot: StepSnapshot,
+    results: tuple[Path, int] | None = None,
 ) -> list[str]:
-    """Every export a run's flags ask for, at its end; what went wrong (one line each)."""
-    errors = [export_csv(csv_path, snapshot), export_chrome_trace(chrome_path, insight, snapshot)]
+    """Every export a run's flags ask for, at its end; what went wrong (one line each).
+    ``results``: the run's results file and where the run began in it, if it wrote one."""
+    errors = [
+        export_csv(csv_path, snapshot, results),
+        export_chrome_trace(chrome_path, insight, snapshot),
+    ]
     return [error for error in errors if error is not None]
 
 

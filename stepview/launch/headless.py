@@ -213,6 +213,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             holder=holder,
             sinks=[printer, *outputs.sinks],
             history_size=1,
+            keep_finished=options.keep_finished,
             admit_per_step=admit,
             insight=insight,
         )

@@ -16,6 +16,7 @@ removed. Headless runs print their results, so they write a results file only wh
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ class RunOutputs:
         self.sinks = sinks
         """The results writer, trace recorder and metrics exporter, for the driver."""
         self.results = results
+        self.results_offset = 0  # where this run's records begin in it (a file appended to)
         self.default_results = default_results
         self.metrics = metrics
         self._options = options
@@ -93,8 +95,9 @@ class RunOutputs:
         (the mid-run failures first)."""
         errors = self.file_errors()
         options = self._options
+        results = None if self.results is None else (self.results, self.results_offset)
         return errors + export_run(
-            options.export_csv, options.export_chrome_trace, insight, snapshot
+            options.export_csv, options.export_chrome_trace, insight, snapshot, results
         )
 
     def _is_empty(self) -> bool:
@@ -137,6 +140,10 @@ def open_outputs(
         metrics = served
     results = options.results
     chosen = results is None and default_results
+    offset = 0  # where this run's records begin in a results file it appends to
+    if results is not None and not chosen:
+        with contextlib.suppress(OSError):
+            offset = results.stat().st_size
     try:
         if chosen:
             results = default_results_path()
@@ -153,7 +160,9 @@ def open_outputs(
         return fail(f"cannot open output file: {exc}")
     if metrics is not None:
         sinks.append(metrics)
-    return RunOutputs(sinks, results, default_results=chosen, options=options, metrics=metrics)
+    outputs = RunOutputs(sinks, results, default_results=chosen, options=options, metrics=metrics)
+    outputs.results_offset = offset
+    return outputs
 
 
 def serve_metrics(options: OwnOptions, insight: RunInsight) -> MetricsExporter | int:

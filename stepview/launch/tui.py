@@ -58,6 +58,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         holder=holder,
         sinks=outputs.sinks,
         history_size=options.history,
+        keep_finished=options.keep_finished,
         admit_per_step=admit,
         insight=insight,
     )

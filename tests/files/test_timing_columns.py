@@ -28,7 +28,7 @@ ABORTED = request("gone", "p", RequestState.ABORTED, arrival=9.0, scheduled=9.1,
 
 
 def _csv(view: RequestView) -> dict[str, str]:
-    return dict(zip(COLUMNS, csv_row(view), strict=True))
+    return dict(zip(COLUMNS, csv_row(request_record(view)), strict=True))
 
 
 def test_record_timings_of_a_finished_request() -> None:

@@ -7,14 +7,20 @@ one line per file that failed) is checked here once.
 
 from __future__ import annotations
 
+from csv import DictReader
 from pathlib import Path
 
 import pytest
 
 from stepview.cli_args import parse_own_args
+from stepview.engine.driver.loop import Driver
 from stepview.insight.run import RunInsight
 from stepview.launch.outputs import RunOutputs, open_outputs
+from stepview.model.commands import AddRequest
+from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.testing.fake_engine import FakeEngine
+from tests.helpers import all_done, wait_for
 
 
 def opened(args: list[str], *, default_results: bool) -> RunOutputs:
@@ -110,3 +116,60 @@ def test_finish_writes_the_exports_and_names_every_file_that_failed(
     assert good.read_text().startswith("id,state,")
     assert capsys.readouterr().err == f"stepview: 0 request(s) exported to {good}\n"
     assert len(errors) == 1 and errors[0].startswith(f"cannot write {bad}: ")
+
+
+def finish_requests(outputs: RunOutputs, count: int, keep_finished: int) -> StepSnapshot:
+    """Run ``count`` requests on the fake engine with ``outputs``' files, keeping only
+    ``keep_finished`` of them in memory; the last snapshot."""
+    engine = FakeEngine(max_num_seqs=4)
+    driver = Driver(lambda phase: engine, sinks=tuple(outputs.sinks), keep_finished=keep_finished)
+    driver.start()
+    try:
+        for i in range(count):
+            driver.send(AddRequest(f"r{i}", "hello", SamplingSpec(max_tokens=3)))
+        last = wait_for(driver, lambda s: s.finished.total == count and all_done(s), timeout=60)
+    finally:
+        driver.stop()
+    close(outputs)
+    return last
+
+
+def test_a_run_longer_than_memory_keeps_exports_every_request_from_its_results_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results, csv = tmp_path / "results.jsonl", tmp_path / "requests.csv"
+    results.write_text('{"id": "from an earlier run", "timings": {}}\n')  # appended after
+    outputs = opened(["--results", str(results), "--export-csv", str(csv)], default_results=False)
+    last = finish_requests(outputs, 40, keep_finished=5)
+    assert last.finished.older > 0 and len(last.finished) < 40  # memory let the oldest go
+    capsys.readouterr()
+    assert outputs.finish(RunInsight(), last) == []
+    rows = list(DictReader(csv.open()))
+    assert sorted(row["id"] for row in rows) == sorted(f"r{i}" for i in range(40))
+    assert {row["state"] for row in rows} == {"finished"}
+    assert capsys.readouterr().err == f"stepview: 40 request(s) exported to {csv}\n"
+
+
+def test_without_a_results_file_the_export_says_how_many_it_no_longer_had(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "requests.csv"
+    outputs = opened(["--export-csv", str(csv)], default_results=False)
+    last = finish_requests(outputs, 40, keep_finished=5)
+    kept, older = len(last.finished), last.finished.older
+    capsys.readouterr()
+    assert outputs.finish(RunInsight(), last) == []
+    assert len(list(DictReader(csv.open()))) == kept
+    assert capsys.readouterr().err == (
+        f"stepview: {kept} request(s) exported to {csv}\n"
+        f"stepview: the {older} oldest finished requests were no longer in memory"
+        " (--results keeps all)\n"
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_keep_finished_must_be_one_or_more(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_own_args(["--keep-finished", value])
+    assert stopped.value.code == 2
+    assert f"argument --keep-finished: must be 1 or more, got {value}" in capsys.readouterr().err

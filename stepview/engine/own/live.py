@@ -15,6 +15,7 @@ from stepview.engine.own.engine_args import EngineArgsHolder, parse_engine_args
 from stepview.engine.own.environment import start_process_helpers
 from stepview.insight.run import RunInsight
 from stepview.model.engine_api import Engine
+from stepview.model.recent import KEEP_FINISHED
 from stepview.model.sink import SnapshotSink
 
 
@@ -25,6 +26,7 @@ def live_driver(
     holder: EngineArgsHolder,
     sinks: Sequence[SnapshotSink] = (),
     history_size: int = 2000,
+    keep_finished: int = KEEP_FINISHED,
     admit_per_step: int = 0,
     insight: RunInsight | None = None,
 ) -> Driver:
@@ -56,6 +58,7 @@ def live_driver(
         factory,
         sinks=sinks,
         history_size=history_size,
+        keep_finished=keep_finished,
         admit_per_step=admit_per_step,
         insight=insight,
     )

@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from stepview.model.recent import Finished
 from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import RequestState, RequestView, reason_of
 from stepview.ui.format import id_cell, latency_cell, one_line, state_cell
@@ -244,6 +245,10 @@ class RequestTable(ScrollView, can_focus=True):
         total = len(self._rows)
         count = self.row_count
         title = f"{self.title} {count}/{total}" if self._filter.active else f"{self.title} {count}"
+        rows = self._rows
+        older = rows.older if isinstance(rows, Finished) else 0  # no longer kept (model.recent)
+        if older:
+            title += f" · {older} older in the results file"
         if title != self.border_title:
             self.border_title = title
         size = Size(self.scrollable_content_region.width, count + 1)

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 from stepview.model.grow import Frozen
+from stepview.model.recent import Finished
 from stepview.model.snapshot import RequestView, StepSnapshot
 from stepview.testing.scenes import make_app, until
 from stepview.testing.snapshots import many_finished
@@ -92,3 +93,14 @@ async def test_jump_filter_and_navigate_ten_thousand_rows() -> None:
         await pilot.press("slash", *"is:aborted", "enter")
         assert finished.row_count == COUNT // 10
         assert all(finished.row(i).state.value == "aborted" for i in range(finished.row_count))
+
+
+async def test_finished_pane_says_how_many_older_requests_only_the_results_file_has() -> None:
+    base = many_finished(100)
+    kept = Finished(list(base.finished), dropped=250_000)  # a long watch: the oldest let go
+    app, _ = make_app(replace(base, finished=kept))
+    async with app.run_test(size=(100, 24)) as pilot:
+        await pilot.pause()
+        finished = app.query_one("#finished", RequestTable)
+        assert finished.row_count == 100
+        assert str(finished.border_title).endswith("100 · 250000 older in the results file")

@@ -78,7 +78,7 @@ def test_the_speed_is_the_decode_rate() -> None:
 def test_the_exports_write_the_figures_the_panel_counts(view: RequestView) -> None:
     lat = request_latency(view)
     timings = request_record(view)["timings"]
-    row = dict(zip(COLUMNS, csv_row(view), strict=True))
+    row = dict(zip(COLUMNS, csv_row(request_record(view)), strict=True))
     for column, metric, value in (
         ("queue_time", "queue", lat.queue),
         ("ttft", "ttft", lat.ttft),
