@@ -45,10 +45,6 @@ class RunInsight:
         self.latency = LatencyStats(window)
         self.watchdogs = Watchdogs(thresholds)
         self.steps = 0
-        # The run's preemptions, counted as they happen (the timelines do not all stay).
-        self.preemptions = 0
-        self.preempted_requests = 0
-        self.tokens_lost = 0
 
     def observe(self, snapshot: StepSnapshot) -> tuple[Alert, ...]:
         """Fold the snapshot in; returns the alerts that hold after it."""
@@ -56,14 +52,6 @@ class RunInsight:
         if self.step_series is not None:
             self.step_series.observe(snapshot)
         for timeline in changed:
-            seen = timeline.preemptions_counted
-            if len(timeline.preemptions) > seen:
-                if not seen:
-                    self.preempted_requests += 1
-                for preemption in timeline.preemptions[seen:]:
-                    self.preemptions += 1
-                    self.tokens_lost += preemption.computed_tokens_lost
-                timeline.preemptions_counted = len(timeline.preemptions)
             if timeline.done and timeline.view is not None and not timeline.counted:
                 timeline.counted = True
                 self.latency.add(timeline.view)
@@ -80,9 +68,9 @@ class RunInsight:
             "steps": self.steps,
             "latency": self.latency.summary(),
             "preemptions": {
-                "count": self.preemptions,
-                "requests": self.preempted_requests,
-                "tokens_lost": self.tokens_lost,
+                "count": self.timelines.preemptions,
+                "requests": self.timelines.preempted_requests,
+                "tokens_lost": self.timelines.tokens_lost,
             },
             "alerts": [alert_record(a) for a in self.watchdogs.raised],
             "alerts_raised": self.watchdogs.raised_count,

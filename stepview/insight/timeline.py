@@ -57,7 +57,6 @@ class RequestTimeline:
     restarts: int = 0  # times its prefill progress fell (each preemption, or a lost prefill)
     done: bool = False
     counted: bool = False  # its latency was added to the run's figures
-    preemptions_counted: int = 0  # of its preemptions, those in the run's totals
     # The counters the open segment's ``tokens`` are measured from.
     base_computed: int = 0
     base_output: int = 0
@@ -142,8 +141,10 @@ class TimelineTracker:
         self._pruned_at = 0
         self._active_before: Sequence[RequestView] = ()
         # Running totals of what the preemptions below cost, for readers that must not walk
-        # the timelines each step (the Prometheus exporter's counters).
+        # the timelines (the run summary, the Prometheus exporter's counters): the timelines
+        # of finished requests do not all stay (``keep_done``).
         self.preemptions = 0
+        self.preempted_requests = 0
         self.tokens_lost = 0
 
     def get(self, request_id: str) -> RequestTimeline | None:
@@ -242,6 +243,7 @@ class TimelineTracker:
             timeline.restarts += 1
             before_computed = 0  # its KV is gone: whatever it has now was computed again
             self.preemptions += view.num_preemptions - previous.num_preemptions
+            self.preempted_requests += not timeline.preemptions
             self.tokens_lost += lost
             for extra in range(view.num_preemptions - previous.num_preemptions):
                 timeline.preemptions.append(

@@ -58,7 +58,13 @@ def test_bounded_insight_reports_the_same_run_holding_only_recent_timelines() ->
     finally:
         driver.stop()
     full, bounded = both.everything.summary(), both.bounded.summary()
-    assert full["preemptions"]["count"] > 0  # the run did preempt: the totals are tested
+    kept = list(both.everything.timelines)  # every request's timeline: the totals, walked
+    assert full["preemptions"] == {
+        "count": sum(len(t.preemptions) for t in kept),
+        "requests": sum(1 for t in kept if t.preemptions),
+        "tokens_lost": sum(t.tokens_lost for t in kept),
+    }
+    assert full["preemptions"]["count"] > full["preemptions"]["requests"] > 0  # some, twice
     assert bounded == full
     assert sum(1 for _ in both.everything.timelines) == REQUESTS
     assert both.most_done_held <= KEEP
