@@ -15,8 +15,9 @@
 What they share: ``outputs`` (the files a live run writes: opened before the engine starts,
 reported and exported at the end), ``exits`` (exit codes, one-line messages, leaving the
 process), ``paths`` (default files and the check of named ones), ``logs`` (the log file),
-``runner`` (running the Textual app: signals, the stop deadline), ``terminal`` (the terminal
-the TUI needs) and ``help``.
+``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past
+an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
+TUI needs) and ``help``.
 
 Only ``cli`` imports this package, and it does so lazily, module by module: the TUI must be
 drawing before anything heavy is imported, so this ``__init__`` imports nothing.

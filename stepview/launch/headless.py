@@ -15,6 +15,10 @@ At the end, the run's latency percentiles, preemptions and alerts go to stderr (
 :mod:`stepview.insight.report`); each JSON record also carries the request's ``timeline``
 and ``preemptions``.
 
+An engine that does not stop within the deadline (hung, or its engine-core process stopped)
+is given up on as in the TUI (:mod:`stepview.launch.stuck`): the results file gets every
+request, its processes are killed, the exit line says so, and the exit code is 1.
+
 Like any Unix filter, a reader that goes away (``stepview --headless | head -1``) ends the run
 at once and quietly: the engine is shut down, the results file keeps every request, and the
 exit code is the shell's for a filter stopped by a closed pipe (141).
@@ -32,7 +36,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
 from stepview.engine.driver.loop import Driver
@@ -43,17 +47,23 @@ from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
     EXIT_OK,
+    exit_now,
     fail,
     notice,
     unfinished_note,
 )
 from stepview.launch.export import exports_insight
 from stepview.launch.outputs import RunOutputs, open_outputs
-from stepview.model.commands import AddRequest, Command, Schedule, Shutdown
+from stepview.launch.stuck import end_leftovers, give_up_on_engine
+from stepview.model.commands import AddRequest, Command, Schedule
 from stepview.model.errors import describe
 from stepview.model.load import plan_load
 from stepview.model.prompts import seed_requests
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
+from stepview.model.source import STOP_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from stepview.engine.own.processes import EngineProcesses
 
 DASHES = "-" * 50
 
@@ -177,6 +187,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, parse_engine_args
     from stepview.engine.own.environment import prepare_vllm_environment, redirect_native_stderr
     from stepview.engine.own.live import live_driver
+    from stepview.engine.own.processes import EngineProcesses
 
     try:
         requests = starting_commands(options, seed_requests())
@@ -207,6 +218,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         admit = options.admit_per_step
         if admit is None:  # a load paces itself by its arrivals; the example, one per step
             admit = 0 if options.load is not None else 1
+        processes = EngineProcesses()
         driver = live_driver(
             engine_argv,
             log_path,
@@ -216,9 +228,13 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             keep_finished=options.keep_finished,
             admit_per_step=admit,
             insight=insight,
+            processes=processes,
         )
-        code, completed = drive(driver, requests, printer, outputs.results)
-        return finish_run(driver, outputs, code, completed)
+        code, completed = drive(driver, requests, printer, outputs.results, processes=processes)
+        code = finish_run(driver, outputs, code, completed)
+        if driver.alive:  # given up on: exit handlers would wait on the engine thread's objects
+            exit_now(code, run_exit_handlers=False)
+        return code
     finally:
         restore_stderr()
 
@@ -251,6 +267,7 @@ def drive(
     *,
     watching: bool = False,
     reached: Callable[[], bool] = lambda: True,
+    processes: EngineProcesses | None = None,
 ) -> tuple[int, bool]:
     """Run until every request is printed, the engine fails, the reader of stdout goes away,
     or a signal asks to stop.
@@ -262,7 +279,8 @@ def drive(
     unless the server was never ``reached`` or its own prompts were not all answered.
 
     A signal the process was started ignoring stays ignored: under ``nohup`` a hang-up
-    must not end the run.
+    must not end the run. An engine still running at the stop deadline is given up on
+    (``processes``: the engine's, killed then); that makes the exit code 1 at least.
     """
     stop = threading.Event()
 
@@ -288,22 +306,39 @@ def drive(
             while not printer.done.wait(0.1) and running():
                 pass
     finally:
-        driver.send(Shutdown())
-        driver.join(5.0)
+        driver.stop(STOP_TIMEOUT_S)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if driver.alive:
+        stuck = give_up_on_engine(driver, processes)
+        code, completed = _outcome(driver, printer, results, stop.is_set(), watching, reached)
+        notice(stuck)
+        return (code if code != EXIT_OK else EXIT_FAILED), completed
+    end_leftovers(processes)
+    return _outcome(driver, printer, results, stop.is_set(), watching, reached)
+
+
+def _outcome(
+    driver: Driver,
+    printer: HeadlessPrinter,
+    results: Path | None,
+    stopped: bool,
+    watching: bool,
+    reached: Callable[[], bool],
+) -> tuple[int, bool]:
+    """:func:`drive`'s exit code and whether the run went to its end, its lines on stderr."""
     if printer.pipe_closed:
         return EXIT_BROKEN_PIPE, False
     if driver.error:
         return fail(driver.error, EXIT_FAILED), False
     note = unfinished_note(driver.unfinished, results)
     note = f" ({note})" if note else ""
-    if stop.is_set() and watching and not reached():
+    if stopped and watching and not reached():
         return fail("stopped watching: nothing ever came from the server", EXIT_FAILED), False
     expected = printer.expected
-    if stop.is_set() and watching and (expected is None or printer.seen >= expected):
+    if stopped and watching and (expected is None or printer.seen >= expected):
         notice("stopped watching" + note)
         return (EXIT_FAILED if printer.rejected or printer.failed else EXIT_OK), True
-    if stop.is_set():
+    if stopped:
         return fail(f"interrupted; requests that finished were printed{note}", EXIT_FAILED), False
     return (EXIT_FAILED if printer.rejected or printer.failed else EXIT_OK), True

@@ -4,7 +4,8 @@ Ctrl+C (a key inside the TUI), SIGINT, SIGTERM and SIGHUP end the app the way ``
 source stops (the engine between two steps, files flushed) and the terminal is restored. All
 of it is bounded by one deadline, :data:`~stepview.model.source.STOP_TIMEOUT_S`: the app's
 quit asks the source to stop, and the stop here shares that deadline (the driver counts it from
-the first ask), so a stuck engine is left behind instead of holding the terminal. A signal
+the first ask), so a stuck engine is given up on (its processes killed: see
+:mod:`stepview.launch.stuck`) instead of holding the terminal. A signal
 also arms a last-resort watchdog (:func:`arm_exit_watchdog`): a terminal that vanished can
 leave Textual's writer blocked for ever, and a hung-up stepview must still go away.
 """

@@ -9,7 +9,8 @@ terminal, with exit code 2, exactly as if the flag had been caught up front.
 However the app ends (``q``, Ctrl+C, a signal: see :mod:`stepview.launch.runner`), every
 finished request is already in the results file, the ones still pending or running are added
 to it as ``unfinished``, and the file is named on the way out with how many were unfinished.
-An engine that has not stopped by the deadline is left behind: the process exits at once.
+An engine that has not stopped by the deadline is given up on (:mod:`stepview.launch.stuck`):
+the run ends without it, its processes are killed, and the process exits at once, code 1.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from stepview.launch.export import exports_insight
 from stepview.launch.headless import starting_commands
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.runner import run_app
+from stepview.launch.stuck import end_leftovers, give_up_on_engine
 from stepview.launch.terminal import claim_terminal
 
 if TYPE_CHECKING:
     from stepview.engine.driver.loop import Driver
+    from stepview.engine.own.processes import EngineProcesses
 
 
 def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
@@ -35,6 +38,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, check_option_names
     from stepview.engine.own.environment import redirect_native_stderr
     from stepview.engine.own.live import live_driver
+    from stepview.engine.own.processes import EngineProcesses
 
     try:
         check_option_names(engine_argv)
@@ -52,25 +56,30 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if isinstance(outputs, int):
         return outputs
     admit = 0 if options.admit_per_step is None else options.admit_per_step
-    driver = live_driver(
-        engine_argv,
-        log_path,
-        holder=holder,
-        sinks=outputs.sinks,
-        history_size=options.history,
-        keep_finished=options.keep_finished,
-        admit_per_step=admit,
-        insight=insight,
-    )
-    for request in requests:
-        driver.send(request)  # queued; they join once the engine is up
-
-    def usage_error() -> UsageError | None:
-        exc = driver.startup_exception
-        return exc if isinstance(exc, UsageError) else None
-
+    processes = EngineProcesses()
+    # Before the driver: the helper process it starts (multiprocessing's resource tracker)
+    # keeps this fd 2 as its stderr, and it warns there after a killed engine core, once
+    # stepview has left: into the log, not onto the user's shell prompt.
     restore_stderr = redirect_native_stderr(log_path)
     try:
+        driver = live_driver(
+            engine_argv,
+            log_path,
+            holder=holder,
+            sinks=outputs.sinks,
+            history_size=options.history,
+            keep_finished=options.keep_finished,
+            admit_per_step=admit,
+            insight=insight,
+            processes=processes,
+        )
+        for request in requests:
+            driver.send(request)  # queued; they join once the engine is up
+
+        def usage_error() -> UsageError | None:
+            exc = driver.startup_exception
+            return exc if isinstance(exc, UsageError) else None
+
         app_code = run_app(driver, exit_when=lambda: usage_error() is not None)
     finally:
         restore_stderr()
@@ -78,21 +87,31 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     if usage is not None:
         outputs.discard()
         return fail(usage.message(also_known=own_option_names()))
-    return wrap_up(driver, outputs, log_path, app_code)
+    return wrap_up(driver, outputs, log_path, app_code, processes)
 
 
-def wrap_up(driver: Driver, outputs: RunOutputs, log_path: Path, app_code: int) -> int:
+def wrap_up(
+    driver: Driver,
+    outputs: RunOutputs,
+    log_path: Path,
+    app_code: int,
+    processes: EngineProcesses | None = None,
+) -> int:
     """After the app: name the results file, write the exports the flags ask for
     (``--export-csv``, ``--export-chrome-trace``, from the driver's insight), report what
-    went wrong; the exit code."""
-    outputs.report_results(driver.unfinished)
+    went wrong; the exit code. ``processes``: the engine's, ended if it did not stop."""
     if driver.alive:
-        # The engine is stuck in start-up or in a step that will not return; every result is
-        # already flushed, so leave without waiting for it (nor exporting from its state).
+        # The engine is stuck in start-up or in a step that will not return: end the run
+        # without it (every request recorded), kill its processes, and leave without
+        # waiting for it (nor exporting from its state).
+        stuck = give_up_on_engine(driver, processes)
+        outputs.report_results(driver.unfinished)
         for error in outputs.file_errors():
             notice(error)
-        notice("the engine did not stop in time; exiting anyway")
+        notice(stuck)
         exit_now(EXIT_FAILED, run_exit_handlers=False)
+    end_leftovers(processes)
+    outputs.report_results(driver.unfinished)
     if driver.error:
         notice(f"{driver.error} (details in {log_path})")
     file_errors = outputs.finish(driver.insight, driver.latest())

@@ -12,6 +12,9 @@ engine the UI tests use. Imports no vLLM and no Textual.
     folded in at O(new tokens), one new frozen view per request that changed.
 ``adoption``
     how requests a watched server's other clients sent enter the ledger and leave it.
+``books``
+    the lock on the thread's bookkeeping, so a run whose engine never returns from a step can
+    still be ended, from another thread, with every request recorded.
 ``pacing``
     pause, resume and single step, including holding a core in its own process.
 ``arrivals``

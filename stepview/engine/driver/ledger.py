@@ -55,6 +55,10 @@ from stepview.model.snapshot import (
 log = logging.getLogger(__name__)
 
 SEEN_IDS_KEPT = 200_000
+# The error of a request the run left unfinished.
+UNFINISHED_WHY = "stepview stopped before the request finished"
+# ... of a watched server's: it goes on there.
+UNWATCHED_WHY = "stepview stopped watching before the request finished (the server goes on)"
 _NOT_ADMITTED = WaitReason(NOT_ADMITTED, "in stepview's own queue, not handed to vLLM yet")
 
 

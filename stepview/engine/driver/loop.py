@@ -17,7 +17,9 @@ It also watches engines it does not drive (a :class:`WatchedEngine`: ``stepview 
 the same loop then reports each step the server made, pausing only holds the view, and the
 engine state (and its phase line) follow what the engine says of its link.
 The driver keeps the thread, the command queue, the loop, the stop deadline, the step
-figures and publishing; what happens to each request is the :class:`RequestLedger`'s.
+figures and publishing; what happens to each request is the :class:`RequestLedger`'s. An
+engine that stops answering holds the thread in ``step()``: :meth:`Driver.abandon` ends the
+run from another thread (:mod:`stepview.engine.driver.books`).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from stepview.engine.driver.arrivals import ArrivalQueue
+from stepview.engine.driver.books import Books
 from stepview.engine.driver.figures import StepFigures
-from stepview.engine.driver.ledger import RequestLedger
+from stepview.engine.driver.ledger import UNFINISHED_WHY, UNWATCHED_WHY, RequestLedger
 from stepview.engine.driver.pacing import Pacing
 from stepview.engine.driver.run_stats import RunStats, hand_over
 from stepview.engine.driver.step_faults import explain_step_failure
@@ -64,19 +67,12 @@ log = logging.getLogger(__name__)
 PhaseCallback = Callable[[str], None]
 EngineFactory = Callable[[PhaseCallback], Engine]
 
-# How long the loop blocks on the command queue when there is nothing to step.
-IDLE_WAIT_S = 0.05
-# The error of a request the run left unfinished.
-UNFINISHED_WHY = "stepview stopped before the request finished"
-# ... of a watched server's: it goes on there.
-UNWATCHED_WHY = "stepview stopped watching before the request finished (the server goes on)"
+IDLE_WAIT_S = 0.05  # how long the loop blocks on the command queue with nothing to step
 
 
 class Driver:
-    """Runs an engine on its own thread and publishes a :class:`StepSnapshot` after each step.
-
-    Implements :class:`~stepview.model.source.SnapshotSource`.
-    """
+    """Runs an engine on its own thread and publishes a :class:`StepSnapshot` after each step
+    (a :class:`~stepview.model.source.SnapshotSource`)."""
 
     def __init__(
         self,
@@ -118,6 +114,7 @@ class Driver:
         self._figures = StepFigures(clock)
         self._pacing = Pacing(start_paused)
         self._stopping = False
+        self._books = Books()
         self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
         self._failed: str | None = None
         self._unfinished = 0
@@ -164,6 +161,18 @@ class Driver:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def abandon(self, timeout: float = 0.5) -> bool:
+        """End the run here, the driver thread stuck in the engine (:meth:`stop` gave up):
+        requests in flight or queued end unfinished, the sinks close. False, doing nothing,
+        when the thread kept its books ``timeout`` s (stuck elsewhere: in a sink)."""
+        with self._books.taken(timeout) as held:
+            if held and not self._books.closed:
+                log.warning("the engine did not stop in time; the run ends without it")
+                self._books.abandoned = True
+                self._drain_commands(block=False)  # requests sent while it hung in start-up
+                self._end_run()
+            return held
+
     def join(self, timeout: float | None = None) -> None:
         """Wait for the driver thread to end (after a shutdown, or in headless runs)."""
         self._thread.join(timeout)
@@ -196,46 +205,73 @@ class Driver:
         return self._clock() - self._t0
 
     def _run(self) -> None:
+        with self._books:
+            engine = None  # once started
+            try:
+                engine = self._start()
+                if engine is not None:
+                    self._publish(self._idle_state())
+                    self._loop(engine)
+            except Exception as exc:
+                log.error("engine step failed\n%s", traceback.format_exc())
+                self._failed = explain_step_failure(exc, self._ledger.active())
+                self._ledger.end_in_flight(self._failed)
+                self._publish(EngineState.ERROR)
+                self._wait_for_shutdown()
+            finally:
+                self._end_run()  # before the shutdown, which can be slow: files complete first
+                try:
+                    if self._engine is not None:
+                        with self._books.away():
+                            self._engine.shutdown()
+                except Exception:
+                    log.exception("engine shutdown failed")
+                if engine is not None:
+                    stats = self.run_stats
+                    log.info("%s", stats.summary())
+                    hand_over(stats)
+
+    def _start(self) -> Engine | None:
+        """Build the engine; ``None`` if it failed (the failure shown) or the run was abandoned."""
         try:
             self._set_phase("starting engine")
-            self._engine = self._factory(self._set_phase)
-            self._info = self._engine.info
-            if isinstance(self._engine, WatchedEngine):
-                self._watched = self._engine
-            self._pacing.engine_started(getattr(self._engine, "core_hold", None))
+            with self._books.away():  # start-up may never end either
+                engine = self._engine = self._factory(self._phase_from_factory)
+            if self._books.abandoned:
+                return None  # the run went on without it
+            self._info = engine.info
+            if isinstance(engine, WatchedEngine):
+                self._watched = engine
+            self._pacing.engine_started(getattr(engine, "core_hold", None))
+            return engine
         except BaseException as exc:  # start-up can fail any way at all; show it, don't die
+            if self._books.abandoned:
+                return None
             log.error("engine start-up failed\n%s", traceback.format_exc())
             self.startup_exception = exc
             self._failed = f"engine start-up failed: {describe(exc)}"
             self._publish(EngineState.ERROR)
             self._wait_for_shutdown()
-            self._close_sinks()
+            return None
+
+    def _phase_from_factory(self, phase: str) -> None:  # called away from the books
+        with self._books:
+            if not self._books.closed:
+                self._set_phase(phase)
+
+    def _end_run(self) -> None:
+        """Record the run's end, once. Stopped (quit, a signal, a closed pipe, abandoned) with
+        requests still to go: they reach the sinks as unfinished, so the results file names
+        every request. Then the sinks are closed."""
+        if self._books.closed:
             return
-        try:
-            self._publish(self._idle_state())
-            self._loop(self._engine)
-        except Exception as exc:
-            log.error("engine step failed\n%s", traceback.format_exc())
-            self._failed = explain_step_failure(exc, self._ledger.active())
-            self._ledger.end_in_flight(self._failed)
-            self._publish(EngineState.ERROR)
-            self._wait_for_shutdown()
-        finally:
-            try:
-                self._engine.shutdown()
-            except Exception:
-                log.exception("engine shutdown failed")
-            if self._failed is None:
-                # Stopped (quit, a signal, a closed pipe) with requests still to go: they
-                # reach the sinks as unfinished, so the results file names every request.
-                why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
-                self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
-                self._publish(EngineState.STOPPED)
-            self._arrivals.clear()  # requests that never arrived were never in the run
-            self._close_sinks()
-            stats = self.run_stats
-            log.info("%s", stats.summary())
-            hand_over(stats)
+        self._books.closed = True
+        if self._failed is None:
+            why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
+            self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
+            self._publish(EngineState.STOPPED)
+        self._arrivals.clear()  # requests that never arrived were never in the run
+        self._close_sinks()
 
     def _loop(self, engine: Engine) -> None:
         while True:
@@ -259,7 +295,10 @@ class Driver:
                 if not pacing.take_step():
                     continue
                 start = self._figures.begin()
-                result = engine.step()
+                with self._books.away():  # a step may never return
+                    result = engine.step()
+                if self._books.abandoned:
+                    return  # the run was ended without this thread while it waited
                 self._figures.end(start, result)
                 self._apply(result)
                 self._publish(self._idle_state())
@@ -323,7 +362,7 @@ class Driver:
 
     def _accept(self, command: AddRequest) -> None:
         refusal = self._failed
-        if refusal is None and self._engine is None:
+        if refusal is None and self._engine is None and not self._books.abandoned:
             refusal = "engine is not running"
         self._ledger.accept(command, refusal)
 

@@ -2,7 +2,9 @@
 
 Everything slow (``import vllm``, parsing vLLM's flags, building the demo model, loading
 weights, allocating the KV cache) happens inside the engine factory, on the driver thread, so
-the TUI is already drawing the loading view while it runs.
+the TUI is already drawing the loading view while it runs. The factory also notes, in an
+:class:`~stepview.engine.own.processes.EngineProcesses`, which processes the engine starts,
+so the launcher can end them if the engine never stops.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from stepview.engine.driver.loop import Driver, PhaseCallback
 from stepview.engine.own.engine_args import EngineArgsHolder, parse_engine_args
 from stepview.engine.own.environment import start_process_helpers
+from stepview.engine.own.processes import EngineProcesses
 from stepview.insight.run import RunInsight
 from stepview.model.engine_api import Engine
 from stepview.model.recent import KEEP_FINISHED
@@ -29,11 +32,13 @@ def live_driver(
     keep_finished: int = KEEP_FINISHED,
     admit_per_step: int = 0,
     insight: RunInsight | None = None,
+    processes: EngineProcesses | None = None,
 ) -> Driver:
     """A driver that will build the vLLM engine from ``engine_argv`` when started.
 
     ``holder`` carries the parsed engine flags: pre-filled in headless mode (parsed up front),
-    filled here on the engine thread in the TUI.
+    filled here on the engine thread in the TUI. ``processes`` is told when the engine starts
+    and when it is up.
     """
 
     def factory(phase: PhaseCallback) -> Engine:
@@ -46,12 +51,17 @@ def live_driver(
             parsed = holder.parsed = parse_engine_args(engine_argv)
         from stepview.engine.own.vllm_engine import VllmEngine
 
-        return VllmEngine.create(
+        if processes is not None:
+            processes.engine_starting()
+        engine = VllmEngine.create(
             parsed.engine_args,
             demo_model=parsed.demo_model,
             model_label=parsed.model_label,
             on_phase=phase,
         )
+        if processes is not None:
+            processes.engine_up()
+        return engine
 
     start_process_helpers()
     return Driver(
