@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stepview.insight.timeline import RequestTimeline
-from stepview.model.alerts import KV_FULL, STALL, THRASH, Alert
-from stepview.model.snapshot import StepSnapshot
+from stepview.model.alerts import KV_FULL, STALL, STUCK, THRASH, Alert
+from stepview.model.snapshot import StepSnapshot, oldest_waiting
 
 RAISED_KEPT = 1000
 
@@ -34,6 +34,7 @@ class Thresholds:
     thrash_after: int = 3  # preemptions (or lost prefills) of one request
     stall_steps: int = 8  # consecutive steps without progress
     kv_full: float = 0.98  # KV cache usage counted as full (0..1)
+    stuck_after: float | None = None  # seconds a request may wait (None: no limit)
 
 
 class Watchdogs:
@@ -51,6 +52,7 @@ class Watchdogs:
         self._generated = 0
         self._idle_steps = 0  # steps with requests waiting and nothing scheduled
         self._full_steps = 0  # steps with the KV cache full and no output token
+        self._stuck: str | None = None  # the request the stuck alert is about
 
     def observe(
         self, snapshot: StepSnapshot, changed: Iterable[RequestTimeline]
@@ -123,4 +125,23 @@ class Watchdogs:
             dirty |= self._raise(Alert(KV_FULL, snapshot.step, snapshot.clock, text))
         elif self._full_steps == 0:
             dirty |= self._clear(KV_FULL)
+        if self.thresholds.stuck_after is not None:
+            dirty |= self._watch_stuck(snapshot, self.thresholds.stuck_after)
         return dirty
+
+    def _watch_stuck(self, snapshot: StepSnapshot, limit: float) -> bool:
+        """One alert for the request that has waited longest, while it waits past ``limit``:
+        what a server's ``/health`` does not show (a request left in the queue for ever)."""
+        oldest = oldest_waiting(snapshot.active)
+        waited = 0.0 if oldest is None else snapshot.clock - oldest.timings.arrival
+        stuck = oldest.request_id if oldest is not None and waited > limit else None
+        if stuck == self._stuck:
+            return False
+        dirty = self._stuck is not None and self._clear(STUCK, self._stuck)
+        self._stuck = stuck
+        if oldest is None or stuck is None:
+            return dirty
+        reason = snapshot.reason_of(oldest)
+        why = f" ({reason.text})" if reason is not None else ""
+        text = f"{stuck} stuck: waiting for {waited:.0f} s{why}"
+        return self._raise(Alert(STUCK, snapshot.step, snapshot.clock, text, stuck)) or dirty

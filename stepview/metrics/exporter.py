@@ -28,9 +28,9 @@ from stepview.model.snapshot import (
     EngineInfo,
     EngineState,
     RankStatus,
-    RequestState,
     RequestView,
     StepSnapshot,
+    oldest_waiting,
 )
 
 if TYPE_CHECKING:
@@ -40,18 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_WAITING = frozenset({RequestState.PENDING, RequestState.WAITING, RequestState.PREEMPTED})
-
 
 def _no_link() -> LinkState | None:
-    return None
-
-
-def oldest_waiting(active: Sequence[RequestView]) -> RequestView | None:
-    """The request that has waited longest: the first waiting one in arrival order."""
-    for view in active:
-        if view.state in _WAITING:
-            return view
     return None
 
 

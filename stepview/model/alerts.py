@@ -15,7 +15,8 @@ from typing import Any, Final, NamedTuple
 THRASH: Final = "thrash"  # one request preempted (or its prefill restarted) again and again
 STALL: Final = "stall"  # requests wait and nothing was scheduled for several steps
 KV_FULL: Final = "kv_full"  # the KV cache is full and no token was computed for several steps
-ALERT_KINDS: Final = (THRASH, STALL, KV_FULL)
+STUCK: Final = "stuck"  # a request has waited longer than --stuck-after seconds
+ALERT_KINDS: Final = (THRASH, STALL, KV_FULL, STUCK)
 
 
 class Alert(NamedTuple):

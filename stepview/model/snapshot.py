@@ -286,6 +286,16 @@ class StepSnapshot:
 _QUEUED = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
 
 
+def oldest_waiting(active: Sequence[RequestView]) -> RequestView | None:
+    """The request that has waited longest (pending, waiting or preempted): the first such in
+    ``active``, which is in arrival order, so only the running ones ahead of it are passed
+    (at most ``max_num_seqs``), however long the queue."""
+    for view in active:
+        if view.state in _PENDING_STATES:
+            return view
+    return None
+
+
 def reason_of(view: RequestView, queue_reasons: Sequence[WaitReason | None]) -> WaitReason | None:
     """Why ``view`` got nothing in the step: its own reason, or else the one its queue shares.
 

@@ -15,7 +15,7 @@ Every later line is an object with a ``"k"`` (kind):
 ``"alert"``
     A problem the run's detectors raised (:mod:`stepview.model.alerts`), with the keys of the
     run's summary (:func:`~stepview.model.alerts.alert_record`): ``kind`` (``thrash``,
-    ``stall``, ``kv_full``), ``step``, ``clock``, ``request_id`` (or null) and ``text``.
+    ``stall``, ``kv_full``, ``stuck``), ``step``, ``clock``, ``request_id`` (or null) and ``text``.
     Earlier lines named the kind ``alert`` and the request ``id``; they still read. Written
     after the step line that first showed it. Readers that do not know the kind skip it (so
     version-1 readers read these traces). A replay takes the alerts that hold from the step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepview.insight.alerts import Thresholds
 from stepview.insight.run import RunInsight
-from stepview.model.alerts import KV_FULL, STALL, THRASH
+from stepview.model.alerts import KV_FULL, STALL, STUCK, THRASH
 from tests.insight.build import S, snap, view
 
 
@@ -63,3 +63,29 @@ def test_kv_full_without_progress() -> None:
     full = insight.observe(snap(3, 3.0, busy, kv=0.99, prompt_tokens=5, total_generated=4))
     assert [a.kind for a in full] == [KV_FULL]
     assert insight.observe(snap(4, 4.0, busy, kv=0.99, total_generated=5)) == ()
+
+
+def test_stuck_when_the_oldest_request_waits_past_the_limit() -> None:
+    insight = RunInsight(Thresholds(stuck_after=30.0))
+    running = view("run", S.DECODING, arrival=0.0, computed=100, out=3)
+    old = view("old", S.WAITING, arrival=1.0, reason="kv_cache")
+    young = view("young", S.WAITING, arrival=20.0)
+    queue = [running, old, young]
+    assert insight.observe(snap(1, 30.0, queue, waiting=2, prompt_tokens=1)) == ()
+    stuck = insight.observe(snap(2, 31.5, queue, waiting=2, prompt_tokens=1))
+    assert [(a.kind, a.request_id, a.step) for a in stuck] == [(STUCK, "old", 2)]
+    assert stuck[0].text == "old stuck: waiting for 30 s (kv_cache)"
+    assert insight.observe(snap(3, 40.0, queue, waiting=2, prompt_tokens=1)) is stuck
+    # "old" is scheduled at last; "young" has not waited 30 s yet: nothing is stuck.
+    moved = [running, old._replace(state=S.PREFILLING), young]
+    assert insight.observe(snap(4, 45.0, moved, waiting=1, prompt_tokens=1)) == ()
+    # ... until it has: a new alert, about it.
+    later = insight.observe(snap(5, 51.0, moved, waiting=1, prompt_tokens=1))
+    assert [(a.kind, a.request_id) for a in later] == [(STUCK, "young")]
+    assert [a.request_id for a in insight.watchdogs.raised] == ["old", "young"]
+
+
+def test_no_stuck_alert_without_a_limit() -> None:
+    insight = RunInsight()
+    waiting = [view("w", S.WAITING, arrival=0.0)]
+    assert insight.observe(snap(1, 10_000.0, waiting, waiting=1, prompt_tokens=1)) == ()
