@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from stepview.cli_args import OwnOptions, parse_own_args, stated_max_model_len
+from stepview.cli_watch import FLIGHT_MAX_MB
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 
 STDIN_PROMPTS_IN_TUI = (
@@ -56,7 +57,7 @@ def _run(argv: Sequence[str] | None) -> int:
     if replay_error is not None:
         return fail(replay_error)
     attach_error = _attach_conflict(own, engine_argv) or _load_conflict(own, engine_argv)
-    attach_error = attach_error or _metrics_conflict(own)
+    attach_error = attach_error or _watch_conflict(own)
     if attach_error is not None:
         return fail(attach_error)
     if own.replay is not None:
@@ -124,12 +125,30 @@ def _load_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     return None if max_model_len is None else spec.length_problem(max_model_len)
 
 
-def _metrics_conflict(own: OwnOptions) -> str | None:
-    """Why the metrics flags cannot be used as given, if they cannot."""
-    if own.metrics_port is None:
-        return "--metrics-host goes with --metrics-port PORT" if own.metrics_host else None
+def _watch_conflict(own: OwnOptions) -> str | None:
+    """Why the flags of a watch left running cannot be used as given, if they cannot."""
+    if own.record_rotate is not None and own.record is None:
+        return "--record-rotate goes with --record FILE"
+    if own.record_keep is not None and own.record_rotate is None:
+        return "--record-keep goes with --record-rotate SIZE"
+    if own.flight_recorder is None and (
+        own.flight_dir is not None or own.flight_max_mb != FLIGHT_MAX_MB
+    ):
+        return "--flight-dir and --flight-max-mb go with --flight-recorder DURATION"
+    if own.metrics_port is None and own.metrics_host:
+        return "--metrics-host goes with --metrics-port PORT"
     if own.replay is not None:
-        return "--metrics-port serves a running engine's figures; a replay has none"
+        given = [
+            flag
+            for flag, value in (
+                ("--metrics-port", own.metrics_port),
+                ("--flight-recorder", own.flight_recorder),
+                ("--stuck-after", own.stuck_after),
+            )
+            if value is not None
+        ]
+        if given:
+            return f"{', '.join(given)} watch a running engine; a replay has none"
     return None
 
 

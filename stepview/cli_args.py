@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from stepview.cli_watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
-from stepview.model.recent import KEEP_FINISHED
 from stepview.trace.playback import check_speed
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
@@ -61,6 +61,12 @@ class OwnOptions:
     export_chrome_trace: Path | None = None
     metrics_port: int | None = None
     metrics_host: str | None = None
+    record_rotate: int | None = None
+    record_keep: int | None = None
+    flight_recorder: float | None = None
+    flight_dir: str | None = None
+    flight_max_mb: int = 0
+    stuck_after: float | None = None
 
     @property
     def prompts_on_stdin(self) -> bool:
@@ -112,28 +118,9 @@ def _prompts_path(text: str) -> Path:
     return path.absolute() if path == STDIN and text != "-" else path
 
 
-def _count(text: str) -> int:
-    """A whole number of at least 0 (a negative ``--admit-per-step`` would admit nothing)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    """A TCP port, 0 (the system picks a free one) to 65535."""
-    value = _count(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 to 65535, got {value}")
-    return value
-
-
 def _niceness(text: str) -> int:
     """How much lower to run stepview's CPU priority: 0 (as it is) to 19 (the lowest)."""
-    value = _count(text)
+    value = whole_number(text)
     if value > MAX_NICE:
         raise argparse.ArgumentTypeError(f"must be 0 to {MAX_NICE}, got {value}")
     return value
@@ -207,7 +194,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     )
     group.add_argument(
         "--admit-per-step",
-        type=_count,
+        type=whole_number,
         metavar="N",
         default=None,
         help="hand at most N queued prompts to the engine per step (0 = all; default: 1 in "
@@ -294,31 +281,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         default=2000,
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
-    group.add_argument(
-        "--keep-finished",
-        type=int,
-        metavar="N",
-        default=KEEP_FINISHED,
-        help="finished requests kept in memory for the panes and the latency panel, 1 or "
-        "more (default: %(default)s); every one is in the results file as it finishes, so "
-        "a watch left running for weeks stays within bounds",
-    )
-    group.add_argument(
-        "--metrics-port",
-        type=_port,
-        metavar="PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics while the engine runs "
-        "(live or --attach, TUI or --headless): waiting requests by stepview's reason, "
-        "preemptions, the step's token budget, the oldest wait, alerts, how far the view "
-        "is behind; 0 picks a free port (printed on stderr)",
-    )
-    group.add_argument(
-        "--metrics-host",
-        metavar="HOST",
-        help="with --metrics-port: the address to listen on (default: 127.0.0.1, this "
-        "machine only; 0.0.0.0 for every interface: the endpoint has no authentication)",
-    )
     _add_load_args(parser)
+    add_watch_args(parser)
     group.add_argument(
         "--log-file",
         type=Path,
@@ -442,6 +406,8 @@ def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
     for flag, value in (
         ("--history", namespace.history),
         ("--keep-finished", namespace.keep_finished),
+        ("--record-keep", 1 if namespace.record_keep is None else namespace.record_keep),
+        ("--flight-max-mb", namespace.flight_max_mb),
     ):
         if value < 1:
             # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".

@@ -25,6 +25,8 @@ def file_sinks(
     results: Path | None,
     append_results: bool,
     record: Path | None,
+    rotate: int | None = None,
+    keep: int | None = None,
     annotate: Annotate | None = None,
 ) -> list[SnapshotSink]:
     """Open the results file and the trace, those that are asked for (raises ``OSError``).
@@ -34,14 +36,15 @@ def file_sinks(
     the engine has started (e.g. :meth:`EngineArgsHolder.header_fields`: the engine's
     flags). The directories must exist (the launcher checked the paths); if one file cannot
     be opened, the one already opened is closed again before the error goes up.
-    ``annotate`` adds fields to every result (the run insight's timeline and preemptions).
+    ``annotate`` adds fields to every result (the run insight's timeline and preemptions);
+    ``rotate`` and ``keep`` are the trace's ``--record-rotate`` and ``--record-keep``.
     """
     sinks: list[SnapshotSink] = []
     try:
         if results is not None:
             sinks.append(ResultsWriter(results, append=append_results, annotate=annotate))
         if record is not None:
-            sinks.append(TraceRecorder(record, header))
+            sinks.append(TraceRecorder(record, header, rotate=rotate, keep=keep))
     except OSError:
         for sink in sinks:
             sink.close()

@@ -100,7 +100,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     outputs.follow_link(lambda: driver.link)
     for request in requests:
         driver.send(request)
-    app_code = run_app(driver)
+    app_code = run_app(driver, flight=outputs.flight)
     return wrap_up(driver, outputs, log_path, app_code)
 
 

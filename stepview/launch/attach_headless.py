@@ -121,6 +121,12 @@ def watch_headless(
     )
     outputs.follow_link(lambda: driver.link)
     code, completed = drive(
-        driver, requests, printer, outputs.results, watching=True, reached=lambda: link.reached
+        driver,
+        requests,
+        printer,
+        outputs.results,
+        watching=True,
+        reached=lambda: link.reached,
+        flight=outputs.flight,
     )
     return finish_run(driver, outputs, code, completed)

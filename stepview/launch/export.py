@@ -15,6 +15,7 @@ from pathlib import Path
 
 from stepview.cli_args import OwnOptions
 from stepview.files.csv_export import export_results, export_snapshot
+from stepview.insight.alerts import Thresholds
 from stepview.insight.chrome_trace import export_timelines
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
@@ -74,8 +75,13 @@ def export_chrome_trace(
 
 def exports_insight(options: OwnOptions) -> RunInsight:
     """The run insight for a live run: keeping every step's figures if a Chrome trace is
-    to be written at the end."""
-    return RunInsight(keep_steps=options.export_chrome_trace is not None)
+    to be written at the end, as many finished timelines as finished requests are kept,
+    watching for requests stuck in the queue if ``--stuck-after`` asks."""
+    return RunInsight(
+        Thresholds(stuck_after=options.stuck_after),
+        keep_steps=options.export_chrome_trace is not None,
+        keep_done=options.keep_finished,
+    )
 
 
 def export_run(

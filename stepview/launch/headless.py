@@ -53,10 +53,12 @@ from stepview.launch.exits import (
     unfinished_note,
 )
 from stepview.launch.export import exports_insight
+from stepview.launch.flight import flight_signal
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.stuck import end_leftovers, give_up_on_engine
 from stepview.model.commands import AddRequest, Command, Schedule
 from stepview.model.errors import describe
+from stepview.model.flight import FlightControl
 from stepview.model.load import plan_load
 from stepview.model.prompts import seed_requests
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
@@ -230,7 +232,9 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             insight=insight,
             processes=processes,
         )
-        code, completed = drive(driver, requests, printer, outputs.results, processes=processes)
+        code, completed = drive(
+            driver, requests, printer, outputs.results, processes=processes, flight=outputs.flight
+        )
         code = finish_run(driver, outputs, code, completed)
         if driver.alive:  # given up on: exit handlers would wait on the engine thread's objects
             exit_now(code, run_exit_handlers=False)
@@ -242,6 +246,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
 def finish_run(driver: Driver, outputs: RunOutputs, code: int, completed: bool) -> int:
     """After :func:`drive`: the exports, the latency table on stderr, files that failed."""
     insight = driver.insight
+    outputs.report_files()
     errors = outputs.finish(insight, driver.latest())
     if completed and not errors:
         # Only after a run that went to its end: an interrupted or failed one says why in
@@ -268,6 +273,7 @@ def drive(
     watching: bool = False,
     reached: Callable[[], bool] = lambda: True,
     processes: EngineProcesses | None = None,
+    flight: FlightControl | None = None,
 ) -> tuple[int, bool]:
     """Run until every request is printed, the engine fails, the reader of stdout goes away,
     or a signal asks to stop.
@@ -290,12 +296,14 @@ def drive(
     def running() -> bool:
         return not stop.is_set() and driver.alive
 
+    stack = contextlib.ExitStack()
     previous = {
         sig: signal.signal(sig, on_signal)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
         if signal.getsignal(sig) is not signal.SIG_IGN
     }
     try:
+        stack.enter_context(flight_signal(flight))  # SIGUSR1: a flight recording
         driver.start()
         while running() and driver.latest().engine_state is EngineState.STARTING:
             stop.wait(0.05)
@@ -307,6 +315,7 @@ def drive(
                 pass
     finally:
         driver.stop(STOP_TIMEOUT_S)
+        stack.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if driver.alive:

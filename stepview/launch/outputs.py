@@ -32,6 +32,7 @@ from stepview.model.snapshot import StepSnapshot
 
 if TYPE_CHECKING:
     from stepview.metrics.exporter import MetricsExporter
+    from stepview.trace.flight import FlightRecorder
 
 
 class RunOutputs:
@@ -55,6 +56,8 @@ class RunOutputs:
         self.results_offset = 0  # where this run's records begin in it (a file appended to)
         self.default_results = default_results
         self.metrics = metrics
+        self.flight: FlightRecorder | None = None
+        """The ``--flight-recorder`` (already in ``sinks``), for ``SIGUSR1`` and the F key."""
         self._options = options
 
     def follow_link(self, link: Callable[[], LinkState | None]) -> None:
@@ -72,12 +75,26 @@ class RunOutputs:
 
     def report_results(self, unfinished: int) -> None:
         """Say where the results are, if there are any (an empty default file is removed),
-        and how many requests the run left unfinished (they are in the file too)."""
+        and how many requests the run left unfinished (they are in the file too); and the
+        other files the run spread over (:meth:`report_files`)."""
+        self.report_files()
         if self._is_empty():
             return
         note = unfinished_note(unfinished, None)
         also = f" ({note} recorded there too)" if note else ""
         notice(f"finished requests saved in {self.results}{also}")
+
+    def report_files(self) -> None:
+        """Name the files a long run spread over: a rotated trace's parts, flight recordings."""
+        from stepview.launch.flight import recordings_note
+        from stepview.trace.recorder import TraceRecorder
+
+        for sink in self.sinks:
+            if isinstance(sink, TraceRecorder) and len(sink.parts) > 1:
+                notice(f"trace recorded in {len(sink.parts)} parts, {sink.parts[0]} to {sink.path}")
+        note = recordings_note(self.flight)
+        if note is not None:
+            notice(note)
 
     def file_errors(self) -> list[str]:
         """Why a file stopped being written mid-run (disk full, file removed), one line each.
@@ -132,6 +149,14 @@ def open_outputs(
     """
     from stepview.files.sinks import file_sinks
 
+    flight: FlightRecorder | None = None
+    if options.flight_recorder is not None:
+        from stepview.launch.flight import open_flight
+
+        made = open_flight(options, header, say=options.headless)
+        if isinstance(made, str):
+            return fail(made)
+        flight = made
     metrics: MetricsExporter | None = None
     if options.metrics_port is not None:
         served = serve_metrics(options, insight)
@@ -153,6 +178,8 @@ def open_outputs(
             results=results,
             append_results=not chosen,
             record=options.record,
+            rotate=options.record_rotate,
+            keep=options.record_keep,
             annotate=insight.request_fields,
         )
     except OSError as exc:
@@ -160,8 +187,11 @@ def open_outputs(
         return fail(f"cannot open output file: {exc}")
     if metrics is not None:
         sinks.append(metrics)
+    if flight is not None:
+        sinks.append(flight)
     outputs = RunOutputs(sinks, results, default_results=chosen, options=options, metrics=metrics)
     outputs.results_offset = offset
+    outputs.flight = flight
     return outputs
 
 

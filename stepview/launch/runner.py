@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 
 from stepview.launch.exits import exit_now
+from stepview.model.flight import ON_SIGNAL, FlightControl
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 
 # How often the app checks whether it should leave by itself (a start-up usage error).
@@ -48,8 +49,12 @@ def run_app(
     *,
     replay: bool = False,
     exit_when: Callable[[], bool] | None = None,
+    flight: FlightControl | None = None,
 ) -> int:
     """Run the app on ``source``, then stop the source; returns the app's return code.
+
+    ``flight``: the ``--flight-recorder``, for the F key and ``SIGUSR1`` (which, live, asks
+    for a recording, or says there is no recorder, rather than ending stepview).
 
     The app runs until the user quits, a signal asks it to stop, or ``exit_when()`` (polled)
     turns true. A replay draws every snapshot; a live run caps the UI's CPU so drawing does not
@@ -57,12 +62,18 @@ def run_app(
     ended, a crash included; whether it actually stopped is ``source.alive``.
     """
     try:
-        return _run(source, replay=replay, exit_when=exit_when)
+        return _run(source, replay=replay, exit_when=exit_when, flight=flight)
     finally:
         source.stop(STOP_TIMEOUT_S)
 
 
-def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] | None) -> int:
+def _run(
+    source: SnapshotSource,
+    *,
+    replay: bool,
+    exit_when: Callable[[], bool] | None,
+    flight: FlightControl | None,
+) -> int:
     from stepview.ui.app import StepviewApp
 
     if os.environ.get("TERM") == "dumb":
@@ -70,7 +81,7 @@ def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] 
         # asks (Textual reads it when the app is built), in the terminal's own colours.
         os.environ.setdefault("NO_COLOR", "1")
 
-    app = StepviewApp(source, cpu_budget=None if replay else StepviewApp.CPU_BUDGET)
+    app = StepviewApp(source, cpu_budget=None if replay else StepviewApp.CPU_BUDGET, flight=flight)
 
     def on_signal(signum: int) -> None:
         # The same way out as ctrl+c: from any screen, one bounded wait for the engine.
@@ -86,6 +97,8 @@ def _run(source: SnapshotSource, *, replay: bool, exit_when: Callable[[], bool] 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
+        if not replay and signal.getsignal(signal.SIGUSR1) is not signal.SIG_IGN:
+            loop.add_signal_handler(signal.SIGUSR1, app.call_next, app.action_flight, ON_SIGNAL)
         watcher = None if exit_when is None else asyncio.create_task(leave_when(exit_when))
         try:
             await app.run_async()

@@ -80,7 +80,9 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
             exc = driver.startup_exception
             return exc if isinstance(exc, UsageError) else None
 
-        app_code = run_app(driver, exit_when=lambda: usage_error() is not None)
+        app_code = run_app(
+            driver, exit_when=lambda: usage_error() is not None, flight=outputs.flight
+        )
     finally:
         restore_stderr()
     usage = usage_error()

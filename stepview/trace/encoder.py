@@ -194,11 +194,12 @@ class TraceEncoder:
     """Turns each published snapshot into the trace lines that record what changed.
 
     Pure and stateful: it remembers the previous snapshot, and must see every snapshot of a
-    run, in order, after a header written with ``info``.
+    run, in order, after a header written with ``info``; or, given ``after``, every snapshot
+    after that one, continuing lines another encoder wrote up to it.
     """
 
-    def __init__(self, info: EngineInfo) -> None:
-        self._prev = start_snapshot(info)
+    def __init__(self, info: EngineInfo, after: StepSnapshot | None = None) -> None:
+        self._prev = start_snapshot(info) if after is None else after
         self._recent_cap: int | None = None
 
     def encode(self, snapshot: StepSnapshot) -> list[dict[str, Any]]:

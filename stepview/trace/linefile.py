@@ -31,6 +31,23 @@ class LineFile:
         self._file: IO[str] | None = open(self.path, mode, encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by close_file()
         self.error: str | None = None
         """Why writing stopped mid-run, to tell the user; None while all is well."""
+        self.written = 0
+        """Characters written to this file so far (its size, for ASCII text)."""
+
+    def reopen(self, path: str | os.PathLike[str]) -> bool:
+        """Close this file and go on in a new one at ``path`` (a trace's next part); False,
+        with the reason in :attr:`error`, if it cannot be made."""
+        self.close_file()
+        if self.error is not None:
+            return False
+        self.path = os.fspath(path)
+        try:
+            self._file = open(self.path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by close_file()
+        except OSError as exc:
+            self.fail(f"cannot open {self.path}: {exc.strerror or exc}")
+            return False
+        self.written = 0
+        return True
 
     @property
     def writable(self) -> bool:
@@ -39,13 +56,23 @@ class LineFile:
 
     def write_lines(self, lines: Sequence[Mapping[str, Any]]) -> bool:
         """Write and flush ``lines``; False if the file is (or just became) unusable."""
+        try:
+            text = "".join(dump_line(line) for line in lines)
+        except (ValueError, TypeError) as exc:
+            self.fail(f"writing {self.path} failed: {exc}")
+            return False
+        return self.write_text(text)
+
+    def write_text(self, text: str) -> bool:
+        """Write and flush lines already made (:func:`~stepview.trace.format.dump_line`)."""
         file = self._file
         if file is None:
             return False
         try:
-            file.write("".join(dump_line(line) for line in lines))
+            file.write(text)
             file.flush()
-        except (OSError, ValueError, TypeError) as exc:
+            self.written += len(text)
+        except (OSError, ValueError) as exc:
             self.fail(f"writing {self.path} failed: {exc}")
             return False
         return True

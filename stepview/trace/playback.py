@@ -73,6 +73,7 @@ class PlaybackStatus:
     speed: float
     loaded: bool  # the whole trace has been read
     warning: str | None = None  # why reading stopped early (truncated or corrupt line)
+    note: str | None = None  # what the trace is, when it is a part or a flight recording
 
     @property
     def at_end(self) -> bool:

@@ -23,8 +23,9 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from stepview.model.commands import Command, Pause, Resume, Shutdown, SingleStep
 from stepview.model.errors import describe
@@ -141,6 +142,27 @@ class Playback:
         return max(0.0, due - now)
 
 
+def trace_note(header: Mapping[str, Any]) -> str | None:
+    """What a trace is, when a user should know it before reading it: a flight recording
+    (why it was written, where it opens) or a later part of a rotated recording."""
+    flight = header.get("flight")
+    if isinstance(flight, dict):
+        held = flight.get("held")
+        around = f" with the {held:.0f} s before it" if isinstance(held, int | float) else ""
+        note = (
+            f"Flight recording: {flight.get('why', flight.get('kind', '?'))}. It opens at step "
+            f"{flight.get('step')}{around} and what followed."
+        )
+        short = flight.get("short")
+        return f"{note} Note: {short}." if short else note
+    part = header.get("part")
+    if isinstance(part, int):
+        previous = [str(name) for name in header.get("previous") or ()]
+        before = ", ".join(previous) if previous else "removed (--record-keep)"
+        return f"Part {part} of a rotated recording; it begins mid-run. Before it: {before}."
+    return None
+
+
 class ReplaySource:
     """Plays a trace back on its own thread; implements ``SnapshotSource``.
 
@@ -167,7 +189,13 @@ class ReplaySource:
             self._reader = TraceReader(trace)
             self._trace = self._reader.trace
         self._clock = clock
-        self._playback = Playback(speed=speed, playing=not start_paused)
+        header = self._trace.header
+        self._note = trace_note(header)
+        flight = header.get("flight")
+        # A flight recording opens paused at the step it was written for.
+        self._opens_at: int | None = flight.get("step") if isinstance(flight, dict) else None
+        playing = not start_paused and self._opens_at is None
+        self._playback = Playback(speed=speed, playing=playing)
         self._commands: queue.SimpleQueue[Command | PlaybackCommand] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stepview-replay", daemon=True)
@@ -242,6 +270,7 @@ class ReplaySource:
             speed=playback.speed,
             loaded=self._loaded(),
             warning=self._trace.warning,
+            note=self._note,
         )
 
     def _run(self) -> None:
@@ -264,6 +293,7 @@ class ReplaySource:
                 reader.read(LOAD_CHUNK)
             snapshots = self._trace.snapshots
             loaded = self._loaded()
+            self._open_at_flight_step(snapshots, loaded)
             playback.advance(snapshots, self._clock(), loaded)
             self._show(snapshots, loaded)
             if not loaded:
@@ -272,6 +302,18 @@ class ReplaySource:
                 due = playback.due_in(snapshots, self._clock())
                 wait = IDLE_WAIT_S if due is None else min(due, IDLE_WAIT_S)
             self._drain(wait)
+
+    def _open_at_flight_step(self, snapshots: TraceSnapshots, loaded: bool) -> None:
+        """Once the trace is read up to it, show the step a flight recording was written for."""
+        step = self._opens_at
+        if (
+            step is None
+            or not snapshots
+            or (snapshots.step_at(len(snapshots) - 1) < step and not loaded)
+        ):
+            return
+        self._opens_at = None
+        self._playback.handle(Seek(step), snapshots, self._clock(), loaded)
 
     def _drain(self, wait: float) -> None:
         """Handle queued commands, waiting up to ``wait`` seconds for the first one."""

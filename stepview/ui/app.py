@@ -34,6 +34,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input
 
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
+from stepview.model.flight import ON_KEY, FlightControl
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 from stepview.ui.bindings import (
@@ -53,6 +54,7 @@ from stepview.ui.footer import FittingFooter
 from stepview.ui.main.aborts import AbortTracker, Notice
 from stepview.ui.main.filter_bar import FilterBar
 from stepview.ui.main.filtering import RequestFilter
+from stepview.ui.main.flight_key import FlightKey
 from stepview.ui.main.loading import ErrorScreen, LoadingView
 from stepview.ui.main.request_table import RequestTable
 from stepview.ui.main.status_bar import StatusBar
@@ -95,6 +97,7 @@ class StepviewApp(App[None]):
         *,
         clock: Callable[[], float] | None = time.monotonic,
         cpu_budget: float | None = None,
+        flight: FlightControl | None = None,
     ) -> None:
         """``clock`` only extends the start-up timer between snapshots; ``None`` for tests.
 
@@ -109,6 +112,8 @@ class StepviewApp(App[None]):
         self._aborts = AbortTracker()
         self._timeline = timeline_for(source)
         self._warned = False
+        self._noted = False
+        self._flight = FlightKey(flight)  # --flight-recorder: the F key, where it wrote
         self._replay_ready = False  # the replay has a snapshot to move over
         self.clock = clock
         self._pulled_at = 0.0
@@ -160,6 +165,7 @@ class StepviewApp(App[None]):
         While the user looks at history the newest snapshot is pulled but not shown; only the
         banner's "of N" moves (and the shown step, if the bounded history dropped it).
         """
+        self._flight.tell(self._status, self.notify)  # a flight recording written, or done
         latest = self.source.latest()
         if latest is not self._pulled and self._over_budget():
             return
@@ -235,6 +241,9 @@ class StepviewApp(App[None]):
         if isinstance(mark, ReplayMark) and mark.status.warning and not self._warned:
             self._warned = True
             self.notify(mark.status.warning, title="Damaged trace", severity="warning", timeout=10)
+        if isinstance(mark, ReplayMark) and mark.status.note and not self._noted:
+            self._noted = True  # what the trace is (a flight recording, a later part)
+            self.notify(mark.status.note, title="About this trace", timeout=15)
 
     def _show_requests(self, snapshot: StepSnapshot) -> None:
         now = snapshot.clock
@@ -265,6 +274,9 @@ class StepviewApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide keys that do not apply here; dim (``None``) those that do not apply *now*."""
+        if action == "flight":  # any screen but a modal one; never over a replay
+            live = self._timeline.mode is not Mode.REPLAY
+            return live and not isinstance(self.screen, ModalScreen)
         if action not in MAIN_ACTIONS:
             return True  # Textual's own keys and the panes': not the app's to decide
         return action_enabled(
@@ -326,6 +338,9 @@ class StepviewApp(App[None]):
 
     def _tell(self, notice: Notice) -> None:
         self.notify(notice.text, severity=notice.severity, timeout=notice.timeout)
+
+    def action_flight(self, by: str = ON_KEY) -> None:
+        self.notify(self._flight.ask(by), title="Flight recorder")
 
     def action_read_only(self) -> None:
         self.adder.read_only()

@@ -145,6 +145,13 @@ APP_BINDINGS: list[BindingType] = [
         key_display="/",
         tooltip="Filter by text, or by is:STATE (is:aborted, is:length)",
     ),
+    Binding(
+        "F",
+        "flight",
+        "Flight",
+        show=False,
+        tooltip="Write the flight recorder's last minutes as a trace (--flight-recorder)",
+    ),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="This help"),
     Binding("q", "quit", "Quit", tooltip="Stop the engine and quit"),
     # In a terminal, ctrl+c means "stop this program": unlike q it also works over the

@@ -19,10 +19,13 @@ leading spaces of a text run, which made screenshots read ``RUNNINGstep 240``.
 
 from __future__ import annotations
 
+import os
+
 from textual.content import Content
 from textual.widget import Widget
 
 from stepview.model.alerts import Alert
+from stepview.model.flight import FlightDump
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.ui.format import (
     one_line,
@@ -66,6 +69,12 @@ def _grouped(*groups: Content) -> Content:
     return Content(_GROUP_GAP).join(groups)
 
 
+def home_short(path: str) -> str:
+    """``path`` with the home directory as ``~``: the data directory's paths are long."""
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "/" and path.startswith(home + os.sep) else path
+
+
 def alert_text(alerts: tuple[Alert, ...]) -> str:
     """The latest alert, and how many others hold: one short line."""
     more = f" (+{len(alerts) - 1})" if len(alerts) > 1 else ""
@@ -86,6 +95,12 @@ class StatusBar(Widget):
         super().__init__(id=id)
         self._snapshot: StepSnapshot | None = None
         self._mark: Mark = None
+        self._flight: FlightDump | None = None
+
+    def show_flight(self, dump: FlightDump) -> None:
+        """Name the flight recording while it is being written (``--flight-recorder``)."""
+        self._flight = dump
+        self.refresh()
 
     def show(self, snapshot: StepSnapshot, mark: Mark = None) -> None:
         """Show ``snapshot``, read as ``mark`` says (live, history or replay)."""
@@ -145,6 +160,13 @@ class StatusBar(Widget):
                 left = _spaced((alert_text(snap.alerts), "bold $warning"))
             elif snap.info.attached and snap.phase and snap.engine_state is EngineState.RUNNING:
                 left = _spaced(("⚠ " + one_line(snap.phase, 200), "bold $warning"))  # behind
+        flight = self._flight
+        if flight is not None and flight.open and not isinstance(mark, ReplayMark):
+            folder, name = os.path.split(flight.path)  # the name first: the folder may not fit
+            where = _spaced(
+                ("✈ flight", "bold $warning"), (name, _PLAIN), (f"in {home_short(folder)}", _MUTED)
+            )
+            left = _grouped(where, left)
         left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
         gap = max(1, width - left.cell_length - right.cell_length)
         return Content.assemble(left, " " * gap, right)
