@@ -100,3 +100,16 @@ def test_capture_cost_quick() -> None:
     names = ("capture", "publish", "view", "watch", "driver")
     line = " ".join(rf"{name}_us={NUMBER}" for name in names)
     assert re.fullmatch(rf"scaling: {line}", lines[-1]), lines[-1]
+
+
+def test_flight_size_quick() -> None:
+    lines = run_quick("flight_size.py", timeout=120)
+    per_batch = (
+        rf"\s*\d+ decoding: +{NUMBER} KB/step, +{NUMBER} us/step to encode, +{NUMBER} MB/min"
+    )
+    assert_has_line(lines, per_batch + rf" at 20 steps/s: \d+ MB hold {NUMBER} min")
+    assert re.fullmatch(
+        rf"flight_size: mb_per_min_8={NUMBER} mb_per_min_16={NUMBER} "
+        rf"us_per_step_8={NUMBER} us_per_step_16={NUMBER}",
+        lines[-1],
+    ), lines[-1]
