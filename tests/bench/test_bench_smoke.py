@@ -113,3 +113,15 @@ def test_flight_size_quick() -> None:
         rf"us_per_step_8={NUMBER} us_per_step_16={NUMBER}",
         lines[-1],
     ), lines[-1]
+
+
+@pytest.mark.engine
+def test_watch_server_rss_quick() -> None:
+    lines = run_quick("watch_server_rss.py", timeout=600)
+    assert_has_line(lines, rf"minute +1: watch rss +{NUMBER} MB, \d+ requests")
+    assert_has_line(lines, r"watch exit code 0; \d+ requests in its results file; files in .*")
+    assert re.fullmatch(
+        rf"watch_server_rss: minutes=1 requests=\d+ rss_mb_first={NUMBER} rss_mb_last={NUMBER} "
+        rf"rss_mb_max={NUMBER} flight=ok",
+        lines[-1],
+    ), lines[-1]

@@ -1,0 +1,124 @@
+"""An attached headless watch beside a real API server under a steady load: its memory by minute.
+
+What a team leaves running: ``stepview --attach ADDRESS --headless`` with a results file, the
+flight recorder, the stuck watchdog and the metrics endpoint, beside vLLM's OpenAI server
+(demo model, CPU, stepview's plug-in) that a few clients keep busy. Every minute the watch's
+RSS (psutil) and the requests finished so far are printed; at the end a ``SIGUSR1`` must
+write a flight recording and Ctrl+C must end the watch with exit 0.
+
+Last line: ``watch_server_rss: minutes=M requests=N rss_mb_first=A rss_mb_last=B
+rss_mb_max=C flight=ok|missing``. ``--minutes 30`` is the issue's run (default); ``--quick``:
+1 minute, for a smoke test. Run it alone (``flock /tmp/stepview-engine.lock``): the server,
+the clients and the watch share the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from stepview.engine.own.tiny_model import ensure_tiny_model
+
+CLIENTS = 3
+PROMPTS = ["The ship sailed at dawn", "Write a list of ten colours", "Tell me about the sea"]
+
+
+def clients(port: int, stop: threading.Event, done: list[int]) -> list[threading.Thread]:
+    """``CLIENTS`` threads sending completions one after another until ``stop``."""
+
+    def client(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                complete(port, f"{PROMPTS[(n + i) % len(PROMPTS)]} {i}", 24 + (i * 7) % 40)
+                done[n] += 1
+            except OSError:
+                if not stop.is_set():
+                    time.sleep(1)  # the server busy or restarting: try again
+            i += 1
+
+    return [threading.Thread(target=client, args=(n,), daemon=True) for n in range(CLIENTS)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="one minute: a smoke test")
+    args = parser.parse_args()
+    minutes = 1 if args.quick else args.minutes
+    work = Path(tempfile.mkdtemp(prefix="stepview-rss-"))
+    port, publish = free_port(), f"ipc://{work}/facts.sock"
+    server = ApiServer(
+        server_command(ensure_tiny_model(), port), server_env(publish), port, work / "server.log"
+    )
+    print(f"starting the API server (log: {work / 'server.log'})", flush=True)
+    server.start()
+    flight = work / "flight"
+    watch_args = [sys.executable, "-m", "stepview", "--attach", publish, "--headless", "--json"]
+    watch_args += ["--api", f"http://127.0.0.1:{port}", "--results", str(work / "results.jsonl")]
+    watch_args += ["--flight-recorder", "2m", "--flight-dir", str(flight)]
+    watch_args += ["--stuck-after", "300", "--metrics-port", "0", "--log-file", str(work / "log")]
+    stderr = (work / "watch.err").open("w")
+    watch = subprocess.Popen(
+        watch_args,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    stop, done = threading.Event(), [0] * CLIENTS
+    rss: list[float] = []
+    try:
+        time.sleep(5)  # the watch connects (a fixed wait is fine here: nothing is asserted on it)
+        threads = clients(port, stop, done)
+        for thread in threads:
+            thread.start()
+        process = psutil.Process(watch.pid)
+        started = time.monotonic()
+        for minute in range(minutes + 1):
+            if minute:
+                time.sleep(max(0.0, started + 60 * minute - time.monotonic()))
+            rss.append(process.memory_info().rss / (1 << 20))
+            print(
+                f"minute {minute:3d}: watch rss {rss[-1]:6.1f} MB, {sum(done)} requests", flush=True
+            )
+        watch.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 30
+        while not any(flight.glob("flight-*.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        recorded = any(flight.glob("flight-*.jsonl"))
+    finally:
+        stop.set()
+        watch.send_signal(signal.SIGINT)
+        code = watch.wait(60)
+        stderr.close()
+        server.kill()
+    results = (
+        sum(1 for _ in (work / "results.jsonl").open()) if (work / "results.jsonl").exists() else 0
+    )
+    print(f"watch exit code {code}; {results} requests in its results file; files in {work}")
+    for line in (work / "watch.err").read_text().splitlines()[-4:]:
+        print(f"  watch: {line}")
+    if recorded:
+        header = json.loads(next(flight.glob("flight-*.jsonl")).open().readline())
+        print(f"  flight recording: {header['flight']['why']}, {header['flight']['held']} s held")
+    print(
+        f"watch_server_rss: minutes={minutes} requests={sum(done)} rss_mb_first={rss[0]:.1f} "
+        f"rss_mb_last={rss[-1]:.1f} rss_mb_max={max(rss):.1f} "
+        f"flight={'ok' if recorded else 'missing'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
