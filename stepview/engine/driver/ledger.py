@@ -225,13 +225,15 @@ class RequestLedger:
         if result.arrived:
             self._adopt(result.arrived, now)
         touched: dict[str, Track] = {}
-        finished_ids: list[str] = []
+        # A dict, not a list: records folded into one step (a watch catching up after a
+        # resync) may say twice that a request finished; it finishes once.
+        finished_ids: dict[str, None] = {}
         for update in result.outputs:
             track = tracks.get(update.request_id)
             if track is None:
                 continue  # aborted this step
             if fold_output(track, update):
-                finished_ids.append(update.request_id)
+                finished_ids[update.request_id] = None
             touched[update.request_id] = track
         scheduled = result.scheduled
         if scheduled is not None:

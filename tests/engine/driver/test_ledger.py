@@ -199,6 +199,21 @@ def test_without_a_scheduler_view_output_means_decoding() -> None:
     assert list(done.completions[0].token_ids) == [7, 8]
 
 
+def test_a_finish_said_twice_in_one_step_finishes_the_request_once() -> None:
+    """Records read as one (an attached watch catching up after a resync) may carry a
+    request's end twice: one finished request, and the watch goes on (it once failed with
+    ``KeyError`` there, ending a long watch)."""
+    clock = Clock()
+    ledger = RequestLedger(clock)
+    ledger.accept(add("r"))
+    ledger.admit(FakeEngine())
+    ends = [output("r", [7, 8], " the engine", finished=True) for _ in range(2)]
+    ledger.apply(result(*ends), 0.5)
+    (done,) = ledger.finished()
+    assert done.state is S.FINISHED and list(done.completions[0].token_ids) == [7, 8]
+    assert ledger.active() == ()
+
+
 def test_the_scheduler_entry_sets_state_and_progress() -> None:
     ledger = RequestLedger(Clock())
     ledger.accept(add("r"))
