@@ -144,7 +144,7 @@ class RequestView(NamedTuple):
     prompt_tokens: int = 0  # 0 until the engine has tokenized the prompt
     computed_prompt_tokens: int = 0
     num_preemptions: int = 0
-    prompt_token_ids: tuple[int, ...] = ()
+    prompt_token_ids: Sequence[int] = ()  # a tuple; Packed once finished (model.grow)
     prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None
     completions: tuple[Completion, ...] = ()
     error: str | None = None  # vLLM's message for a rejected request, or why it was aborted

@@ -44,6 +44,7 @@ from stepview.model.engine_api import (
     StepResult,
 )
 from stepview.model.errors import describe
+from stepview.model.grow import packed
 from stepview.model.recent import KEEP_FINISHED, Finished, FinishedLog
 from stepview.model.scheduling import NOT_ADMITTED, WaitReason
 from stepview.model.snapshot import (
@@ -338,8 +339,18 @@ class RequestLedger:
         if timings.finished is None:
             timings = timings._replace(finished=self._now())
         final = view._replace(state=state, error=error, timings=timings)
-        self._finished.append(final)
+        self._finished.append(kept(final))
         self._finished_since_take.append(final)
+
+
+def kept(view: RequestView) -> RequestView:
+    """A finished request as the window of finished ones keeps it: token ids packed
+    (:class:`~stepview.model.grow.Packed`, a ninth of the memory). The sinks get the view
+    as it was (a trace writes only the tokens its last record did not have)."""
+    return view._replace(
+        prompt_token_ids=packed(view.prompt_token_ids),
+        completions=tuple(c._replace(token_ids=packed(c.token_ids)) for c in view.completions),
+    )
 
 
 def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
