@@ -87,8 +87,13 @@ def main() -> None:
         process = psutil.Process(watch.pid)
         started = time.monotonic()
         for minute in range(minutes + 1):
-            if minute:
-                time.sleep(max(0.0, started + 60 * minute - time.monotonic()))
+            while minute and time.monotonic() < started + 60 * minute:
+                if watch.poll() is not None:  # a watch that died has no memory to sample
+                    tail = (work / "watch.err").read_text().splitlines()[-3:]
+                    raise SystemExit(
+                        f"the watch exited ({watch.returncode}) at minute {minute}: {tail}"
+                    )
+                time.sleep(1)
             rss.append(process.memory_info().rss / (1 << 20))
             print(
                 f"minute {minute:3d}: watch rss {rss[-1]:6.1f} MB, {sum(done)} requests", flush=True
