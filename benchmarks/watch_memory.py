@@ -15,8 +15,10 @@ make the watch resynchronise, as it does with a real server).
 
 The watch's RSS (psutil) is printed when it has printed 1 %, 10 % and all of the requests;
 the last line is ``watch_memory: rss_mb_10k=A rss_mb_100k=B rss_mb_1m=C`` for the default
-million (labels follow ``--requests``). Target (issue 18): C <= 400 MB and C <= 1.10 x B.
-The results file (3 KB a request) goes to a temporary folder, removed at the end.
+million (labels follow ``--requests``; ``--quick``: 2 000, a smoke test). Every request
+must be in the watch's results file, and the watch must exit 0 on Ctrl+C. Target (issue 18):
+C <= 400 MB and C <= 1.10 x B. The results file (3 KB a request) goes to a temporary folder,
+removed at the end.
 """
 
 from __future__ import annotations
@@ -203,8 +205,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--tokens-per-step", type=int, default=8)
+    parser.add_argument("--quick", action="store_true", help="2 000 requests: a smoke test")
     args = parser.parse_args()
-    total = args.requests
+    total = 2000 if args.quick else args.requests
     marks = [total // 100, total // 10, total]
     with tempfile.TemporaryDirectory(prefix="stepview-soak-") as tmp:
         folder = Path(tmp)
@@ -260,13 +263,16 @@ def main() -> None:
                     )
             watch.send_signal(signal.SIGINT)
             code = watch.wait(60)
+            with (folder / "results.jsonl").open("rb") as results:
+                saved = sum(1 for _ in results)
+            print(f"exit code {code}; {saved} requests in the results file")
         finally:
             if watch.poll() is None:
                 watch.kill()
                 watch.wait(10)
             publisher.close()
-    if code != 0:
-        raise SystemExit(f"the watch exited with {code}")
+    if code != 0 or saved != total:
+        raise SystemExit(f"the watch exited with {code}, {saved} of {total} requests saved")
     a, b, c = (figures[m] for m in marks)
     print(
         f"watch_memory: rss_mb_{label(marks[0])}={a:.1f} rss_mb_{label(marks[1])}={b:.1f} "

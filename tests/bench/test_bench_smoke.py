@@ -115,6 +115,16 @@ def test_flight_size_quick() -> None:
     ), lines[-1]
 
 
+def test_watch_memory_quick() -> None:
+    """No vLLM: a synthetic core publishes, the watch subscribes (the quick loop runs it)."""
+    lines = run_quick("watch_memory.py", timeout=300)
+    assert_has_line(lines, rf" +2000 requests  rss +{NUMBER} MB +\d+ s")
+    assert_has_line(lines, r"exit code 0; 2000 requests in the results file")
+    assert re.fullmatch(
+        rf"watch_memory: rss_mb_20={NUMBER} rss_mb_200={NUMBER} rss_mb_2k={NUMBER}", lines[-1]
+    ), lines[-1]
+
+
 @pytest.mark.engine
 def test_watch_server_rss_quick() -> None:
     lines = run_quick("watch_server_rss.py", timeout=600)
