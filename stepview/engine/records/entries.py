@@ -310,7 +310,8 @@ class RecordStream:
             self._next = None
             self._resync()
         self.lost += 1
-        self.ended.extend(facts.ended)
+        if self._core is not None:  # ends before the first picture were never anyone's here
+            self.ended.extend(facts.ended)
         return False
 
     def reset(self) -> None:

@@ -27,6 +27,7 @@ Nothing here imports vLLM.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -52,6 +53,8 @@ from stepview.model.engine_api import (
     SchedulerEntry,
 )
 from stepview.model.snapshot import RankStatus, RequestState
+
+log = logging.getLogger(__name__)
 
 LEFT = "left the engine"
 # vLLM's front end also ends a request on a stop string by aborting it in the engine core.
@@ -98,6 +101,7 @@ class WatchedCore:
         self.queue = queue
         self.subscriber = FactsSubscriber(address)
         self.stream = RecordStream(self.subscriber.resync)
+        self.unseen = 0  # requests whose whole life was in records that were lost
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
         self._per_request: dict[str, int] = {}  # stepview id -> its samples here
@@ -197,6 +201,8 @@ class WatchedCore:
                 )
         ends = facts.ended
         lost = self.stream.ended
+        if lost:
+            self._count_unseen(lost)
         if self.unread_ends or lost:
             ends = [*self.unread_ends, *lost, *ends]
             self.unread_ends = []
@@ -321,6 +327,16 @@ class WatchedCore:
             completion = CompletionUpdate(sample.index, "", tokens, None, None, reason, stop)
             outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), finished))
         return added
+
+    def _count_unseen(self, lost: list[EndedFacts]) -> None:
+        """Requests that arrived and ended within lost records are in no pane and no results
+        file (no record left names them): the log says how many, never silently."""
+        unseen = sum(1 for end in lost if end.req_id not in self.samples)
+        if unseen:
+            self.unseen += unseen
+            what = "arrived and ended while its records were lost (link dropped, view behind)"
+            log.warning("stepview: %d requests at %s %s: not shown, not in the results file "
+                        "(%d so far)", unseen, self.address, what, self.unseen)  # fmt: skip
 
     def _finish(
         self,

@@ -7,6 +7,7 @@ what :class:`AttachedEngine` makes of them, step by step; most also fold the ste
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -551,3 +552,43 @@ def test_records_past_the_backlog_are_read_as_one_and_nothing_is_lost(
     assert watcher.finished()["a"].completions[0].finish_reason == "length"
     watcher.step()
     assert list(watcher.active()["b"].completions[0].token_ids) == [5, 6, 7]
+
+
+def test_requests_whose_whole_life_was_in_lost_records_are_counted_aloud(
+    server: Server, engine: AttachedEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request that arrived and ended within records zmq dropped is in no record left: it
+    cannot be shown, but the log says how many (a soak lost 131 of 1 000 000 without a word).
+    Ends in records before the watch's first full one were never its to show: not counted."""
+    watcher = Watcher(engine)
+    before = EndedFacts("old-0123abcd", 3, [1, 2, 3], "length")
+    server.send(record(1, full=False, ended=[before], finished=["old-0123abcd"]))
+    server.send(record(2, request("r-0123abcd", outputs=1, new=[1])))
+    watcher.step()  # record 1 is not read (no full record before it); record 2 is
+    publisher = server.publisher
+    assert publisher is not None
+    publisher.fresh = False
+    # Records 3 and 4 were lost; record 5 says that "gone" ended: it was never seen.
+    gone = EndedFacts("gone-0123abcd", 2, [7, 8], "length")
+    server.send(
+        record(
+            5,
+            request("r-0123abcd", intro=False, outputs=2, new=[2]),
+            full=False,
+            ended=[gone],
+            finished=["gone-0123abcd"],
+        )
+    )
+    logger = logging.getLogger(watched_core.__name__)
+    logger.addHandler(caplog.handler)  # stepview's loggers may not propagate to the root
+    with caplog.at_level("WARNING", logger=watched_core.__name__):
+        # Record 5 is not read (a gap): the watch asks for a full record, and reads that.
+        wait_until(lambda: engine.has_unfinished() or (publisher.wanted() and publisher.fresh))
+        server.send(record(6, request("r-0123abcd", intro=False, outputs=2, new=[1, 2])))
+        watcher.step()
+    logger.removeHandler(caplog.handler)
+    warned = [r.getMessage() for r in caplog.records if "arrived and ended" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("stepview: 1 requests at ")
+    assert "(1 so far)" in warned[0] and "old" not in warned[0]
+    assert "gone" not in {*watcher.active(), *watcher.finished()}
+    assert list(watcher.active()["r"].completions[0].token_ids) == [1, 2]  # the watch goes on
