@@ -116,10 +116,11 @@ class Driver:
         self._stopping = False
         self._books = Books()
         self._stop_deadline: float | None = None  # time.monotonic() by which stop() gives up
+        self.hopeless: Callable[[], bool] = lambda: False  # stop() need not wait (own/live)
         self._failed: str | None = None
         self._unfinished = 0
         self.startup_exception: BaseException | None = None
-        """What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags)."""
+        # What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags).
         self._phase = "starting"
         self._phase_since = 0.0
         self._latest = StepSnapshot(step=0, clock=0.0, engine_state=EngineState.STARTING)
@@ -147,15 +148,14 @@ class Driver:
         """Ask the thread to stop and wait for it, at most ``timeout`` s after the *first* ask.
 
         Several parties stop the driver on the way out (the app's quit, its unmount, the
-        command after the app); sharing one deadline keeps a stuck engine from making them
-        wait one after the other.
-        """
+        command after the app): one deadline for all. No wait once ``hopeless()``."""
         now = time.monotonic()
         if self._stop_deadline is None:
             self._stop_deadline = now + timeout
         self._commands.put(Shutdown())
-        if self._thread.is_alive():
-            self._thread.join(max(0.0, min(now + timeout, self._stop_deadline) - now))
+        end = min(now + timeout, self._stop_deadline)
+        while self._thread.is_alive() and time.monotonic() < end and not self.hopeless():
+            self._thread.join(max(0.0, min(0.1, end - time.monotonic())))
 
     @property
     def alive(self) -> bool:

@@ -64,7 +64,7 @@ def live_driver(
         return engine
 
     start_process_helpers()
-    return Driver(
+    driver = Driver(
         factory,
         sinks=sinks,
         history_size=history_size,
@@ -72,3 +72,6 @@ def live_driver(
         admit_per_step=admit_per_step,
         insight=insight,
     )
+    if processes is not None:  # a stopped core never answers: a quit need not wait for it
+        driver.hopeless = processes.stopped
+    return driver

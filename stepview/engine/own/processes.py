@@ -107,6 +107,15 @@ class EngineProcesses:
                     found.setdefault(_identity(one), one)
         return list(found.values())
 
+    def stopped(self) -> bool:
+        """True when one of the engine's processes is stopped (``kill -STOP``, a debugger):
+        it answers nothing until continued, so waiting for the engine to stop is pointless."""
+        for process in self.alive():
+            with contextlib.suppress(Exception):  # gone meanwhile: not stopped
+                if process.status() in (_psutil().STATUS_STOPPED, _psutil().STATUS_TRACING_STOP):
+                    return True
+        return False
+
     def end(self, grace: float = KILL_GRACE_S) -> EndedProcesses:
         """End every engine process still alive: SIGTERM and SIGCONT, SIGKILL after ``grace``."""
         targets = self.alive()

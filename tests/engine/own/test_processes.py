@@ -130,3 +130,24 @@ def test_the_exit_line_names_what_happened() -> None:
         "the engine did not stop in time; its processes 12 (A), 13 (B) were killed; "
         "its process 14 (C) could not be killed"
     )
+
+
+def test_stopped_says_when_an_engine_process_will_never_answer(
+    children: list[subprocess.Popen[bytes]],
+) -> None:
+    """A quit waits for the engine only while it may answer: not for a stopped core."""
+    processes = EngineProcesses()
+    outside = spawn(children, SLEEPER)
+    processes.engine_starting()
+    core = spawn(children, SLEEPER)
+    processes.engine_up()
+    assert not processes.stopped()
+    stopped(outside.pid)  # not the engine's: its state says nothing of the engine
+    assert not processes.stopped()
+    stopped(core.pid)
+    assert processes.stopped()
+    os.kill(core.pid, signal.SIGCONT)
+    while psutil.Process(core.pid).status() == psutil.STATUS_STOPPED:
+        time.sleep(0.01)
+    assert not processes.stopped()
+    os.kill(outside.pid, signal.SIGCONT)

@@ -141,7 +141,7 @@ def test_an_address_nobody_publishes_on_says_what_to_check_and_fails(tmp_path: P
         hint = watch.err.wait_for("waiting for the server's records")
         assert f"STEPVIEW_PUBLISH={address}" in hint and "--scheduler-cls" in hint
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 1
+        assert watch.child.wait(60) == 1  # a niced watch on a busy machine is slow to go
         rest = watch.err.rest()
         assert "stepview: stopped watching: nothing ever came from the server" in rest, rest
         assert not any("TTFT" in line for line in rest)  # no empty latency table
