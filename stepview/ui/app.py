@@ -60,6 +60,7 @@ from stepview.ui.main.request_table import RequestTable
 from stepview.ui.main.status_bar import StatusBar
 from stepview.ui.main.step_navigation import timeline_for
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
+from stepview.ui.terminal import driver_class
 from stepview.ui.theme import THEME
 from stepview.ui.views.latency_view import LatencyScreen
 from stepview.ui.views.step_view import StepScreen
@@ -107,7 +108,7 @@ class StepviewApp(App[None]):
         A source with playback controls (``ReplaySource``) is replayed: the history keys
         drive its playback.
         """
-        super().__init__(ansi_color=True)  # the theme is ANSI: see stepview.ui.theme
+        super().__init__(driver_class=driver_class(), ansi_color=True)  # ui.theme, ui.terminal
         self.source = source
         self._aborts = AbortTracker()
         self._timeline = timeline_for(source)

@@ -116,7 +116,7 @@ def test_sigterm_mid_run_quits_within_5s_keeping_every_result(
 def test_hang_up_keeps_the_trace_and_results_intact(
     open_terminal: OpenTerminal, tmp_path: Path
 ) -> None:
-    """A dropped ssh connection: tmux kills the session, stepview gets SIGHUP."""
+    """A dropped ssh connection: tmux kills the session, stepview gets SIGHUP (and SIGCONT)."""
     term = open_terminal(80, 24)
     trace_path = tmp_path / "run.trace.jsonl"
     results = start_run(term, tmp_path, "--record", str(trace_path))
@@ -125,6 +125,10 @@ def test_hang_up_keeps_the_trace_and_results_intact(
     tree = process_tree(stepview)
     count, ids = shown_finished(before)
     term.hang_up()
+    # The kernel sends a hung-up foreground group SIGCONT with the SIGHUP; sent again here so
+    # that the race it starts (Textual resuming onto a terminal that is gone: ui/terminal.py)
+    # is run every time, not one run in five.
+    stepview.send_signal(signal.SIGCONT)
     wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert alive(tree) == []
 

@@ -25,6 +25,7 @@ from stepview.insight.compare_report import difference_line
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.store import Trace
 from stepview.ui.format import rate_value, throughput
+from stepview.ui.terminal import driver_class
 from stepview.ui.theme import THEME
 
 SIDE_BY_SIDE_MIN = 100
@@ -100,7 +101,8 @@ class CompareApp(App[None]):
     ]
 
     def __init__(self, trace_a: Trace, trace_b: Trace) -> None:
-        super().__init__(ansi_color=True)  # the main app's theme: see stepview.ui.theme
+        # The main app's theme (stepview.ui.theme) and terminal driver (stepview.ui.terminal).
+        super().__init__(driver_class=driver_class(), ansi_color=True)
         self.theme = THEME
         self._traces = (trace_a, trace_b)
         self.comparison: Comparison = compare_runs(trace_a.snapshots, trace_b.snapshots)
