@@ -26,6 +26,7 @@ from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
 from stepview.launch.outputs import RunOutputs
 from stepview.model.commands import AddRequest
+from stepview.model.engine_api import LinkState
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 
@@ -35,7 +36,8 @@ BEHIND_NOTICE_EVERY_S = 60.0
 
 class LinkNotices:
     """A sink that says on stderr, once each time, where the link to the server stands:
-    connecting, watching, lost, back, fallen behind. (stdout is the results' alone.)"""
+    connecting, watching, lost, back, fallen behind, requests lost unseen (at most once a
+    minute, and a last count on close). (stdout is the results' alone.)"""
 
     error: str | None = None
 
@@ -46,11 +48,16 @@ class LinkNotices:
         self._phase = ""
         self._behind = ""  # the view's lag, as the link last told it ("" when none)
         self._quiet_until = 0.0
+        self._unseen = 0  # requests lost unseen, as last told
+        self._unseen_quiet_until = 0.0
+        self.link: Callable[[], LinkState | None] = lambda: None
+        """The driver's link state (``Driver.link``), once there is a driver."""
         self.reached = False
         """The link to the server was made, at least once (a zmq handshake with its
         publisher: an idle server sends no record until it has work)."""
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
+        self._tell_unseen()
         state, before = snapshot.engine_state, self._state
         if state is EngineState.STARTING:
             # "connecting to ADDRESS", then what it waits for and what to check: each once.
@@ -79,8 +86,26 @@ class LinkNotices:
         elif reached and before in (None, EngineState.STARTING):
             notice(f"watching {snapshot.info.label or self.address} (Ctrl+C to stop)")
 
+    def _tell_unseen(self, last: bool = False) -> None:
+        """Requests that came and went in records the view lost: a user watching for weeks
+        must know the results file misses them (the log has each batch)."""
+        link = self.link()
+        if link is None or link.unseen <= self._unseen:
+            return
+        now = self._clock()
+        if not last and now < self._unseen_quiet_until:
+            return
+        self._unseen_quiet_until = now + BEHIND_NOTICE_EVERY_S
+        more = " more" if self._unseen else ""
+        new, self._unseen = link.unseen - self._unseen, link.unseen
+        notice(
+            f"{new}{more} requests at {self.address} arrived and ended while their records "
+            f"were lost (view behind, or link down): not in the results file "
+            f"({link.unseen} so far; stepview_requests_unseen_total counts them)"
+        )
+
     def close(self) -> None:
-        pass
+        self._tell_unseen(last=True)
 
 
 def watch_headless(
@@ -120,6 +145,7 @@ def watch_headless(
         insight=insight,
     )
     outputs.follow_link(lambda: driver.link)
+    link.link = lambda: driver.link
     code, completed = drive(
         driver,
         requests,

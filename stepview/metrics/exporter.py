@@ -70,6 +70,7 @@ class MetricsExporter:
         self._alert_keys: frozenset[tuple[str, str | None]] = frozenset()
         self._preemptions = 0
         self._tokens_lost = 0
+        self._unseen = 0
         self._budget: dict[str, tuple[Gauge, Counter]] = {
             kind: (self.metrics.budget.labels(kind), self.metrics.budget_total.labels(kind))
             for kind in BUDGET_KINDS
@@ -123,6 +124,9 @@ class MetricsExporter:
             self._count_alerts(snapshot.alerts)
         link = self.link()
         metrics.behind.set(0.0 if link is None else link.behind)
+        if link is not None and link.unseen > self._unseen:
+            metrics.unseen.inc(link.unseen - self._unseen)
+            self._unseen = link.unseen
 
     def _spent(self, snapshot: StepSnapshot) -> None:
         """A new step: its token budget, by what it went to."""

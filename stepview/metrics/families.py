@@ -101,6 +101,12 @@ class StepviewMetrics:
             "wait to be read (0 when caught up, and for an engine of stepview's own)",
             registry=registry,
         )
+        self.unseen = Counter(
+            "stepview_requests_unseen",
+            "Requests of the watched server that arrived and ended within records stepview "
+            "lost (its view too far behind, or the link down): counted, in no results file",
+            registry=registry,
+        )
         self.rank_connected = Gauge(
             "stepview_rank_connected",
             "1 while stepview is connected to the watched server's engine core of this "

@@ -197,12 +197,15 @@ class LinkState(NamedTuple):
     not) or DISCONNECTED; ``message`` says it in words (where it is, what is being done);
     ``behind`` is how many seconds the view is behind the server while records wait to be
     read (0 once it has caught up): the figure the message rounds, for a monitor to graph.
+    ``unseen``: requests that arrived and ended within records that were lost (the view too
+    far behind, the link down), so far: in no pane and no results file, only counted.
     """
 
     state: EngineState
     message: str = ""
     ranks: tuple[RankStatus, ...] = ()  # each engine core's own figures, when several
     behind: float = 0.0
+    unseen: int = 0
 
 
 @runtime_checkable

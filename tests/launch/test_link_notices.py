@@ -6,6 +6,7 @@ import pytest
 
 from stepview.launch import attach_headless
 from stepview.launch.attach_headless import LinkNotices
+from stepview.model.engine_api import LinkState
 from stepview.model.snapshot import EngineState, StepSnapshot
 
 ADDRESS = "tcp://127.0.0.1:5570"
@@ -53,3 +54,26 @@ def test_a_server_never_reached_is_not_reached() -> None:
     notices = LinkNotices(ADDRESS)
     notices.on_snapshot(StepSnapshot(step=0, clock=0.0, engine_state=S.STARTING), [])
     assert not notices.reached
+
+
+def test_requests_lost_unseen_are_said_at_most_once_a_minute_and_at_the_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    clock = [100.0]
+    notices = LinkNotices(ADDRESS, clock=lambda: clock[0])
+    unseen = [0]
+    notices.link = lambda: LinkState(S.RUNNING, unseen=unseen[0])
+    told = "arrived and ended while their records were lost (view behind, or link down)"
+    for step, (lost, seconds) in enumerate([(0, 1), (3, 1), (5, 1), (5, 60), (5, 1), (9, 1)]):
+        clock[0] += seconds
+        unseen[0] = lost
+        notices.on_snapshot(StepSnapshot(step=step, clock=0.0, engine_state=S.RUNNING), [])
+    notices.close()
+    lines = capsys.readouterr().err.splitlines()[1:]  # after "watching ..."
+    assert [line.split(" at ")[0] for line in lines] == [
+        "stepview: 3 requests",  # the first batch, at once
+        "stepview: 2 more requests",  # a minute on
+        "stepview: 4 more requests",  # quiet until the end, then the rest
+    ]
+    assert all(told in line and "not in the results file" in line for line in lines)
+    assert lines[-1].endswith("(9 so far; stepview_requests_unseen_total counts them)")

@@ -239,6 +239,15 @@ def test_behind_state_and_engine(exporter: MetricsExporter) -> None:
     assert value(exporter, "stepview_engine_state", stepview_engine_state="disconnected") == 1
 
 
+def test_requests_lost_unseen_count_once_each(exporter: MetricsExporter) -> None:
+    """The link says how many so far; the counter goes up by what is new, never back."""
+    run = Run()
+    for step, unseen in ((1, 0), (2, 3), (3, 3), (4, 5)):
+        exporter.link = lambda u=unseen: LinkState(EngineState.RUNNING, unseen=u)
+        exporter.on_snapshot(run.snapshot(step), ())
+    assert value(exporter, "stepview_requests_unseen_total") == 5
+
+
 def test_a_failing_update_stops_the_metrics_not_the_engine(exporter: MetricsExporter) -> None:
     def broken() -> LinkState | None:
         raise RuntimeError("boom")

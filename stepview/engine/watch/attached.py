@@ -233,6 +233,7 @@ class AttachedEngine:
         cores = self._cores
         ranks = tuple(core.status for core in cores) if self._labelled else ()
         states = [core.subscriber.state for core in cores]
+        unseen = sum(core.unseen for core in cores)
         if all(state is ChannelState.CONNECTING for state in states):
             return LinkState(
                 EngineState.STARTING,
@@ -250,7 +251,7 @@ class AttachedEngine:
             held = sum(len(c.samples) for c in lost)
             also = f"; {held} held as they were" if held else ""
             message = f"DISCONNECTED from {where} — reconnecting{also}"
-            return LinkState(EngineState.DISCONNECTED, message, ranks)
+            return LinkState(EngineState.DISCONNECTED, message, ranks, unseen=unseen)
         busy = any(core.busy for core in cores)
         message = ""
         behind = 0.0
@@ -258,8 +259,10 @@ class AttachedEngine:
             behind = max(core.behind for core in cores)
             if behind >= BEHIND_SHOWN_S:
                 message = f"view {behind:.0f} s behind the server, catching up"
+                if unseen:  # the TUI's only word of it (headless: LinkNotices)
+                    message += f"; {unseen} requests came and went unseen"
         state = EngineState.RUNNING if busy else EngineState.IDLE
-        return LinkState(state, message, ranks, behind)
+        return LinkState(state, message, ranks, behind, unseen)
 
     def shutdown(self) -> None:
         """Close the sockets; the server is left alone (so are requests sent through the API)."""

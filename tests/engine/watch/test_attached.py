@@ -19,7 +19,7 @@ from stepview.engine.watch import attached, watched_core
 from stepview.engine.watch.adopting import short_id
 from stepview.engine.watch.attached import SILENT, AttachedEngine
 from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT, LEFT, RESTARTED
-from stepview.model.engine_api import EngineRejected, StepResult
+from stepview.model.engine_api import EngineRejected, LinkState, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, StepBudget
 from stepview.model.snapshot import EngineState, RequestState, RequestView, reason_of
@@ -359,7 +359,7 @@ def test_link_states_before_and_while_connected(tmp_path: Path) -> None:
             wait_link(engine, EngineState.IDLE)
             server.send(record(1, request("a-0123abcd")))
             next_step(engine)
-            assert engine.link() == (EngineState.RUNNING, "", (), 0.0)
+            assert engine.link() == LinkState(EngineState.RUNNING)
         finally:
             server.kill()
     finally:
@@ -510,7 +510,7 @@ def test_a_catch_up_step_stops_at_its_time_budget_and_loses_nothing(
     assert 2.0 <= link.behind < 3.0  # the figure the message rounds (for --metrics-port)
     while engine.has_unfinished():
         watcher.step()
-    assert engine.link()[1:] == ("", (), 0.0)  # all read: as late as delivery, no more
+    assert engine.link()[1:] == ("", (), 0.0, 0)  # all read: as late as delivery, no more
     done = watcher.finished()["a"]
     assert (list(done.completions[0].token_ids), done.completions[0].finish_reason) == (
         list(range(1, last + 1)),
@@ -592,3 +592,4 @@ def test_requests_whose_whole_life_was_in_lost_records_are_counted_aloud(
     assert "(1 so far)" in warned[0] and "old" not in warned[0]
     assert "gone" not in {*watcher.active(), *watcher.finished()}
     assert list(watcher.active()["r"].completions[0].token_ids) == [1, 2]  # the watch goes on
+    assert engine.link().unseen == 1  # for the stderr notice and stepview_requests_unseen_total
