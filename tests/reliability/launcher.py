@@ -4,9 +4,11 @@
 
 FAULT is ``hang-step-from N`` (the Nth ``step()`` and every later one never returns, like a
 hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), both patched into
-``stepview.engine.own.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the app's Nth snapshot
-raises while being drawn: a bug in stepview itself). It then runs ``stepview.cli.main()``
-exactly as the installed console script does, so everything else is the real command.
+``stepview.engine.own.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the first snapshot
+of step N or later raises while being drawn: a bug in stepview itself; by step, not by count,
+as a busy machine's UI may draw only the first and the last of a quick replay). It then
+runs ``stepview.cli.main()`` exactly as the installed console script does, so everything
+else is the real command.
 """
 
 from __future__ import annotations
@@ -48,13 +50,10 @@ def crash_ui(at: int) -> None:
     from stepview.ui.app import StepviewApp
 
     real_show = StepviewApp.show_snapshot
-    calls = 0
 
     def show_snapshot(self: StepviewApp, snapshot: StepSnapshot) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == at:
-            raise InjectedFault(f"injected by the test at snapshot {at}")
+        if snapshot.step >= at:
+            raise InjectedFault(f"injected by the test at step {snapshot.step}")
         real_show(self, snapshot)
 
     StepviewApp.show_snapshot = show_snapshot  # type: ignore[method-assign]
