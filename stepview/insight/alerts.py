@@ -64,6 +64,8 @@ class Watchdogs:
         if snapshot.step != self._step:
             dirty |= self._watch(snapshot)
             self._step = snapshot.step
+        elif self.thresholds.stuck_after is not None:  # no step: a server gone quiet waits too
+            dirty |= self._watch_stuck(snapshot, self.thresholds.stuck_after)
         self._generated = snapshot.total_generated
         if dirty:
             self.current = tuple(self._active.values())

@@ -85,6 +85,17 @@ def test_stuck_when_the_oldest_request_waits_past_the_limit() -> None:
     assert [a.request_id for a in insight.watchdogs.raised] == ["old", "young"]
 
 
+def test_stuck_without_a_step_when_the_server_goes_quiet() -> None:
+    """A hung server sends no record: the driver's quiet snapshots (same step, later clock)
+    are enough for the stuck watchdog; the step-counting ones do not count them."""
+    insight = RunInsight(Thresholds(stuck_after=30.0, stall_steps=2))
+    queue = [view("w", S.WAITING, arrival=0.0)]
+    assert insight.observe(snap(1, 10.0, queue, waiting=1)) == ()
+    assert insight.observe(snap(1, 20.0, queue, waiting=1)) == ()
+    stuck = insight.observe(snap(1, 31.0, queue, waiting=1))
+    assert [(a.kind, a.request_id, a.step) for a in stuck] == [(STUCK, "w", 1)]
+
+
 def test_no_stuck_alert_without_a_limit() -> None:
     insight = RunInsight()
     waiting = [view("w", S.WAITING, arrival=0.0)]

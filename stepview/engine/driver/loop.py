@@ -37,7 +37,7 @@ from stepview.engine.driver.arrivals import ArrivalQueue
 from stepview.engine.driver.books import Books
 from stepview.engine.driver.figures import StepFigures
 from stepview.engine.driver.ledger import UNFINISHED_WHY, UNWATCHED_WHY, RequestLedger
-from stepview.engine.driver.pacing import Pacing
+from stepview.engine.driver.pacing import Pacing, quiet_too_long
 from stepview.engine.driver.run_stats import RunStats, hand_over
 from stepview.engine.driver.step_faults import explain_step_failure
 from stepview.insight.run import RunInsight
@@ -302,7 +302,7 @@ class Driver:
                 self._figures.end(start, result)
                 self._apply(result)
                 self._publish(self._idle_state())
-            elif dirty or admitted:
+            elif dirty or admitted or quiet_too_long(bool(watched), self._latest, self._now()):
                 pacing.nothing_to_step()
                 self._publish(self._idle_state())
 

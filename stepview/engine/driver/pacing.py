@@ -12,6 +12,16 @@ there pausing only holds the view.
 from __future__ import annotations
 
 from stepview.model.engine_api import CoreHold
+from stepview.model.snapshot import StepSnapshot
+
+# A watched server that sends nothing while it holds requests still gets a snapshot this often:
+# the clock goes on for the watchdogs (``--stuck-after``), as a hung server sends no record.
+QUIET_SNAPSHOT_S = 1.0
+
+
+def quiet_too_long(watched: bool, latest: StepSnapshot, now: float) -> bool:
+    """Whether the driver should publish a snapshot without a step (see QUIET_SNAPSHOT_S)."""
+    return watched and bool(latest.active) and now - latest.clock >= QUIET_SNAPSHOT_S
 
 
 class Pacing:

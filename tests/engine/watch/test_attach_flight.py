@@ -72,6 +72,28 @@ def test_a_stuck_request_writes_a_recording_and_sigusr1_extends_it(
     assert f'"kind":"{ON_SIGNAL}"' in text  # the SIGUSR1 that extended it, as a flight line
 
 
+def test_a_request_stuck_on_a_server_gone_quiet_is_still_caught(
+    server: Server, tmp_path: Path
+) -> None:
+    """A hung server sends no record at all (its /health may stay green): the watch's clock
+    goes on without one, and the request held waiting is caught when it passes the limit."""
+    folder = tmp_path / "flight"
+    command = [
+        *watch_command(server.address, tmp_path),
+        *("--flight-recorder", "10m", "--flight-dir", str(folder), "--stuck-after", "2"),
+    ]
+    with watching(command) as watch:
+        server.wait_subscribed(timeout=30)
+        watch.err.wait_for("stepview: watching")
+        held = request("w-0123abcd", WAITING, waited=0.5)
+        server.send(record(1, request("r-0123abcd", outputs=1, new=[7]), held))
+        line = watch.err.wait_for("flight recording (w stuck")  # with no record after the first
+        watch.child.send_signal(signal.SIGINT)
+        assert watch.child.wait(30) == 0
+    trace = load_trace(recorded_path(line))
+    assert trace.header["flight"]["kind"] == STUCK and trace.header["flight"]["step"] == 1
+
+
 def test_sigusr1_without_a_recorder_says_so_and_the_watch_goes_on(
     server: Server, tmp_path: Path
 ) -> None:
