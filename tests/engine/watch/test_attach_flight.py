@@ -9,12 +9,14 @@ import signal
 from pathlib import Path
 
 from stepview.cli import main
+from stepview.engine.records.facts import RequestFacts
 from stepview.model.alerts import STUCK
 from stepview.model.flight import ON_SIGNAL
 from stepview.trace.reader import load_trace
 from tests.engine.watch.attach_helpers import (
     WAITING,
     Server,
+    Watch,
     record,
     request,
     wait_until,
@@ -34,20 +36,30 @@ def recorded_path(line: str) -> Path:
     return Path(line.rsplit(" in ", 1)[-1])
 
 
+def flight_command(server: Server, folder: Path, stuck_after: str) -> list[str]:
+    """The headless watch, with a flight recorder writing to ``folder`` and the stuck limit."""
+    return [
+        *watch_command(server.address, folder.parent),
+        *("--flight-recorder", "10m", "--flight-dir", str(folder), "--stuck-after", stuck_after),
+    ]
+
+
+def seen_one_waiting(server: Server, watch: Watch, waited: float) -> RequestFacts:
+    """Once the watch is subscribed: one record, a request running and ``w`` waiting (its
+    facts, returned, for later records)."""
+    server.wait_subscribed(timeout=30)
+    watch.err.wait_for("stepview: watching")
+    held = request("w-0123abcd", WAITING, waited=waited)
+    server.send(record(1, request("r-0123abcd", outputs=1, new=[7]), held))
+    return held
+
+
 def test_a_stuck_request_writes_a_recording_and_sigusr1_extends_it(
     server: Server, tmp_path: Path
 ) -> None:
     folder = tmp_path / "flight"
-    command = [
-        *watch_command(server.address, tmp_path),
-        *("--flight-recorder", "10m", "--flight-dir", str(folder), "--stuck-after", "3"),
-    ]
-    with watching(command) as watch:
-        server.wait_subscribed(timeout=30)
-        watch.err.wait_for("stepview: watching")
-        # A request that has waited 5 s when the watch first sees it: past the limit.
-        old = request("w-0123abcd", WAITING, waited=5.0)
-        server.send(record(1, request("r-0123abcd", outputs=1, new=[7]), old))
+    with watching(flight_command(server, folder, "3")) as watch:
+        old = seen_one_waiting(server, watch, waited=5.0)  # past the limit when first seen
         line = watch.err.wait_for("flight recording (w stuck")
         path = recorded_path(line)
         assert path.parent == folder and path.name.startswith("flight-")
@@ -77,16 +89,8 @@ def test_a_request_stuck_on_a_server_gone_quiet_is_still_caught(
 ) -> None:
     """A hung server sends no record at all (its /health may stay green): the watch's clock
     goes on without one, and the request held waiting is caught when it passes the limit."""
-    folder = tmp_path / "flight"
-    command = [
-        *watch_command(server.address, tmp_path),
-        *("--flight-recorder", "10m", "--flight-dir", str(folder), "--stuck-after", "2"),
-    ]
-    with watching(command) as watch:
-        server.wait_subscribed(timeout=30)
-        watch.err.wait_for("stepview: watching")
-        held = request("w-0123abcd", WAITING, waited=0.5)
-        server.send(record(1, request("r-0123abcd", outputs=1, new=[7]), held))
+    with watching(flight_command(server, tmp_path / "flight", "2")) as watch:
+        seen_one_waiting(server, watch, waited=0.5)
         line = watch.err.wait_for("flight recording (w stuck")  # with no record after the first
         watch.child.send_signal(signal.SIGINT)
         assert watch.child.wait(30) == 0
