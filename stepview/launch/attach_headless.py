@@ -50,7 +50,7 @@ class LinkNotices:
         self._quiet_until = 0.0
         self._unseen = 0  # requests lost unseen, as last told
         self._unseen_quiet_until = 0.0
-        self.link: Callable[[], LinkState | None] = lambda: None
+        self.link_state: Callable[[], LinkState | None] = lambda: None
         """The driver's link state (``Driver.link``), once there is a driver."""
         self.reached = False
         """The link to the server was made, at least once (a zmq handshake with its
@@ -89,7 +89,7 @@ class LinkNotices:
     def _tell_unseen(self, last: bool = False) -> None:
         """Requests that came and went in records the view lost: a user watching for weeks
         must know the results file misses them (the log has each batch)."""
-        link = self.link()
+        link = self.link_state()
         if link is None or link.unseen <= self._unseen:
             return
         now = self._clock()
@@ -145,7 +145,7 @@ def watch_headless(
         insight=insight,
     )
     outputs.follow_link(lambda: driver.link)
-    link.link = lambda: driver.link
+    link.link_state = lambda: driver.link
     code, completed = drive(
         driver,
         requests,

@@ -62,7 +62,7 @@ def test_requests_lost_unseen_are_said_at_most_once_a_minute_and_at_the_end(
     clock = [100.0]
     notices = LinkNotices(ADDRESS, clock=lambda: clock[0])
     unseen = [0]
-    notices.link = lambda: LinkState(S.RUNNING, unseen=unseen[0])
+    notices.link_state = lambda: LinkState(S.RUNNING, unseen=unseen[0])
     told = "arrived and ended while their records were lost (view behind, or link down)"
     for step, (lost, seconds) in enumerate([(0, 1), (3, 1), (5, 1), (5, 60), (5, 1), (9, 1)]):
         clock[0] += seconds
