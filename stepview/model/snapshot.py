@@ -56,6 +56,9 @@ class RequestState(StrEnum):
         return self in _DONE_STATES
 
 
+TINY_MODEL_NAME = "stepview-demo-tiny"
+"""The built-in model with random weights (its text is noise, and the header says so)."""
+
 _PENDING_STATES = frozenset({RequestState.PENDING, RequestState.WAITING, RequestState.PREEMPTED})
 _RUNNING_STATES = frozenset({RequestState.PREFILLING, RequestState.DECODING})
 _DONE_STATES = frozenset(
@@ -195,7 +198,7 @@ class EngineInfo:
     """Static facts about the engine, fixed once it has started."""
 
     model: str = ""
-    demo_model: bool = False  # the built-in tiny model with random weights
+    demo_model: bool = False  # a built-in model (SmolLM2, or the tiny one with random weights)
     vllm_version: str = ""
     max_model_len: int = 0
     max_num_seqs: int = 0
@@ -205,8 +208,10 @@ class EngineInfo:
 
     @property
     def label(self) -> str:
-        if self.demo_model:
+        if self.demo_model and self.model == TINY_MODEL_NAME:
             return f"{self.model} (demo model, random weights)"
+        if self.demo_model:
+            return f"{self.model} (demo)"
         return self.model
 
 

@@ -15,6 +15,7 @@ from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, WaitReason
 from stepview.model.snapshot import (
+    TINY_MODEL_NAME,
     Completion,
     EngineCounters,
     EngineInfo,
@@ -28,7 +29,7 @@ from stepview.model.snapshot import (
 )
 
 INFO = EngineInfo(
-    model="stepview-tiny-qwen3",
+    model=TINY_MODEL_NAME,
     demo_model=True,
     vllm_version="0.32.0",
     max_model_len=512,

@@ -236,6 +236,10 @@ class RequestLedger:
             if fold_output(track, update):
                 finished_ids[update.request_id] = None
             touched[update.request_id] = track
+        for request_id, stamp in result.stamps.items():
+            stamped = touched.get(request_id)
+            if stamped is not None:
+                stamped.stamp = stamp
         scheduled = result.scheduled
         if scheduled is not None:
             for request_id, entry in scheduled.items():
@@ -375,7 +379,13 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
             prompt_token_ids = track.prompt_token_ids
             prompt_tokens = len(prompt_token_ids)
         if track.got_tokens and timings.first_token is None:
-            timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
+            stamp = track.stamp
+            if stamp is None:
+                timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
+            else:  # vLLM's own times: scheduled at its step's start, not at its end
+                scheduled_at = max(timings.arrival, now - stamp.scheduled_ago)
+                first_at = max(scheduled_at, now - stamp.first_token_ago)
+                timings = Timings(timings.arrival, scheduled_at, first_at, timings.finished)
         samples = track.completions
         if len(samples) == 1:  # n=1, the common case: no sort
             only = next(iter(samples.values())).view
@@ -406,7 +416,7 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
     if track.prompt_logprobs is not None:
         prompt_logprobs = track.prompt_logprobs
     track.moved = track.got_tokens = False
-    track.new_entry = None
+    track.new_entry = track.stamp = None
     track.prompt_token_ids = track.prompt_logprobs = None
     return RequestView(
         view.request_id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stepview.model.engine_api import OutputUpdate, SchedulerEntry
+from stepview.model.engine_api import OutputUpdate, SchedulerEntry, VllmStamps
 from stepview.model.grow import Growing
 from stepview.model.snapshot import Completion, PositionLogprobs, RequestView
 
@@ -66,6 +66,7 @@ class Track:
     new_entry: SchedulerEntry | None = None  # the scheduler's view changed
     prompt_token_ids: tuple[int, ...] | None = None  # first seen this step
     prompt_logprobs: tuple[PositionLogprobs | None, ...] | None = None  # first seen this step
+    stamp: VllmStamps | None = None  # vLLM's scheduled / first-token times, with the first token
 
 
 def fold_output(track: Track, update: OutputUpdate) -> bool:

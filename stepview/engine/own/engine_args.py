@@ -2,7 +2,8 @@
 
 ``EngineArgs.add_cli_args(FlexibleArgumentParser())`` gives every engine flag (tensor / pipeline
 parallel, the Ray executor, quantization, ...), and they pass through to
-``EngineArgs.from_cli_args`` unchanged. With no ``--model`` the demo model is used, with
+``EngineArgs.from_cli_args`` unchanged. With no ``--model`` (or ``--model demo-tiny`` /
+``demo-smollm2``) a built-in model is used (:mod:`~stepview.engine.own.builtin_models`), with
 CPU-friendly defaults (sized KV cache, eager mode, ...) that any explicit flag overrides.
 
 The parser here holds vLLM's flags only: stepview's own flags are parsed apart, before
@@ -18,8 +19,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -27,6 +29,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from vllm.engine.arg_utils import EngineArgs
+
+log = logging.getLogger("stepview.engine.own.engine_args")
 
 
 class UsageError(Exception):
@@ -198,32 +202,39 @@ def local_model_problem(model: str) -> str | None:
     return None
 
 
-def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
-    """Parse vLLM's flags as vLLM's example does; the demo model when there is no ``--model``.
+def parse_engine_args(
+    argv: list[str], say: Callable[[str], None] | None = None
+) -> ParsedEngineArgs:
+    """Parse vLLM's flags as vLLM's example does; a built-in model when ``--model`` names one.
 
     ``argv`` holds engine flags only (what stepview's own parser left), so ``as_dict``, which
-    goes into the trace header, holds only engine arguments.
+    goes into the trace header, holds only engine arguments. ``say`` hears what preparing a
+    built-in model has to tell (a conversion under way, a fallback), which is logged too.
     """
     from vllm.engine.arg_utils import EngineArgs
 
-    from stepview.engine.own.tiny_model import (
-        DEMO_ENGINE_DEFAULTS,
-        TINY_MODEL_NAME,
-        ensure_tiny_model,
-    )
+    from stepview.engine.own.builtin_models import BuiltinModelError, prepare
 
     parser = engine_parser()
     remember_option_names(parser)
     args = parser.parse_args(argv)
     given = _given(parser, argv)
-    demo = "model" not in given
-    if demo:
-        args.model = str(ensure_tiny_model())
-        for dest, value in DEMO_ENGINE_DEFAULTS.items():
+    try:
+
+        def tell(text: str) -> None:
+            log.warning("stepview: %s", text)
+            if say is not None:
+                say(text)
+
+        builtin = prepare(args.model if "model" in given else None, tell)
+    except BuiltinModelError as exc:
+        raise UsageError(str(exc)) from exc
+    demo = builtin is not None
+    if builtin is not None:
+        args.model = str(builtin.path)
+        for dest, value in builtin.defaults.items():
             if dest not in given and hasattr(args, dest):
                 setattr(args, dest, value)
-        if "served_model_name" not in given and hasattr(args, "served_model_name"):
-            args.served_model_name = [TINY_MODEL_NAME]
     else:
         problem = local_model_problem(str(args.model))
         if problem is not None:
@@ -234,7 +245,7 @@ def parse_engine_args(argv: list[str]) -> ParsedEngineArgs:
         # vLLM checks the flags together here and resolves --model (a Hugging Face name is
         # looked up, or downloaded): a refusal is the command line's fault, not a crash.
         raise UsageError(_refusal(exc, str(args.model), demo)) from exc
-    label = TINY_MODEL_NAME if demo else str(args.model)
+    label = builtin.name if builtin is not None else str(args.model)
     as_dict = {
         key: value
         for key, value in vars(args).items()

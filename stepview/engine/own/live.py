@@ -48,7 +48,7 @@ def live_driver(
         parsed = holder.parsed
         if parsed is None:
             phase("importing vLLM")
-            parsed = holder.parsed = parse_engine_args(engine_argv)
+            parsed = holder.parsed = parse_engine_args(engine_argv, say=phase)
         from stepview.engine.own.vllm_engine import VllmEngine
 
         if processes is not None:

@@ -22,20 +22,18 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepview.engine.own.environment import block_broken_cpu_modules
+from stepview.engine.own.model_cache import ensure_built
+from stepview.model.snapshot import TINY_MODEL_NAME as TINY_MODEL_NAME
 
 if TYPE_CHECKING:
     import vllm
 
-TINY_MODEL_NAME = "stepview-demo-tiny"
 
 # Bump when the build changes in a way the constants below do not capture.
 _RECIPE_VERSION = 1
@@ -119,42 +117,19 @@ def recipe_hash() -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-def default_cache_dir() -> Path:
-    """``platformdirs.user_cache_dir("stepview")``."""
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("stepview"))
-
-
 def ensure_tiny_model(cache_dir: Path | None = None) -> Path:
     """Return the demo model's directory, building it first if missing or broken.
 
     ``cache_dir`` is the parent folder (default: the user cache dir); the model lives in
-    ``demo-model-<recipe hash>`` below it. Safe against crashes (the folder appears complete
-    or not at all) and against two processes building at once (the first rename wins).
+    ``demo-model-<recipe hash>`` below it (built by ``model_cache.ensure_built``).
     """
-    parent = cache_dir if cache_dir is not None else default_cache_dir()
     digest = recipe_hash()
-    target = parent / f"demo-model-{digest}"
-    if _is_complete(target, digest):
-        return target
-    parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        _discard(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".demo-model-{digest}.", suffix=".tmp", dir=parent))
-    try:
-        _build(tmp, digest)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            # Another process finished first; use theirs if it is sound.
-            if not _is_complete(target, digest):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    return ensure_built(
+        cache_dir,
+        f"demo-model-{digest}",
+        lambda path: _is_complete(path, digest),
+        lambda out: _build(out, digest),
+    )
 
 
 def tiny_engine_args(**overrides: Any) -> vllm.EngineArgs:
@@ -197,16 +172,6 @@ def _is_complete(path: Path, digest: str) -> bool:
     except Exception:
         return False
     return True
-
-
-def _discard(path: Path) -> None:
-    """Move a broken build aside, then delete it (a rename is atomic; rmtree is not)."""
-    trash = path.with_name(f".{path.name}.broken-{os.getpid()}-{time.monotonic_ns()}")
-    try:
-        os.rename(path, trash)
-    except OSError:
-        return
-    shutil.rmtree(trash, ignore_errors=True)
 
 
 # -- build -----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from stepview.engine.own.phases import PhaseHandler
 from stepview.engine.own.vllm_logprobs import LogprobsView, convert_prompt_logprobs
 from stepview.engine.own.vllm_stats import StatsSink, stat_logger_factory
+from stepview.engine.own.vllm_times import StampReader
 from stepview.model.engine_api import (
     CompletionUpdate,
     CoreHold,
@@ -90,6 +91,7 @@ class VllmEngine:
         lookup = client_id_lookup(llm_engine) if link is not None and link.available else None
         self._view: EntryReader | None = None if lookup is None else EntryReader(lookup)
         self._preemptions = 0  # seen in the records the last step read
+        self._stamps = StampReader(getattr(llm_engine, "output_processor", None), sink)
         self.core_hold: CoreHold | None = process_core_hold(llm_engine)
         """Pause and single-step for a core in its own process (``None``: in-process)."""
         self._sampling_params = SamplingParams
@@ -245,6 +247,7 @@ class VllmEngine:
         self._require_engine().abort_request(list(request_ids))
         for request_id in request_ids:
             self._prompt_logprobs.pop(request_id, None)
+            self._stamps.forget(request_id)
         if self._view is not None:
             self._view.forget(request_ids)
 
@@ -266,6 +269,7 @@ class VllmEngine:
             counters=self._counters(scheduled is not None),
             budget=None if scheduled is None or self._view is None else self._view.budget,
             queue_reasons=() if self._view is None else (self._view.queue_reason,),
+            stamps=self._stamps.read(outputs),
         )
 
     def shutdown(self) -> None:

@@ -21,6 +21,7 @@ class StatsSink:
 
     __slots__ = (
         "ctx_tokens",
+        "finished",
         "generation_tokens",
         "iteration",
         "kv_cache_usage",
@@ -47,6 +48,9 @@ class StatsSink:
         self.preempted = 0
         self.prefix_queries = 0
         self.prefix_hits = 0
+        # The requests that finished in this step: caller id -> (prefill, decode seconds,
+        # the iteration's wall-clock timestamp), from vLLM's FinishedRequestStats.
+        self.finished: dict[str, tuple[float, float, float]] = {}
 
     def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
         """Keep this step's figures; a shape we do not know leaves them stale, never raises.
@@ -90,8 +94,16 @@ class StatsSink:
             self.prompt_tokens = iteration_stats.num_prompt_tokens
             self.generation_tokens = iteration_stats.num_generation_tokens
             self.preempted = iteration_stats.num_preempted_reqs
+            done = iteration_stats.finished_requests
+            stamp = iteration_stats.iteration_timestamp
+            self.finished = {
+                f.request_id: (f.prefill_time, f.decode_time, stamp)
+                for f in done
+                if f.request_id is not None
+            }
         else:
             self.prompt_tokens = self.generation_tokens = self.preempted = 0
+            self.finished = {}
 
 
 def stat_logger_factory(sink: StatsSink) -> Callable[..., Any]:
