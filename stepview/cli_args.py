@@ -378,31 +378,30 @@ def help_parser() -> argparse.ArgumentParser:
 def stated_max_model_len(engine_argv: list[str]) -> int | None:
     """The context length the engine flags set, as far as it is known without vLLM.
 
-    ``--max-model-len N`` when given as a plain number; the demo model's own when there is
-    no ``--model``; ``None`` otherwise (the model's config decides, once vLLM reads it).
+    ``--max-model-len N`` when given as a plain number; the built-in model's own when
+    ``--model`` names one or is absent; ``None`` otherwise (the model's config decides, once
+    vLLM reads it).
     """
-    for index, arg in enumerate(engine_argv):
-        name, eq, value = arg.partition("=")
-        if name.replace("_", "-") != "--max-model-len":
-            continue
-        if not eq:
-            value = engine_argv[index + 1] if index + 1 < len(engine_argv) else ""
-        return int(value) if value.isdigit() else None
+    stated = _flag_value(engine_argv, "--max-model-len")
+    if stated is not None:
+        return int(stated) if stated.isdigit() else None
     from stepview.engine.own.builtin_models import planned_defaults
 
-    defaults = planned_defaults(_model_arg(engine_argv))
+    defaults = planned_defaults(_flag_value(engine_argv, "--model"))
     demo = defaults.get("max_model_len") if defaults is not None else None
     return demo if isinstance(demo, int) else None
 
 
-def _model_arg(engine_argv: list[str]) -> str | None:
-    """What ``--model`` says in the engine flags, ``None`` when it is not there."""
+def _flag_value(engine_argv: list[str], flag: str) -> str | None:
+    """The value of ``flag`` (``--flag V`` or ``--flag=V``; vLLM also takes ``_`` for ``-``)
+    in the engine flags, ``None`` when it is not there."""
     for index, arg in enumerate(engine_argv):
         name, eq, value = arg.partition("=")
-        if name == "--model":
-            if eq:
-                return value
-            return engine_argv[index + 1] if index + 1 < len(engine_argv) else ""
+        if name.replace("_", "-") != flag:
+            continue
+        if not eq:
+            value = engine_argv[index + 1] if index + 1 < len(engine_argv) else ""
+        return value
     return None
 
 

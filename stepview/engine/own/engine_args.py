@@ -219,13 +219,13 @@ def parse_engine_args(
     remember_option_names(parser)
     args = parser.parse_args(argv)
     given = _given(parser, argv)
+
+    def tell(text: str) -> None:
+        log.warning("stepview: %s", text)
+        if say is not None:
+            say(text)
+
     try:
-
-        def tell(text: str) -> None:
-            log.warning("stepview: %s", text)
-            if say is not None:
-                say(text)
-
         builtin = prepare(args.model if "model" in given else None, tell)
     except BuiltinModelError as exc:
         raise UsageError(str(exc)) from exc
