@@ -186,6 +186,8 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     if own.attach is None:
         if own.api is not None or own.attach_ranks is not None or own.nice is not None:
             return "--api, --attach-ranks and --nice go with --attach ADDRESS"
+        if own.api_key is not None:
+            return "--api-key goes with --attach ADDRESS --api URL"
         return None
     if own.replay is not None:
         return "--attach and --replay exclude each other (watch a server, or replay a trace)"
@@ -194,6 +196,8 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
             f"--attach takes no engine flags: the server was started with its own "
             f"(got {' '.join(engine_argv)})"
         )
+    if own.api_key is not None and own.api is None:
+        return "--api-key goes with --api URL: the key is for the server's API"
     if own.prompts is not None and own.api is None:
         return "--prompts with --attach needs --api URL: prompts go through the server's API"
     return None

@@ -10,7 +10,7 @@ trace header; ``stepview --help`` prints this parser's help, then vLLM's.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -50,6 +50,7 @@ class OwnOptions:
     attach: str | None
     attach_ranks: tuple[int, ...] | None
     api: str | None
+    api_key: str | None = field(default=None, repr=False)  # a secret: never shown
     nice: int | None = None
     load: int | None = None
     rate: float | None = None
@@ -266,6 +267,13 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="with --attach: the server's OpenAI-compatible API (http://HOST:PORT); new "
         "prompts are sent to its /v1/completions (without it, adding is disabled), other "
         "clients' prompts and completions are shown as text through its /detokenize",
+    )
+    group.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="with --api: the key the server was started with (its --api-key); without it "
+        "stepview reads VLLM_API_KEY, then OPENAI_API_KEY (better: a flag shows in ps); "
+        "never printed or recorded",
     )
     group.add_argument(
         "--nice",

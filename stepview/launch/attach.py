@@ -51,6 +51,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     """Watch the server publishing at ``options.attach``; returns the exit code."""
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.records.channel import rank_address
+    from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.attached import AttachedEngine
     from stepview.engine.watch.server_api import ServerApi
     from stepview.model.engine_api import Engine
@@ -64,7 +65,8 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     except ValueError as exc:
         return fail(f"--attach: {exc}")
     try:
-        api = ServerApi(options.api) if options.api is not None else None
+        key = resolve_api_key(options.api_key)
+        api = ServerApi(options.api, key) if options.api is not None else None
     except ValueError as exc:
         return fail(f"--api: {exc}")
     try:

@@ -62,6 +62,8 @@ def test_bad_ranks_are_a_usage_error(ranks: str, capsys: pytest.CaptureFixture[s
         (["--attach", "h:5570"], "--attach: 'h:5570' is not a tcp://HOST:PORT or ipc://PATH"),
         (["--attach", "tcp://h"], "needs a host and a port"),
         (["--attach", "tcp://h:1", "--api", "h:8000"], "--api: not an http(s) URL"),
+        (["--api-key", "s3cret-k"], "--api-key goes with --attach ADDRESS --api URL"),
+        (["--attach", "tcp://h:1", "--api-key", "s3cret-k"], "--api-key goes with --api URL"),
     ],
 )
 def test_mistakes_stop_before_anything_starts(
@@ -72,6 +74,7 @@ def test_mistakes_stop_before_anything_starts(
     assert code == 2
     assert err.startswith("stepview: ") and err.count("\n") == 1
     assert message in err
+    assert "s3cret-k" not in err  # an API key is never shown, not even in a mistake
 
 
 def test_addresses_stepview_can_subscribe_to() -> None:

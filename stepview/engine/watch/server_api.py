@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from stepview.engine.watch.api_key import ApiKey, unauthorized_message
 from stepview.model.engine_api import CompletionUpdate
 from stepview.model.errors import describe
 from stepview.model.sampling import SamplingSpec
@@ -87,9 +88,10 @@ class ApiError(Exception):
 
 
 class ServerApi:
-    """The server's API at ``base_url`` (``http://HOST:PORT``, with or without ``/v1``)."""
+    """The server's API at ``base_url`` (``http://HOST:PORT``, with or without ``/v1``),
+    presenting ``api_key`` on every call when the server wants one."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, api_key: ApiKey | None = None) -> None:
         url = base_url.rstrip("/")
         if url.endswith("/v1"):
             url = url[: -len("/v1")]
@@ -97,6 +99,7 @@ class ServerApi:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = url
+        self.api_key = api_key
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
@@ -126,6 +129,8 @@ class ServerApi:
         """One call on ``conn``; the decoded JSON answer, or :class:`ApiError` with why."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        if self.api_key is not None:
+            headers.update(self.api_key.header())
         sent = False
         try:
             conn.request(method, self._prefix + path, body=data, headers=headers)
@@ -138,6 +143,8 @@ class ServerApi:
             answer = json.loads(raw) if raw else None
         except ValueError:
             answer = None
+        if response.status == 401:
+            raise ApiError(unauthorized_message(self.api_key), status=401)
         if response.status >= 400:
             message = _error_message(answer) or f"HTTP {response.status} {response.reason}"
             raise ApiError(message, status=response.status)

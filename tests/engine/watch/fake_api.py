@@ -49,6 +49,8 @@ class FakeApi:
         self.detokenize_status = 200
         self.refuse: str | None = None
         self.answer: dict[str, Any] = {}
+        self.api_key: str | None = None  # set: /v1 routes want it, as vLLM's --api-key does
+        self.authorizations: list[str | None] = []  # each call's Authorization header
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,7 +67,20 @@ class FakeApi:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _refused(self) -> bool:
+                """vLLM's AuthenticationMiddleware: 401 on /v1 without the right key."""
+                header = self.headers.get("Authorization")
+                api.authorizations.append(header)
+                if api.api_key is None or not self.path.startswith("/v1"):
+                    return False
+                if header == f"Bearer {api.api_key}":
+                    return False
+                self._send(401, {"error": "Unauthorized"})
+                return True
+
             def do_GET(self) -> None:
+                if self._refused():
+                    return
                 if self.path == "/v1/models":
                     self._send(200, {"data": [{"id": MODEL, "max_model_len": 512}]})
                 elif self.path == "/version":
@@ -77,6 +92,8 @@ class FakeApi:
                 length = int(self.headers["Content-Length"])
                 body = json.loads(self.rfile.read(length))
                 api.posts.append(self.path)
+                if self._refused():
+                    return
                 if self.path == "/v1/completions":
                     self._complete(body)
                 elif self.path == "/detokenize" and api.has_detokenize:
