@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import ipaddress
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from stepview.engine.records.channel import (
     PUBLISH_ENV,
     PUBLISH_EVERY_ENV,
     PUBLISH_EVERY_S,
+    PUBLISH_REMOTE_ENV,
     FactsSink,
     rank_address,
 )
@@ -90,6 +92,18 @@ def open_sink(rank: int) -> FactsSink | None:
     if not base:
         log.warning("stepview: scheduler plug-in loaded, but %s is not set", PUBLISH_ENV)
         return None
+    refusal = remote_refusal(base, os.environ.get(PUBLISH_REMOTE_ENV, ""))
+    if refusal is not None:
+        log.error("stepview: %s", refusal)
+        return None
+    if not is_loopback(base):
+        log.warning(
+            "stepview: %s=%s with %s=1: every request's prompt and completion token ids and "
+            "sampling parameters go to anyone who can reach that address, unencrypted",
+            PUBLISH_ENV,
+            base,
+            PUBLISH_REMOTE_ENV,
+        )
     try:
         address = rank_address(base, rank)
         publisher = FactsPublisher(address, publish_every())
@@ -98,6 +112,37 @@ def open_sink(rank: int) -> FactsSink | None:
         return None
     log.info("stepview: scheduler plug-in publishing on %s", address)
     return publisher
+
+
+def is_loopback(address: str) -> bool:
+    """True for an address only this machine can reach: ``ipc://`` (a file, guarded by its
+    permissions) or ``tcp://`` on a loopback host (``127.x``, ``[::1]``, ``localhost``)."""
+    if not address.startswith("tcp://"):
+        return True
+    host = address.removeprefix("tcp://").rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name, ``*`` or ``0.0.0.0``: other machines may reach it
+
+
+def remote_refusal(address: str, allowed: str) -> str | None:
+    """Why the plug-in will not publish on ``address`` (``None``: it may).
+
+    The records carry every request's token ids, so they are as private as the prompts: a bind
+    other machines can reach needs the server's owner to say so (``allowed`` is
+    ``STEPVIEW_PUBLISH_REMOTE``'s value, ``1`` to allow).
+    """
+    if is_loopback(address) or allowed.strip() == "1":
+        return None
+    return (
+        f"not publishing on {PUBLISH_ENV}={address}: other machines could read every "
+        f"request's prompt and completion token ids there. Publish on tcp://127.0.0.1:PORT and "
+        f"watch through an ssh tunnel (ssh -L PORT:127.0.0.1:PORT), or set "
+        f"{PUBLISH_REMOTE_ENV}=1 to publish there anyway; the server runs on without stepview"
+    )
 
 
 def publish_every() -> float:

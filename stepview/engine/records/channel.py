@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 # The plug-in's configuration, read in the engine core process: the publishing address (a
 # base address with data-parallel ranks) and the scheduler class to extend.
 PUBLISH_ENV = "STEPVIEW_PUBLISH"
+# "1": the server's owner allows a PUBLISH_ENV address other machines can reach.
+PUBLISH_REMOTE_ENV = "STEPVIEW_PUBLISH_REMOTE"
 BASE_ENV = "STEPVIEW_SCHEDULER_BASE"
 
 # zmq heartbeats on both ends: a peer that answers no ping for HEARTBEAT_TIMEOUT_MS is gone.
