@@ -51,6 +51,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     """Watch the server publishing at ``options.attach``; returns the exit code."""
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.records.channel import rank_address
+    from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.attached import AttachedEngine
     from stepview.engine.watch.server_api import ServerApi
@@ -63,6 +64,10 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         for rank in ranks:
             check_address(rank_address(address, rank))
     except ValueError as exc:
+        return fail(f"--attach: {exc}")
+    try:
+        watch_keys()  # CURVE keys a tcp:// server may want: a wrong path stops us here
+    except CurveKeyError as exc:
         return fail(f"--attach: {exc}")
     try:
         key = resolve_api_key(options.api_key)

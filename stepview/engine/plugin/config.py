@@ -25,6 +25,12 @@ from stepview.engine.records.channel import (
     FactsSink,
     rank_address,
 )
+from stepview.engine.records.curve import (
+    CLIENT_KEYS_ENV,
+    SERVER_SECRET_ENV,
+    CurveKeyError,
+    server_keys,
+)
 from stepview.engine.records.facts import StepFacts
 
 log = logging.getLogger("stepview.engine.plugin")
@@ -92,11 +98,22 @@ def open_sink(rank: int) -> FactsSink | None:
     if not base:
         log.warning("stepview: scheduler plug-in loaded, but %s is not set", PUBLISH_ENV)
         return None
-    refusal = remote_refusal(base, os.environ.get(PUBLISH_REMOTE_ENV, ""))
+    try:
+        keys = server_keys() if base.startswith("tcp://") else None
+    except CurveKeyError as exc:
+        log.error("stepview: not publishing on %s=%s: %s", PUBLISH_ENV, base, exc)
+        return None
+    refusal = (
+        None if keys is not None else remote_refusal(base, os.environ.get(PUBLISH_REMOTE_ENV, ""))
+    )
     if refusal is not None:
         log.error("stepview: %s", refusal)
         return None
-    if not is_loopback(base):
+    if keys is not None:
+        log.info(
+            "stepview: publishing with CURVE, to the watches whose keys are in %s", keys.clients
+        )
+    elif not is_loopback(base):
         log.warning(
             "stepview: %s=%s with %s=1: every request's prompt and completion token ids and "
             "sampling parameters go to anyone who can reach that address, unencrypted",
@@ -106,7 +123,7 @@ def open_sink(rank: int) -> FactsSink | None:
         )
     try:
         address = rank_address(base, rank)
-        publisher = FactsPublisher(address, publish_every())
+        publisher = FactsPublisher(address, publish_every(), keys)
     except Exception as exc:  # a taken port must not stop the server
         log.error("stepview: cannot publish on %s=%s (rank %d): %s", PUBLISH_ENV, base, rank, exc)
         return None
@@ -141,7 +158,8 @@ def remote_refusal(address: str, allowed: str) -> str | None:
         f"not publishing on {PUBLISH_ENV}={address}: other machines could read every "
         f"request's prompt and completion token ids there. Publish on tcp://127.0.0.1:PORT and "
         f"watch through an ssh tunnel (ssh -L PORT:127.0.0.1:PORT), or set "
-        f"{PUBLISH_REMOTE_ENV}=1 to publish there anyway; the server runs on without stepview"
+        f"{PUBLISH_REMOTE_ENV}=1 to publish there anyway, or give CURVE keys "
+        f"({SERVER_SECRET_ENV}, {CLIENT_KEYS_ENV}); the server runs on without stepview"
     )
 
 

@@ -15,12 +15,14 @@ import contextlib
 import time
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
 from stepview.engine.records.channel import (
     HIGH_WATER_MARK,
     SUBSCRIPTION_CHECK_S,
     set_heartbeats,
 )
+from stepview.engine.records.curve import ServerKeys, secure_publisher
 from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, encode_batch_into
 
 _TOPIC_LEN = len(FACTS_TOPIC)
@@ -34,15 +36,19 @@ class FactsPublisher:
     Only ever used from the engine core's scheduling thread.
     """
 
-    def __init__(self, address: str, every: float = 0.0) -> None:
-        """``every``: send the records of this many seconds together (0: each at once)."""
+    def __init__(self, address: str, every: float = 0.0, keys: ServerKeys | None = None) -> None:
+        """``every``: send the records of this many seconds together (0: each at once);
+        ``keys``: CURVE, for watches whose public key is in ``keys.clients`` only."""
         self.address = address
         self.every = every
         self._pending: list[StepFacts] = []
         self._sent_at = 0.0
         self._context = zmq.Context()
+        self._auth: ThreadAuthenticator | None = None
         sock = self._context.socket(zmq.XPUB)
         try:
+            if keys is not None:
+                self._auth = secure_publisher(sock, self._context, keys)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
             # Pass up every subscription, not only the first to a topic: each one (a new
@@ -52,6 +58,8 @@ class FactsPublisher:
             sock.bind(address)
         except BaseException:
             sock.close(0)
+            if self._auth is not None:
+                self._auth.stop()
             self._context.term()
             raise
         self._sock = sock
@@ -120,4 +128,6 @@ class FactsPublisher:
             with contextlib.suppress(zmq.ZMQError):
                 self._send()
         self._sock.close(0)
+        if self._auth is not None:
+            self._auth.stop()
         self._context.term()

@@ -37,6 +37,7 @@ import msgspec
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+from stepview.engine.records.curve import WatchKeys, secure_subscriber
 from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, decode_batch
 
 log = logging.getLogger(__name__)
@@ -139,10 +140,13 @@ class FactsSubscriber:
     restarted engine core from the same one).
     """
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, keys: WatchKeys | None = None) -> None:
+        """``keys``: CURVE, for a server publishing with it (see :mod:`.curve`)."""
         self.address = address
         self._context = zmq.Context()
         sock = self._context.socket(zmq.SUB)
+        if keys is not None:
+            secure_subscriber(sock, keys)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
         sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)
@@ -156,6 +160,7 @@ class FactsSubscriber:
         self.connects = 0
         self.disconnects = 0
         self.bad_records = 0
+        self.refused = 0  # handshakes the publisher refused: CURVE keys that do not match
 
     @property
     def connected(self) -> bool:
@@ -207,7 +212,11 @@ class FactsSubscriber:
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.state = ChannelState.CONNECTED
                 self.connects += 1
-            elif event in _LOST and self.state is ChannelState.CONNECTED:
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                self.refused += 1
+                if self.refused == 1:
+                    log.warning("stepview: %s refused this watch's CURVE key", self.address)
+            if event in _LOST and self.state is ChannelState.CONNECTED:
                 self.state = ChannelState.DISCONNECTED
                 self.disconnects += 1
 

@@ -35,6 +35,7 @@ from typing import NamedTuple
 import msgspec
 
 from stepview.engine.records.channel import FactsSubscriber
+from stepview.engine.records.curve import watch_keys
 from stepview.engine.records.entries import EntryReader, RecordStream
 from stepview.engine.records.facts import (
     CoreState,
@@ -99,7 +100,8 @@ class WatchedCore:
         self.rank = rank
         self.address = address
         self.queue = queue
-        self.subscriber = FactsSubscriber(address)
+        # CURVE keys (checked by the launcher before anything starts) for a tcp:// server.
+        self.subscriber = FactsSubscriber(address, watch_keys() if "tcp://" in address else None)
         self.stream = RecordStream(self.subscriber.resync)
         self.unseen = 0  # requests whose whole life was in records that were lost
         self.core_started: float | None = None
