@@ -37,7 +37,12 @@ import msgspec
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from stepview.engine.records.curve import WatchKeys, secure_subscriber
+from stepview.engine.records.curve import (
+    WATCH_SECRET_ENV,
+    WATCH_SERVER_KEY_ENV,
+    WatchKeys,
+    secure_subscriber,
+)
 from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, decode_batch
 
 log = logging.getLogger(__name__)
@@ -160,7 +165,9 @@ class FactsSubscriber:
         self.connects = 0
         self.disconnects = 0
         self.bad_records = 0
-        self.refused = 0  # handshakes the publisher refused: CURVE keys that do not match
+        self._curve = keys is not None
+        self.refused = 0  # handshakes that failed: CURVE keys that do not match the server's
+        self.refusal: str | None = None  # why, for the user
 
     @property
     def connected(self) -> bool:
@@ -208,17 +215,34 @@ class FactsSubscriber:
                 frames = monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            event = parse_monitor_message(frames)["event"]
+            message = parse_monitor_message(frames)
+            event = message["event"]
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.state = ChannelState.CONNECTED
                 self.connects += 1
             elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                self.refused += 1
-                if self.refused == 1:
-                    log.warning("stepview: %s refused this watch's CURVE key", self.address)
+                self._refused(f"{self.address} refused this watch's CURVE key")
+            elif (
+                event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                and message["value"] == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+            ):
+                self._refused(
+                    f"{self.address} publishes without CURVE: unset {WATCH_SECRET_ENV} and "
+                    f"{WATCH_SERVER_KEY_ENV}"
+                    if self._curve
+                    else f"{self.address} publishes with CURVE: set {WATCH_SECRET_ENV} and "
+                    f"{WATCH_SERVER_KEY_ENV} (see README, Watching vllm serve)"
+                )
             if event in _LOST and self.state is ChannelState.CONNECTED:
                 self.state = ChannelState.DISCONNECTED
                 self.disconnects += 1
+
+    def _refused(self, why: str) -> None:
+        """A handshake failed for the keys (zmq retries it by itself): say why, once."""
+        self.refused += 1
+        if self.refusal is None:
+            self.refusal = why
+            log.warning("stepview: %s", why)
 
     def resync(self) -> None:
         """Ask the publisher for a fresh record (every request's output from the start).

@@ -235,9 +235,11 @@ class AttachedEngine:
         states = [core.subscriber.state for core in cores]
         unseen = sum(core.unseen for core in cores)
         if all(state is ChannelState.CONNECTING for state in states):
+            refusal = next((c.subscriber.refusal for c in cores if c.subscriber.refusal), None)
             return LinkState(
                 EngineState.STARTING,
-                f"waiting for the server's records at {self.address} (started with "
+                refusal
+                or f"waiting for the server's records at {self.address} (started with "
                 f"STEPVIEW_PUBLISH={self.address} and stepview's --scheduler-cls?)",
                 ranks,
             )

@@ -103,9 +103,15 @@ def test_only_an_allowed_watch_reads_the_records(
         received: list[object] = []
         _until(lambda: bool(received.extend(watch.poll()) or received))
         assert [f.step for f in received] == [1]  # type: ignore[attr-defined]
-        # The stranger was refused; neither it nor the plain client ever got through.
+        # The stranger was refused; neither it nor the plain client ever got through, and
+        # each says why (what the attach view shows while it waits).
+        _until(lambda: plain.poll() == [] and plain.refusal is not None)
         for other in (refused, plain):
             assert other.poll() == [] and other.state is ChannelState.CONNECTING
+        assert refused.refusal == f"{address} refused this watch's CURVE key"
+        assert plain.refusal is not None
+        assert plain.refusal.startswith(f"{address} publishes with CURVE: set {WATCH_SECRET_ENV}")
+        assert watch.refusal is None
     finally:
         for sub in subscribers:
             sub.close()
