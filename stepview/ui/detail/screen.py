@@ -6,7 +6,8 @@ unchanged request is the very same :class:`RequestView` object in the next snaps
 (possibly long) text is rebuilt only when the request actually moved, or the token cursor did.
 
 Under the header, the request's life as a strip over steps (:mod:`stepview.ui.detail.strip`):
-``,``/``.`` choose a segment and Enter moves the app's history to its first step.
+``,``/``.`` choose a row (a waiting stretch, or a segment), ``e`` expands a stretch into its
+segments or collapses it, and Enter moves the app's history to the row's first step.
 
 A cursor (← →) stops on every token; the panel at the bottom shows its probability and top
 candidates. ``f`` forks the request at the cursor: the add form, prefilled with the prompt
@@ -30,7 +31,7 @@ from stepview.model.sampling import form_values
 from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import Completion, RequestState, RequestView, StepSnapshot, Timings
 from stepview.ui.detail.heatmap import Spot, heat_parts, prompt_texts, spots, token_panel
-from stepview.ui.detail.strip import StepChosen, StripTracker, segment_at, strip_parts
+from stepview.ui.detail.strip import Row, StepChosen, StripTracker, row_at, rows_of, strip_parts
 from stepview.ui.drafts import AskToAdd, fork_of, token_texts
 from stepview.ui.footer import FittingFooter
 from stepview.ui.format import (
@@ -199,6 +200,14 @@ class DetailScreen(Screen[None]):
             tooltip="Timeline strip: choose the next segment",
         ),
         Binding(
+            "e",
+            "expand",
+            "Expand",
+            show=False,
+            tooltip="Timeline strip: expand the chosen waiting stretch into its segments, "
+            "or collapse it",
+        ),
+        Binding(
             "enter",
             "show_segment",
             "Show step",
@@ -220,7 +229,9 @@ class DetailScreen(Screen[None]):
         self._history = history or (lambda: (self._snapshot,))
         self._strip = StripTracker(request_id)
         self.chosen: int | None = None
-        """The segment chosen with ``,``/``.``; ``None``: the one holding the shown step."""
+        """The row chosen with ``,``/``.``; ``None``: the one holding the shown step."""
+        self.expanded: set[int] = set()
+        """The stretches expanded with ``e`` (:attr:`~stepview.ui.detail.strip.Row.key`)."""
         self._step = -1
         self._view: RequestView | None = None
         self._now = 0.0
@@ -289,40 +300,56 @@ class DetailScreen(Screen[None]):
     def _strip_parts(self) -> list[str | tuple[str, str]]:
         history = self._history()
         timeline = self._strip.update(history)
-        chosen = self.chosen if self.chosen is not None else segment_at(timeline, self._step)
+        rows = rows_of(timeline, self.expanded)
+        chosen = self.chosen if self.chosen is not None else row_at(rows, self._step)
         return strip_parts(
             timeline,
             history,
+            rows=rows,
             width=min(120, self.app.size.width - 4),
             shown_step=self._step,
             chosen=chosen,
             kept_from=self._strip.kept_from,
         )
 
-    def _segments(self) -> int:
-        timeline = self._strip.update(self._history())
-        return len(timeline.segments) if timeline is not None else 0
+    def _rows(self) -> tuple[list[Row], int | None]:
+        """The timeline's rows, and the chosen one's index (``None``: no rows)."""
+        rows = rows_of(self._strip.update(self._history()), self.expanded)
+        if not rows:
+            return rows, None
+        at = self.chosen if self.chosen is not None else row_at(rows, self._step) or 0
+        return rows, min(at, len(rows) - 1)
 
     def action_segment(self, delta: int) -> None:
-        """Choose the segment ``delta`` away from the chosen one (at first: the shown step's)."""
-        count = self._segments()
-        if not count:
-            return
-        at = self.chosen
+        """Choose the row ``delta`` away from the chosen one (at first: the shown step's)."""
+        rows, at = self._rows()
         if at is None:
-            at = segment_at(self._strip.update(self._history()), self._step) or 0
-        self.chosen = max(0, min(count - 1, at + delta))
+            return
+        self.chosen = max(0, min(len(rows) - 1, at + delta))
+        self._render_request(force=True)
+
+    def action_expand(self) -> None:
+        """``e``: the chosen stretch of several segments shows them, its first one chosen; on
+        an expanded stretch or one of its segments, it collapses again, the stretch chosen."""
+        rows, at = self._rows()
+        if at is None:
+            return
+        row = rows[at]
+        if row.open or row.inner:
+            self.expanded.discard(row.key)
+            self.chosen = next(i for i, r in enumerate(rows) if r.key == row.key)
+        elif row.parts > 1:
+            self.expanded.add(row.key)
+            self.chosen = at + 1
+        else:
+            return
         self._render_request(force=True)
 
     def action_show_segment(self) -> None:
-        """Enter: the app shows the chosen segment's first step (history, or the replay)."""
-        timeline = self._strip.update(self._history())
-        if timeline is None or not timeline.segments:
-            return
-        at = self.chosen if self.chosen is not None else segment_at(timeline, self._step) or 0
-        self.post_message(
-            StepChosen(timeline.segments[min(at, len(timeline.segments) - 1)].first_step)
-        )
+        """Enter: the app shows the chosen row's first step (history, or the replay)."""
+        rows, at = self._rows()
+        if at is not None:
+            self.post_message(StepChosen(rows[at].stretch.first_step))
 
     def _place_cursor(self, view: RequestView) -> None:
         """First stop: the first generated token (forks start there), else any token."""

@@ -8,19 +8,22 @@ bounded history dropped it), and then says whether the history still reaches bac
 request's arrival.
 
 The strip is one cell per step (or per few steps), coloured by state; under it ``▲`` marks
-the step on screen and a line the segment chosen with ``,``/``.``, which Enter shows (the app
-moves its history there, see :class:`StepChosen`).
+the step on screen and a line the row chosen with ``,``/``.``, which Enter shows (the app
+moves its history there, see :class:`StepChosen`), then that row in words. The rows under the
+strip are the timeline's stretches (:mod:`stepview.insight.stretches`): a request that waited
+100 steps for reasons flipping every step is one row, which ``e`` expands into its segments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import groupby
-from typing import Final
+from typing import Final, NamedTuple
 
 from textual.message import Message
 
 from stepview.insight.segments import DECODE, PREEMPTED, PREFILL, WAITING, Segment
+from stepview.insight.stretches import Stretch, breakdown, label, stretches
 from stepview.insight.timeline import RequestTimeline, TimelineTracker
 from stepview.model.snapshot import StepSnapshot
 from stepview.ui.format import percent
@@ -115,14 +118,80 @@ def segment_text(segment: Segment, history: Sequence[StepSnapshot], request_id: 
     return segment.reason or "queued"
 
 
-def _steps(segment: Segment) -> str:
-    if segment.first_step == segment.last_step:
-        return f"step {segment.first_step}"
-    return f"steps {segment.first_step}-{segment.last_step}"
+class Row(NamedTuple):
+    """One row under the strip: a stretch, or one segment of an expanded stretch."""
+
+    stretch: Stretch
+    key: int  # the index of its stretch's first segment: what ``e`` expands or collapses
+    inner: bool = False  # a segment of an expanded stretch
+    open: bool = False  # a stretch shown expanded (its segments follow)
+
+    @property
+    def parts(self) -> int:
+        """How many segments it stands for (more than one: it can be expanded)."""
+        return len(self.stretch.segments)
+
+
+def rows_of(timeline: RequestTimeline | None, expanded: Collection[int]) -> list[Row]:
+    """The rows of ``timeline``: one per stretch, and after each stretch whose key is in
+    ``expanded`` one per segment of it."""
+    out: list[Row] = []
+    if timeline is None:
+        return out
+    for stretch in stretches(timeline.segments):
+        key = stretch.first
+        grown = key in expanded and len(stretch.segments) > 1
+        out.append(Row(stretch, key, open=grown))
+        if grown:
+            out += (
+                Row(Stretch((segment,), key + at), key, inner=True)
+                for at, segment in enumerate(stretch.segments)
+            )
+    return out
+
+
+def row_at(rows: Sequence[Row], step: int) -> int | None:
+    """The index of the (finest) row holding ``step`` (else the first row)."""
+    found = None
+    for index, row in enumerate(rows):
+        if row.stretch.first_step <= step or found is None:
+            found = index
+    return found
+
+
+def row_text(row: Row, history: Sequence[StepSnapshot], request_id: str) -> str:
+    """What a row did: its segment's :func:`segment_text`, or for a stretch of several the
+    steps per reason (and, for a preemption, the tokens it lost)."""
+    stretch = row.stretch
+    if row.parts == 1:
+        return segment_text(stretch.segments[0], history, request_id)
+    lost = stretch.segments[0].tokens
+    said = breakdown(stretch, compact=True)
+    if stretch.state == PREEMPTED:
+        said = f"{lost} computed tok lost, then {said}"
+    return f"{said} {'▾' if row.open else '▸'} {row.parts} segments"
+
+
+def row_label(row: Row, history: Sequence[StepSnapshot], request_id: str) -> str:
+    """The chosen row in words: ``waiting 0.86 s, steps 17-117: behind 71 steps, kv_cache
+    11, token_budget 2`` (:func:`~stepview.insight.stretches.label`)."""
+    stretch = row.stretch
+    if stretch.state == WAITING:
+        return label(stretch)
+    if stretch.state == PREEMPTED:
+        lost = stretch.segments[0].tokens
+        return label(stretch, f"{lost} computed tok lost, then {breakdown(stretch)}")
+    return label(stretch, segment_text(stretch.segments[0], history, request_id))
+
+
+def _steps(stretch: Stretch) -> str:
+    if stretch.first_step == stretch.last_step:
+        return f"step {stretch.first_step}"
+    return f"steps {stretch.first_step}-{stretch.last_step}"
 
 
 def _bar(
-    timeline: RequestTimeline, width: int, shown_step: int, chosen: Segment | None
+    timeline: RequestTimeline, width: int, shown_step: int, chosen: Stretch | None
 ) -> list[_Part]:
     """The coloured strip, then a line marking the shown step and the chosen segment."""
     segments = timeline.segments
@@ -172,34 +241,40 @@ def strip_parts(
     timeline: RequestTimeline | None,
     history: Sequence[StepSnapshot],
     *,
+    rows: Sequence[Row],
     width: int,
     shown_step: int,
     chosen: int | None,
     kept_from: int | None,
 ) -> list[_Part]:
-    """The "Timeline" section of the detail view: strip, legend, segments, preemptions."""
+    """The "Timeline" section of the detail view: strip, legend, rows, preemptions."""
     parts: list[_Part] = ["\n", ("Timeline", "bold $primary")]
-    parts += [" ", ("(, . choose a segment · enter shows its first step)", _MUTED), "\n"]
+    hint = "(, . choose · e expands a stretch · enter shows its first step)"
+    parts += [" ", (hint, _MUTED), "\n"]
     if kept_from is not None:
         note = f"history starts at step {kept_from}: earlier steps are gone (--history)"
         parts += [(note, "$warning"), "\n"]
-    if timeline is None or not timeline.segments:
+    if timeline is None or not timeline.segments or not rows:
         return [*parts, ("no step of this request in the history kept", _MUTED), "\n"]
-    segments = timeline.segments
-    picked = segments[chosen] if chosen is not None and chosen < len(segments) else None
-    parts += _bar(timeline, width, shown_step, picked)
+    picked = rows[chosen] if chosen is not None and chosen < len(rows) else None
+    parts += _bar(timeline, width, shown_step, None if picked is None else picked.stretch)
+    if picked is not None:
+        parts += [(row_label(picked, history, timeline.request_id), "bold"), "\n"]
     parts += legend()
-    for segment in segments:
-        style = STATE_STYLES.get(segment.state, _MUTED)
-        row_style = "reverse" if segment is picked else ""
+    for row in rows:
+        stretch = row.stretch
+        style = STATE_STYLES.get(stretch.state, _MUTED)
+        row_style = "reverse" if row is picked else ""
+        if row.inner:  # a plain run: a styled one must not start with spaces (screenshots)
+            parts.append("  ")
         parts += [
             (_BLOCK, style),
             " ",
-            (f"{segment.state:<9} {_steps(segment):<11}", f"bold {row_style}".strip()),
+            (f"{stretch.state:<9} {_steps(stretch):<11}", f"bold {row_style}".strip()),
             " ",
-            (f"{segment.start:.3f}-{segment.end:.3f}s", _MUTED),
+            (f"{stretch.start:.3f}-{stretch.end:.3f}s", _MUTED),
             " ",
-            (segment_text(segment, history, timeline.request_id), _PLAIN),
+            (row_text(row, history, timeline.request_id), _PLAIN),
             "\n",
         ]
     if timeline.done and timeline.view is not None:
@@ -219,14 +294,3 @@ def strip_parts(
             "\n",
         ]
     return parts
-
-
-def segment_at(timeline: RequestTimeline | None, step: int) -> int | None:
-    """The index of the segment holding ``step`` (else the last one before it)."""
-    if timeline is None or not timeline.segments:
-        return None
-    found = 0
-    for index, segment in enumerate(timeline.segments):
-        if segment.first_step <= step:
-            found = index
-    return found
