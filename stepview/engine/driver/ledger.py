@@ -445,4 +445,5 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         cached,
         lineage=view.lineage,
         queue=queue,
+        messages=view.messages,
     )
