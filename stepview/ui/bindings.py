@@ -39,7 +39,7 @@ ENGINE_BINDINGS: list[BindingType] = [
         "demo(True)",
         "Demo chat",
         show=False,
-        tooltip="The three demo prompts as chat (user messages; the model's chat template)",
+        tooltip="The demo prompts as chat (chat template)",
     ),
     Binding(
         "w",

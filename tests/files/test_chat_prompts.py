@@ -19,7 +19,9 @@ QUESTION = "What is the capital of France?"
 
 def prompts_file(tmp_path: Path, *lines: object) -> Path:
     path = tmp_path / "p.jsonl"
-    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    path.write_text(
+        "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+    )
     return path
 
 
@@ -63,7 +65,10 @@ def test_messages_make_a_chat_request_with_no_prompt_of_its_own(tmp_path: Path) 
         ),
         ({"messages": [{"role": "user", "content": 3}]}, '"messages" item 1: "content" must be'),
         ({"messages": [{"role": "user", "text": "a"}]}, '"messages" item 1: unknown key(s) text'),
-        ({"messages": [{"role": "system", "content": "x"}]}, '"messages" has no user message with text'),
+        (
+            {"messages": [{"role": "system", "content": "x"}]},
+            '"messages" has no user message with text',
+        ),
     ],
 )
 def test_a_bad_chat_line_names_the_file_line_and_problem(
