@@ -96,7 +96,7 @@ def parse_prompts(
         if request_id in seen:
             raise PromptsFileError(f"{where}:{number}: duplicate id {request_id!r}")
         seen.add(request_id)
-        requests.append((parsed.at, AddRequest(request_id, parsed.prompt, parsed.spec)))
+        requests.append((parsed.at, parsed.request(request_id)))
     return requests
 
 

@@ -2,7 +2,8 @@
 
 One record shape serves ``--headless --json`` and the results file that keeps every finished
 request of a run: a plain dict with readable names (logprobs as ``{"token_id": ...}`` objects),
-for people and tools. Nothing in stepview reads it back; traces have their own compact form
+for people and tools. Only a prompts file reads it back (its id, parameters and prompt or
+chat ``messages``: the request again); traces have their own compact form
 (:mod:`stepview.trace.format`), which a replay does read.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from stepview.model.chat import chat_to_json
 from stepview.model.latency import request_latency
 from stepview.model.snapshot import (
     Completion,
@@ -72,7 +74,8 @@ def request_record(view: RequestView, annotate: Annotate | None = None) -> dict[
         "id": view.request_id,
         "parent": None if view.lineage is None else view.lineage.parent,
         "lineage": None if view.lineage is None else view.lineage.to_record(),
-        "prompt": view.prompt,
+        "prompt": view.prompt,  # a chat request's: its messages, templated
+        "messages": chat_to_json(view.messages) if view.messages else None,
         "params": view.spec.to_dict(),
         "state": view.state.value,
         "error": view.error,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepview.model.chat import Chat
 from stepview.model.lineage import Lineage
 from stepview.model.sampling import SamplingSpec
 
@@ -19,6 +20,10 @@ class AddRequest:
 
     ``prompt_token_ids``, when given, is what the engine runs (``prompt`` then only names it):
     a synthetic load needs prompts of an exact token count, which only ids can promise.
+
+    ``messages`` makes it a chat request: the engine applies the model's chat template to them
+    and the templated text becomes the request's prompt. ``prompt`` is then empty, so that
+    what runs is never in doubt (an engine without a template refuses the request).
     """
 
     request_id: str
@@ -26,6 +31,13 @@ class AddRequest:
     spec: SamplingSpec
     prompt_token_ids: tuple[int, ...] = ()
     lineage: Lineage | None = None  # a clone or fork names its parent (shown, and recorded)
+    messages: Chat = ()
+
+    def __post_init__(self) -> None:
+        if self.messages and (self.prompt or self.prompt_token_ids):
+            raise ValueError(
+                "a chat request's prompt comes from its messages: give one or the other"
+            )
 
 
 @dataclass(frozen=True, slots=True)

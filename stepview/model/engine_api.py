@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from stepview.model.chat import ChatMessage
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import (
@@ -41,6 +42,15 @@ from stepview.model.snapshot import (
 
 class EngineRejected(Exception):
     """The engine refused a request; the message is the engine's own."""
+
+
+class ChatPrompt(NamedTuple):
+    """A chat request's messages after the model's chat template: the text the request shows
+    and the exact tokens the engine runs (the text tokenized without adding special tokens,
+    as vLLM's own chat does: the template already holds them)."""
+
+    text: str
+    token_ids: tuple[int, ...]
 
 
 class CompletionUpdate(NamedTuple):
@@ -178,6 +188,11 @@ class Engine(Protocol):
 
         With ``prompt_token_ids`` the engine runs those tokens and ``prompt`` only names them.
         """
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> ChatPrompt:
+        """The model's chat template applied to ``messages`` (with the assistant's turn
+        opened), or :class:`EngineRejected` when the model has none
+        (:data:`~stepview.model.chat.NO_CHAT_TEMPLATE`; ``info.chat_template`` tells before)."""
 
     def abort(self, request_ids: list[str]) -> None:
         """Abort requests by the ids given to ``add_request``; unknown ids are ignored."""

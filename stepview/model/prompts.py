@@ -7,7 +7,14 @@ results file can be fed straight back in::
     {"id": "greedy-1", "prompt": "A robot may", "params": {"temperature": 0, "logprobs": 1}}
 
 ``id`` is optional (a unique one is made), ``params`` is optional (vLLM's defaults), blank
-lines and lines starting with ``#`` are skipped. ``at`` (seconds, 0 or more) replays a real
+lines and lines starting with ``#`` are skipped. A chat request gives ``messages`` instead of
+``prompt`` (exactly one of the two); the engine applies the model's chat template to them::
+
+    {"messages": [{"role": "user", "content": "What is the capital of France?"}]}
+
+A results record (it has a ``state``) is read for its ``id``, ``params`` and prompt, its other
+fields ignored; a chat request's record holds both its templated ``prompt`` and its
+``messages``, and the messages are what it is made of. ``at`` (seconds, 0 or more) replays a real
 arrival pattern: the request arrives that long after the engine is up, on the driver's clock,
 instead of at once (``{"prompt": "...", "at": 2.5}``).
 
@@ -22,6 +29,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from stepview.model.chat import Chat, chat_from_json
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS, SamplingSpec
 
@@ -49,6 +57,11 @@ class PromptLine:
     prompt: str
     spec: SamplingSpec
     at: float | None = None
+    messages: Chat = ()  # a chat request (``prompt`` is then empty)
+
+    def request(self, request_id: str) -> AddRequest:
+        """The line as the command that adds it, under ``request_id``."""
+        return AddRequest(request_id, self.prompt, self.spec, messages=self.messages)
 
 
 def seed_requests(prefix: str = "") -> list[AddRequest]:
@@ -70,19 +83,36 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise ValueError('expected a JSON object like {"prompt": "...", "params": {...}}')
-    unknown = sorted(set(data) - {"id", "prompt", "params", "at"})
+    if "state" in data:  # a results record: what made the request, nothing else
+        record = data
+        data = {k: record[k] for k in ("id", "params") if record.get(k) is not None}
+        if record.get("messages"):
+            data["messages"] = record["messages"]
+        else:
+            data["prompt"] = record.get("prompt")
+    unknown = sorted(set(data) - {"id", "prompt", "messages", "params", "at"})
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(unknown)} (expected id, prompt, params, at)")
+        raise ValueError(
+            f"unknown key(s) {', '.join(unknown)} (expected id, prompt or messages, params, at)"
+        )
     at = data.get("at")
     if at is not None and (
         isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at < math.inf
     ):
         raise ValueError(f'"at" must be a number of seconds, 0 or more, got {at!r}')
-    prompt = data.get("prompt")
-    if not isinstance(prompt, str):
-        raise ValueError('"prompt" must be a string')
-    if not prompt:
+    messages: Chat = ()
+    if "messages" in data:
+        if "prompt" in data:
+            raise ValueError('give "prompt" or "messages" (a chat), not both')
+        messages = chat_from_json(data["messages"])
+    if not messages and "prompt" not in data:
+        raise ValueError('no "prompt" (or "messages", for a chat)')
+    text = data.get("prompt", "")
+    if not messages and not isinstance(text, str):
+        raise ValueError('"prompt" must be a string (or give "messages" for a chat)')
+    if not messages and not text:
         raise ValueError('"prompt" is empty')
+    prompt = "" if messages else str(text)
     request_id = data.get("id")
     if request_id is not None and not isinstance(request_id, str | int):
         raise ValueError('"id" must be a string')
@@ -94,4 +124,5 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
     if errors:
         raise ValueError("; ".join(errors.values()))
     at_seconds = None if at is None else float(at)
-    return PromptLine(0, None if request_id is None else str(request_id), prompt, spec, at_seconds)
+    request_id = None if request_id is None else str(request_id)
+    return PromptLine(0, request_id, prompt, spec, at_seconds, messages)

@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from stepview.model.alerts import Alert
+from stepview.model.chat import Chat
 from stepview.model.grow import Frozen
 from stepview.model.lineage import Lineage
 from stepview.model.recent import Finished
@@ -160,6 +161,7 @@ class RequestView(NamedTuple):
     cached_prompt_tokens: int = 0  # prompt tokens served from the prefix cache
     lineage: Lineage | None = None  # the request it was cloned or forked from
     queue: int = 0  # which engine core's waiting queue it is in (see reason_of)
+    messages: Chat = ()  # a chat request's messages (``prompt`` is them, templated)
 
     @property
     def output_tokens(self) -> int:
@@ -205,6 +207,7 @@ class EngineInfo:
     max_logprobs: int = 20
     detailed_states: bool = True  # False when the scheduler plug-in is off (no per-request states)
     attached: str = ""  # a server watched, not driven: where its records come from
+    chat_template: bool = False  # the model's tokenizer has one: chat requests can be added
 
     @property
     def label(self) -> str:

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 
 from stepview.engine.records.entries import EntryReader
 from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.model.chat import NO_CHAT_TEMPLATE, ChatMessage
 from stepview.model.engine_api import (
+    ChatPrompt,
     CompletionUpdate,
     EngineRejected,
     OutputUpdate,
@@ -98,7 +100,10 @@ class FakeEngine:
         max_logprobs: int = 20,
         model: str = "fake-engine",
         step_delay: float = 0.0,
+        chat_template: bool = False,
     ) -> None:
+        """``chat_template``: the model has one (:meth:`chat_prompt` then renders ``<|role|>``
+        lines, deterministic and plain to read)."""
         self.step_delay = step_delay
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -112,6 +117,7 @@ class FakeEngine:
             max_num_seqs=max_num_seqs,
             max_logprobs=max_logprobs,
             detailed_states=True,
+            chat_template=chat_template,
         )
         self._waiting: deque[_Seq] = deque()
         self._running: list[_Seq] = []
@@ -158,6 +164,13 @@ class FakeEngine:
         self._children[request_id] = children
         self._waiting.extend(children)
         self._arrived.extend(children)
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> ChatPrompt:
+        """Like vLLM's: refused without a template, else the text and its tokens (bytes)."""
+        if not self._info.chat_template:
+            raise EngineRejected(NO_CHAT_TEMPLATE)
+        text = "".join(f"<|{m.role}|>{m.content}\n" for m in messages) + "<|assistant|>"
+        return ChatPrompt(text, tuple(text.encode()))
 
     def abort(self, request_ids: list[str]) -> None:
         for request_id in request_ids:

@@ -35,6 +35,7 @@ INFO = EngineInfo(
     max_model_len=512,
     max_num_seqs=8,
     max_logprobs=20,
+    chat_template=True,  # as the tiny model's tokenizer has
 )
 
 # Prompts that try to break a row: newlines, escape sequences, emoji with joiners,

@@ -314,8 +314,8 @@ class StepviewApp(App[None]):
     def _ask_to_add(self, event: AskToAdd) -> None:
         self.adder.open_form(event.draft)  # a fork, from the detail view
 
-    def action_demo(self) -> None:
-        self.adder.demo()
+    def action_demo(self, chat: bool = False) -> None:
+        self.adder.demo(chat)
 
     def action_load(self) -> None:
         """``w``: the load dialog, filled with the last load started (or the defaults)."""

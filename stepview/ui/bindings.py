@@ -35,6 +35,13 @@ ENGINE_BINDINGS: list[BindingType] = [
     ),
     Binding("d", "demo", "Demo", tooltip="Queue the seed example's three prompts"),
     Binding(
+        "D",
+        "demo(True)",
+        "Demo chat",
+        show=False,
+        tooltip="The demo prompts as chat (chat template)",
+    ),
+    Binding(
         "w",
         "load",
         "Load",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from stepview.model.chat import Chat
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import Completion, RequestView
@@ -25,6 +26,7 @@ class Draft:
     prompt: str
     spec: SamplingSpec
     lineage: Lineage | None = None
+    messages: Chat = ()  # a chat request's conversation (``prompt`` is then unused)
 
 
 class AskToAdd(Message):
@@ -52,13 +54,16 @@ def token_texts(completion: Completion) -> list[str] | None:
 
 
 def clone_of(view: RequestView) -> Draft:
-    """The same prompt and parameters, to be changed in the form."""
-    return Draft(view.prompt, view.spec, Lineage(view.request_id, LineageKind.CLONE))
+    """The same prompt and parameters, to be changed in the form; a chat request's messages
+    (the form shows the user's text, not the templated prompt)."""
+    lineage = Lineage(view.request_id, LineageKind.CLONE)
+    return Draft(view.prompt, view.spec, lineage, view.messages)
 
 
 def fork_of(view: RequestView, completion: int, token: int) -> Draft | None:
     """The prompt plus sample ``completion`` up to and including ``token``; ``None`` when that
-    sample has no such token or its per-token text is unknown."""
+    sample has no such token or its per-token text is unknown. A chat request's fork is a
+    plain prompt: its templated text, continued in the assistant's turn."""
     sample = next((c for c in view.completions if c.index == completion), None)
     texts = None if sample is None else token_texts(sample)
     if texts is None or not 0 <= token < len(texts):

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from stepview.engine.driver.adoption import adopted_view, ended_view
+from stepview.engine.driver.chat_prompts import prompt_of
 from stepview.engine.driver.tracks import Track, fold_output, take_described_text
 from stepview.model.active import ActiveBuilder, ActiveViews
 from stepview.model.commands import AddRequest
@@ -111,23 +112,29 @@ class RequestLedger:
 
     # -- requests in, requests out -------------------------------------------------------------
 
-    def accept(self, command: AddRequest, refusal: str | None = None) -> None:
+    def accept(
+        self, command: AddRequest, refusal: str | None = None, engine: Engine | None = None
+    ) -> None:
         """Queue a new request as pending, or reject it at once.
 
         ``refusal`` says why no engine can take requests (it failed, or is not running); a
         request id seen before is rejected too, since the engine could not tell the two apart.
+        A chat request is templated by ``engine`` here (:mod:`.chat_prompts`), or rejected.
         """
+        prompt = prompt_of(command, None if refusal else engine)
         view = RequestView(
             request_id=command.request_id,
-            prompt=command.prompt,
+            prompt=prompt.text,
             spec=command.spec,
             state=RequestState.PENDING,
             timings=Timings(arrival=self._now()),
             wait_reason=_NOT_ADMITTED,
-            prompt_tokens=len(command.prompt_token_ids),
-            prompt_token_ids=command.prompt_token_ids,
+            prompt_tokens=len(prompt.token_ids),
+            prompt_token_ids=prompt.token_ids,
             lineage=command.lineage,
+            messages=command.messages,
         )
+        refusal = refusal or prompt.refusal
         if command.request_id in self._seen_ids:
             message = f"duplicate request id {command.request_id!r}"
             self._finish(view, RequestState.REJECTED, message)
@@ -438,4 +445,5 @@ def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         cached,
         lineage=view.lineage,
         queue=queue,
+        messages=view.messages,
     )

@@ -364,7 +364,7 @@ class Driver:
         refusal = self._failed
         if refusal is None and self._engine is None and not self._books.abandoned:
             refusal = "engine is not running"
-        self._ledger.accept(command, refusal)
+        self._ledger.accept(command, refusal, self._engine)
 
     def _arrive(self) -> bool:
         """Accept the scheduled requests whose time has come; True if any did."""

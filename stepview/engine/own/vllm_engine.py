@@ -31,7 +31,9 @@ from stepview.engine.own.phases import PhaseHandler
 from stepview.engine.own.vllm_logprobs import LogprobsView, convert_prompt_logprobs
 from stepview.engine.own.vllm_stats import StatsSink, stat_logger_factory
 from stepview.engine.own.vllm_times import StampReader
+from stepview.model.chat import NO_CHAT_TEMPLATE, ChatMessage, chat_to_json
 from stepview.model.engine_api import (
+    ChatPrompt,
     CompletionUpdate,
     CoreHold,
     EngineRejected,
@@ -113,6 +115,7 @@ class VllmEngine:
             max_num_seqs=int(config.scheduler_config.max_num_seqs),
             max_logprobs=int(config.model_config.max_logprobs),
             detailed_states=self._view is not None,
+            chat_template=self._chat_tokenizer() is not None,
         )
 
     @classmethod
@@ -240,6 +243,17 @@ class VllmEngine:
         except self._rejected_types as exc:
             raise EngineRejected(str(exc) or type(exc).__name__) from exc
 
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> ChatPrompt:
+        """The tokenizer's chat template over ``messages``, as vLLM's ``LLM.chat`` renders it:
+        the assistant's turn opened, the text tokenized without adding special tokens."""
+        tokenizer = self._chat_tokenizer()
+        if tokenizer is None:
+            raise EngineRejected(NO_CHAT_TEMPLATE)
+        text = tokenizer.apply_chat_template(
+            chat_to_json(messages), add_generation_prompt=True, tokenize=False
+        )
+        return ChatPrompt(str(text), tuple(tokenizer.encode(text, add_special_tokens=False)))
+
     def abort(self, request_ids: list[str]) -> None:
         """Abort by the caller's ids (children of ``n > 1`` go too); unknown ids are ignored."""
         if not request_ids:
@@ -312,6 +326,14 @@ class VllmEngine:
             entries.update(view.read(facts))
             self._preemptions += view.new_preemptions
         return entries
+
+    def _chat_tokenizer(self) -> Any:
+        """The engine's tokenizer when it carries a chat template, else ``None``."""
+        try:
+            tokenizer = self._require_engine().get_tokenizer()
+        except ValueError:  # skip_tokenizer_init: no tokenizer at all
+            return None
+        return tokenizer if getattr(tokenizer, "chat_template", None) else None
 
     def _require_engine(self) -> Any:
         if self._engine is None:

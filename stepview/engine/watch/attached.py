@@ -56,8 +56,10 @@ from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
 from stepview.engine.watch.watched_core import LEFT, CoreStep, WatchedCore, merged
+from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
 from stepview.model.engine_api import (
     ArrivedRequest,
+    ChatPrompt,
     DescribedRequest,
     EndedRequest,
     EngineRejected,
@@ -165,6 +167,9 @@ class AttachedEngine:
         self._own[api_client_id(api.server_id(request_id))] = request_id
         self._awaiting.add(request_id)
         api.submit(request_id, list(prompt_token_ids) if prompt_token_ids else prompt, spec)
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> ChatPrompt:
+        raise EngineRejected(ATTACHED_NO_CHAT)
 
     def abort(self, request_ids: list[str]) -> None:
         api = self._api

@@ -6,6 +6,11 @@ beside its field, so "top_p must be in (0, 1]" appears before anything is sent; 
 returns a plain :class:`NewPrompt` (like Posting's ``to_model()``) and the app turns it
 into an ``AddRequest``. Limits that only the engine knows (a prompt longer than
 ``max_model_len``) are left to the engine, which rejects the request visibly.
+
+The *chat* switch beside the prompt sends the text as a user message (after the earlier
+messages of a cloned chat request): the engine applies the model's chat template, and the
+request's prompt is the templated text. A model without a template (or an attached server)
+gets the switch disabled, with the reason beside it.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Static, TextArea
+from textual.widgets import Button, Input, Label, Static, Switch, TextArea
 
+from stepview.model.chat import Chat, user_turn
 from stepview.model.sampling import (
     DEFAULT_MAX_LOGPROBS,
     FORM_FIELDS,
@@ -45,10 +51,14 @@ _PLACEHOLDERS = {
 
 @dataclass(frozen=True, slots=True)
 class NewPrompt:
-    """What a valid form holds: the prompt and its parameters (the app adds the id)."""
+    """What a valid form holds: the prompt and its parameters (the app adds the id).
+
+    ``messages``, for a chat: the conversation to template (``prompt`` is then its last
+    user message's text, as typed)."""
 
     prompt: str
     spec: SamplingSpec
+    messages: Chat = ()
 
 
 def show_field_errors(
@@ -80,9 +90,17 @@ class PromptForm(ModalScreen[NewPrompt | None]):
         spec: SamplingSpec | None = None,
         prompt: str = "",
         title: str = "Add a prompt",
+        chat: bool = False,
+        history: Chat = (),
+        no_chat: str = "",
     ) -> None:
-        """``prompt``, ``spec`` and ``title`` prefill the form (a clone or fork: "Clone r3")."""
+        """``prompt``, ``spec`` and ``title`` prefill the form (a clone or fork: "Clone r3");
+        ``chat`` turns the switch on, ``history`` is the messages before the prompt's (a
+        cloned chat's); ``no_chat`` says why chat is unavailable (the switch is disabled)."""
         super().__init__()
+        self._chat = chat and not no_chat
+        self._history = history
+        self._no_chat = no_chat
         self.max_logprobs = max_logprobs
         self._initial = form_values(spec or SamplingSpec())
         self._initial_prompt = prompt
@@ -95,6 +113,10 @@ class PromptForm(ModalScreen[NewPrompt | None]):
             with VerticalScroll(id="form-scroll"):
                 yield TextArea(self._initial_prompt, id="prompt", compact=True, soft_wrap=True)
                 yield Static(id="error-prompt", classes="field-error")
+                with Horizontal(id="chat-row"):
+                    yield Label("chat", classes="field-label")
+                    yield Switch(self._chat, id="chat", disabled=bool(self._no_chat))
+                    yield Static(self._chat_note(self._chat), id="chat-note")
                 with Horizontal(id="presets"):
                     yield Label("Presets", classes="field-label")
                     for preset in PRESETS:
@@ -132,6 +154,23 @@ class PromptForm(ModalScreen[NewPrompt | None]):
     def prompt(self) -> str:
         return self.query_one("#prompt", TextArea).text
 
+    @property
+    def chat(self) -> bool:
+        """The prompt goes as a chat's user message (the switch is on)."""
+        return self.query_one("#chat", Switch).value
+
+    def _chat_note(self, chat: bool) -> str:
+        if self._no_chat:
+            return self._no_chat
+        if not chat:
+            return "off: the prompt is sent as it is"
+        earlier = f", after {len(self._history)} earlier message(s)" if self._history else ""
+        return f"the prompt is a user message{earlier}; the model's chat template is applied"
+
+    @on(Switch.Changed, "#chat")
+    def _chat_switched(self, event: Switch.Changed) -> None:
+        self.query_one("#chat-note", Static).update(self._chat_note(event.value))
+
     def values(self) -> dict[str, str]:
         """The text of every sampling field, as :func:`parse_form` takes it."""
         out: dict[str, str] = {}
@@ -164,7 +203,7 @@ class PromptForm(ModalScreen[NewPrompt | None]):
         show_field_errors(self, FORM_FIELDS, errors)
         if spec is None or "prompt" in errors:
             return None
-        return NewPrompt(prompt, spec)
+        return NewPrompt(prompt, spec, user_turn(prompt, self._history) if self.chat else ())
 
     @on(Input.Changed)
     @on(TextArea.Changed)

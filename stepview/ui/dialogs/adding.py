@@ -15,18 +15,20 @@ from typing import Any
 
 from textual.app import App
 
+from stepview.model.chat import Chat, chat_unavailable, split_last_user, user_turn
 from stepview.model.commands import AddRequest, Schedule
 from stepview.model.lineage import Lineage
 from stepview.model.load import LoadSpec, plan_load
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS
-from stepview.model.snapshot import StepSnapshot
+from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.model.source import SnapshotSource
 from stepview.ui.dialogs.add_form import NewPrompt, PromptForm
 from stepview.ui.dialogs.load_form import LoadForm
 from stepview.ui.drafts import Draft
 
 READ_ONLY = "This is a replay: adding and aborting requests is disabled."
+STARTING_NO_CHAT = "chat waits for the engine: its tokenizer says whether there is a template"
 
 
 def form_title(lineage: Lineage | None) -> str:
@@ -74,18 +76,35 @@ class Adder:
             if live is None or live.find(request_id) is None:
                 return request_id
 
+    def no_chat(self) -> str:
+        """Why the engine takes no chat requests (``""``: it does)."""
+        latest = self._latest()
+        if latest is None or latest.engine_state is EngineState.STARTING:
+            return STARTING_NO_CHAT
+        return chat_unavailable(latest.info.chat_template, latest.info.attached)
+
     def open_form(self, draft: Draft | None = None) -> None:
-        """The add form, blank or prefilled from ``draft``; submitting sends the request."""
+        """The add form, blank or prefilled from ``draft``; submitting sends the request.
+
+        A chat draft (a clone) opens with chat on, its last user message in the prompt box
+        and the messages before it kept."""
         if self.read_only():
             return
         latest = self._latest()
         max_logprobs = latest.info.max_logprobs if latest else DEFAULT_MAX_LOGPROBS
         lineage = None if draft is None else draft.lineage
+        history: Chat = ()
+        prompt = "" if draft is None else draft.prompt
+        if draft is not None and draft.messages:
+            history, prompt = split_last_user(draft.messages)
         form = PromptForm(
             max_logprobs=max_logprobs,
             spec=None if draft is None else draft.spec,
-            prompt="" if draft is None else draft.prompt,
+            prompt=prompt,
             title=form_title(lineage),
+            chat=draft is not None and bool(draft.messages),
+            history=history,
+            no_chat=self.no_chat(),
         )
 
         def submitted(result: NewPrompt | None) -> None:
@@ -97,21 +116,34 @@ class Adder:
     def submit(self, result: NewPrompt, lineage: Lineage | None = None) -> str:
         """Send the form's request with its parent; its id."""
         request_id = self.new_request_id()
-        self._source.send(AddRequest(request_id, result.prompt, result.spec, lineage=lineage))
+        prompt = "" if result.messages else result.prompt
+        self._source.send(
+            AddRequest(request_id, prompt, result.spec, lineage=lineage, messages=result.messages)
+        )
         what = "" if lineage is None else f" ({lineage.label()})"
         self._app.notify(f"{request_id}{what} queued; it joins at the next step", timeout=2)
         return request_id
 
-    def demo(self) -> None:
-        """The seed example's prompts, each with its own parameters."""
+    def demo(self, chat: bool = False) -> None:
+        """The seed example's prompts, each with its own parameters; with ``chat``, each as a
+        user message (an instruct model answers those; plain, it often stops at once)."""
         if self.read_only():
+            return
+        no_chat = self.no_chat()
+        if chat and no_chat:
+            self._app.notify(f"D queues the demo prompts as chat: {no_chat}", severity="warning")
             return
         ids = []
         for prompt, spec in SEED_PROMPTS:
             request_id = self.new_request_id()
             ids.append(request_id)
-            self._source.send(AddRequest(request_id, prompt, spec))
-        self._app.notify(f"demo prompts queued: {', '.join(ids)}", timeout=2)
+            if chat:
+                self._source.send(AddRequest(request_id, "", spec, messages=user_turn(prompt)))
+            else:
+                self._source.send(AddRequest(request_id, prompt, spec))
+        what = "demo chat prompts" if chat else "demo prompts"
+        hint = "" if chat or no_chat else " (D: as chat)"
+        self._app.notify(f"{what} queued: {', '.join(ids)}{hint}", timeout=2)
 
     def load(self) -> None:
         """The load dialog, filled with the last load started (or the defaults)."""
