@@ -170,7 +170,10 @@ class LocalLink:
             yield
 
     def started(self) -> None:
-        if not self.available:
+        failure = self._binding.failure if self._binding is not None else None
+        if failure is not None:
+            log.warning("stepview: the scheduler plug-in switched itself off: %s", failure)
+        elif not self.available:
             log.warning("stepview: the scheduler plug-in did not start in this process")
 
     def _receive(self, facts: StepFacts) -> None:
@@ -234,6 +237,10 @@ class SubscribedLink:
     def _receive(self, records: list[StepFacts]) -> None:
         """Keep the records that can be read in order (see :class:`RecordStream`)."""
         accept = self._stream.accept
+        for facts in records:
+            if facts.plugin_off is not None:  # no step: the plug-in is off (its log says why)
+                log.warning("stepview: the scheduler plug-in is off: %s", facts.plugin_off)
+                return
         self._pending.extend([facts for facts in records if accept(facts)])
         if len(self._pending) > MAX_PENDING:
             self._pending = PendingRecords()

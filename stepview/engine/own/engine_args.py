@@ -93,7 +93,13 @@ def engine_parser() -> argparse.ArgumentParser:
 
 
 def _option_names(parser: argparse.ArgumentParser) -> list[str]:
-    return [opt for action in parser._actions for opt in action.option_strings]
+    """Every option name the parser accepts, hidden ones included.
+
+    Read from the parser's own table, not from each action's ``option_strings``: vLLM 0.33's
+    ``EnableDisableAction`` leaves its hidden ``--no-enable-X`` / ``--no-disable-X`` forms out
+    of ``option_strings`` (to keep them out of the help) while the parser still accepts them.
+    """
+    return list(parser._option_string_actions)
 
 
 def _usage_error(message: str, known: Iterable[str]) -> UsageError:
@@ -162,8 +168,8 @@ def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     tokens = {t.split("=", 1)[0].replace("_", "-") for t in argv if t.startswith("-")}
     return {
         action.dest
-        for action in parser._actions
-        if any(opt.replace("_", "-") in tokens for opt in action.option_strings)
+        for opt, action in parser._option_string_actions.items()  # hidden forms too
+        if opt.replace("_", "-") in tokens
     }
 
 

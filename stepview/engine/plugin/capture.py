@@ -20,7 +20,6 @@ run over a fake scheduler in tests.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +29,7 @@ from typing import Any
 import msgspec
 from vllm.v1.request import RequestStatus
 
-from stepview.engine.plugin.config import ListenerSink
+from stepview.engine.plugin import vllm_versions as versions
 from stepview.engine.records.channel import FactsSink
 from stepview.engine.records.facts import (
     INTRO_SAMPLING_FIELDS,
@@ -91,9 +90,12 @@ class CoreCapture:
         self._blocked: set[str] = set()  # in a blocked waiting status at the last record
         self._tails = False  # records carry output tokens, intros and ends (a remote client)
         self._groups: list[Mapping[str, list[Any]]] = []
-        self._settings: tuple[Any, ...] = ()  # StepFacts' last fields, read once
+        # StepFacts' last fields, read once (chunked prefill ... the prefill interval)
+        self._settings: tuple[bool, int, int, bool, str, int] = (True, 0, 0, False, "", 1)
+        self._held = False  # this step held prefills (prefill_schedule_interval)
         self.rank = 0
         try:
+            versions.check_scheduler(scheduler)
             parallel = scheduler.parallel_config
             rank = getattr(parallel, "data_parallel_index", None)
             self.rank = int(getattr(parallel, "data_parallel_rank", 0) if rank is None else rank)
@@ -104,7 +106,8 @@ class CoreCapture:
             config, lora = scheduler.scheduler_config, scheduler.lora_config
             cap, loras = config.long_prefill_token_threshold, lora.max_loras if lora else 0
             priority = scheduler.policy.value == "priority"
-            self._settings = (bool(config.enable_chunked_prefill), cap, loras, priority)
+            chunked = bool(config.enable_chunked_prefill)
+            self._settings = (chunked, cap, loras, priority, *versions.settings(config))
         except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
             self._switch_off(exc)
 
@@ -112,6 +115,14 @@ class CoreCapture:
         """``add_request`` took a request: the next record names it (O(1))."""
         if self._listening:
             self._arrived.append(request_id)
+
+    def before_schedule(self, scheduler: Any, throttle: bool) -> None:
+        """Whether the coming ``schedule()`` holds prefills (read before: it moves the cadence)."""
+        if self.sink is not None:
+            try:
+                self._held = versions.prefills_held(scheduler, throttle)
+            except Exception as exc:  # never into vLLM
+                self._switch_off(exc)
 
     def after_schedule(self, scheduler: Any, output: Any) -> None:
         """One record per ``schedule()`` that had anything to schedule or report."""
@@ -220,14 +231,10 @@ class CoreCapture:
 
     def _switch_off(self, exc: Exception) -> None:
         """Stop capturing for good and say so once: vLLM keeps running as if unplugged."""
-        self.failure = f"{type(exc).__name__}: {exc}"
+        self.failure = versions.failure_text(exc)
         sink, self.sink = self.sink, None
-        log.error("stepview: scheduler plug-in switched off (%s)", self.failure)
-        if isinstance(sink, ListenerSink):
-            sink.binding.failure = self.failure
-        if sink is not None:
-            with contextlib.suppress(Exception):
-                sink.close()
+        log.error("stepview: scheduler plug-in switched off (%s); vLLM runs on", self.failure)
+        versions.announce_off(sink, self.failure, self.started, self.rank)
 
     def capture(
         self,
@@ -372,6 +379,7 @@ class CoreCapture:
             self._take_ended(),
             _scan_head(scheduler, deferred),
             *self._settings,
+            self._held,
         )
 
     def _take_ended(self) -> list[EndedFacts]:

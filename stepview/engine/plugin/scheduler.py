@@ -19,9 +19,12 @@ and subscribers must still learn who left). For a client that did not add the re
 prompt ids and sampling (``intro``), and how requests ended (vLLM frees a request in the
 update that finishes it, so while someone listens the request map is copied before it).
 
-The plug-in never raises into vLLM: a capture that fails logs once and switches it off for
-the rest of the run. It is built over the class vLLM would have picked (``AsyncScheduler``
-with async scheduling, else ``Scheduler``) or over ``STEPVIEW_SCHEDULER_BASE`` (a user's own;
+The plug-in never raises into vLLM: a capture that fails, or a vLLM whose scheduler lacks what
+it reads (:mod:`~.vllm_versions`), logs once, naming the vLLM version, and switches it off for
+the rest of the run; whoever listens is told why. It is built over the class vLLM would have
+picked (``AsyncScheduler`` with async scheduling, else ``Scheduler``: from vLLM 0.33 on the
+update logic is ``Scheduler``'s and ``AsyncScheduler`` only adds to it, so the hooks below see
+the same calls either way) or over ``STEPVIEW_SCHEDULER_BASE`` (a user's own;
 :mod:`~.plugin_setup` sets all this up without reading internals). The client side lives here
 too: :func:`client_id_lookup` and :class:`ProcessCoreHold` (pausing a core in its own process).
 """
@@ -35,6 +38,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 
 from stepview.engine.plugin.capture import CoreCapture
 from stepview.engine.plugin.config import chain_over, open_sink, resolve_base
+from stepview.engine.plugin.vllm_versions import announce_off
 from stepview.engine.records.channel import BASE_ENV
 
 # -- the scheduler class ---------------------------------------------------------------------
@@ -54,12 +58,11 @@ class StepviewScheduler(Scheduler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        capture = CoreCapture(self)
-        if capture.failure is None:
-            capture.sink = open_sink(capture.rank)
-        self._stepview = capture
+        self._stepview = connected(CoreCapture(self))
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        throttle = kwargs.get("throttle_prefills", args[0] if args else False)
+        self._stepview.before_schedule(self, bool(throttle))
         output = super().schedule(*args, **kwargs)
         self._stepview.after_schedule(self, output)
         return output
@@ -84,6 +87,17 @@ class StepviewScheduler(Scheduler):
             self._stepview.close()
         finally:
             super().shutdown()
+
+
+def connected(capture: CoreCapture) -> CoreCapture:
+    """``capture`` with its sink; when it is already off (a vLLM it cannot read), the sink is
+    opened all the same, to tell whoever listens why."""
+    sink = open_sink(capture.rank)
+    if capture.failure is None:
+        capture.sink = sink
+    else:
+        announce_off(sink, capture.failure, capture.started, capture.rank)
+    return capture
 
 
 def chained_class(base: type[Any]) -> type[Any]:

@@ -213,6 +213,14 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     long_prefill_threshold: int = 0  # long_prefill_token_threshold (0: no cap per step)
     max_loras: int = 0  # LoRA adapters one step may use (0: LoRA off)
     priority_policy: bool = False  # scheduling policy "priority" (else first come, first served)
+    # The vLLM version the engine core runs: the waiting-reason rules are that version's
+    # (stepview.engine.records.vllm_versions). Empty from a plug-in older than the field.
+    vllm_version: str = ""
+    prefill_interval: int = 1  # prefill_schedule_interval: prefills admitted every N steps
+    prefills_held: bool = False  # vLLM held prefills in this step for that interval
+    # Why the plug-in switched itself off (a vLLM it cannot read): a record with this set is
+    # no step, only the word a subscriber gets in place of records (see the plug-in).
+    plugin_off: str | None = None
     # Append new fields here, each with a default.
 
 

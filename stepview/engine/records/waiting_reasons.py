@@ -1,4 +1,4 @@
-"""Why each waiting or preempted request was not scheduled in a step, by vLLM 0.32's rules.
+"""Why each waiting or preempted request was not scheduled in a step, by the running vLLM's rules.
 
 The scheduler plug-in (:mod:`stepview.engine.plugin.scheduler`, the probe) records what vLLM's
 ``Scheduler.schedule()`` left behind; this module decides, from that one record and nothing
@@ -16,11 +16,19 @@ of the vLLM version the probe reads, and change with it. How ``schedule()`` deci
    (:data:`TOKEN_BUDGET`, :data:`MAX_NUM_SEQS`).
 3. A request blocked on something (grammar compilation, a remote KV load, more streamed
    input) or over the LoRA limit is set aside (``deferred_waiting``) and the scan goes on
-   (:data:`DEFERRED`).
+   (:data:`DEFERRED`); from vLLM 0.33 on, so is one its encoder inputs or speculative
+   lookahead leave no token to schedule (0.32 stopped the scan there, as in 4).
 4. The first other request it cannot schedule (``allocate_slots`` finds too few free KV
    blocks, or, without chunked prefill, its prompt does not fit the budget left) **stops the
    scan**: that request is left out for that reason, and every request after it in the queue
    only because it is behind that one (:data:`BEHIND`).
+5. With ``prefill_schedule_interval`` N > 1 vLLM admits prefills only every N steps while
+   requests decode, and the scan stops at the first request with a prompt to compute
+   (:data:`DEFERRED`, for everyone); vLLM 0.32 did so only under data parallelism, 0.33 in
+   any engine core. The plug-in reads which steps were held by the running version's rule.
+
+What differs between vLLM versions is named once, in :mod:`~.vllm_versions`; the record says
+which version the engine core runs, and the texts follow its rules.
 
 The record is taken after ``schedule()``, so the rules read the outcome: the queue left
 behind (the request the scan stopped at, which the plug-in names), the budget spent, the
@@ -37,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.records.vllm_versions import rules_for
 from stepview.model.scheduling import (
     BEHIND,
     DEFERRED,
@@ -151,6 +160,13 @@ def _common(facts: StepFacts, name: Callable[[str], str]) -> WaitReason | None:
         return WaitReason(
             MAX_NUM_SEQS, f"all {facts.max_num_running_reqs} running slots taken (max_num_seqs)"
         )
+    if facts.prefills_held:
+        every = facts.prefill_interval
+        return WaitReason(
+            DEFERRED,
+            f"prefill held: prefill_schedule_interval={every} admits prompts every {every} "
+            f"steps while requests decode",
+        )
     return None
 
 
@@ -160,6 +176,12 @@ def _deferred(req: RequestFacts, facts: StepFacts) -> WaitReason:
         return WaitReason(
             DEFERRED,
             f"LoRA limit: its adapter would exceed max_loras={facts.max_loras} in this step",
+        )
+    if rules_for(facts.vllm_version).zero_tokens_set_aside:
+        return WaitReason(
+            DEFERRED,
+            "set aside by vLLM this step (e.g. a KV connector not ready, or its encoder "
+            "inputs or speculative lookahead left it no token to schedule)",
         )
     return WaitReason(DEFERRED, "set aside by vLLM this step (e.g. a KV connector not ready)")
 
@@ -191,5 +213,10 @@ def _stopped_at(req: RequestFacts, facts: StepFacts, eligible: int) -> WaitReaso
         return WaitReason(KV_CACHE, f"needs {blocks} more KV {noun}, {free} free")
     # allocate_slots refused with enough blocks free on paper (vLLM keeps some back, e.g. for
     # the whole prompt or speculative slots): still the KV cache, in vLLM's own accounting.
+    # Before vLLM 0.33 a request its encoder inputs or speculative lookahead left no token
+    # also stopped the scan here (since, vLLM sets it aside: _deferred).
     noun = "block" if blocks == 1 else "blocks"
-    return WaitReason(KV_CACHE, f"vLLM did not allocate its {blocks} KV {noun} ({free} free)")
+    text = f"vLLM did not allocate its {blocks} KV {noun} ({free} free)"
+    if not rules_for(facts.vllm_version).zero_tokens_set_aside:
+        text += ", or its encoder inputs or speculative lookahead left it no token"
+    return WaitReason(KV_CACHE, text)

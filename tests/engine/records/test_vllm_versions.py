@@ -1,0 +1,72 @@
+"""The vLLM versions stepview knows, and the waiting reasons by each version's rules.
+
+The same hand-built record read as a vLLM 0.32 and as a 0.33 engine core's: what differs is only
+what the versions' schedulers do differently (see stepview.engine.records.vllm_versions).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from stepview.engine.records.facts import StepFacts
+from stepview.engine.records.vllm_versions import (
+    RULES_0_32,
+    RULES_0_33,
+    is_tested,
+    rules_for,
+    untested_warning,
+)
+from stepview.model.scheduling import DEFERRED, KV_CACHE, WaitReason
+from tests.engine.records.test_waiting_reasons import P, R, W, facts, req, wait_reasons
+
+
+def test_rules_are_chosen_by_release_number() -> None:
+    assert rules_for("0.32.0") is RULES_0_32
+    assert rules_for("0.32.0+cpu") is RULES_0_32
+    assert rules_for("0.33.0") is RULES_0_33
+    assert rules_for("0.33.0rc1") is RULES_0_33
+    assert rules_for("0.35.2") is RULES_0_33  # newer than any known: the newest rules
+    assert rules_for("") is RULES_0_32  # a record from a plug-in older than the field
+    assert rules_for("not a version") is RULES_0_32
+    assert rules_for("0.31.1") is RULES_0_32
+
+
+def test_tested_range_warns_outside_and_only_there() -> None:
+    assert all(is_tested(v) for v in ("0.32.0", "0.32.0+cpu", "0.33.0", "0.33.1rc1"))
+    assert not any(is_tested(v) for v in ("0.31.9", "0.34.0", "0.34.0rc1", "", "x"))
+    assert untested_warning("0.33.0", "the server") is None
+    warning = untested_warning("0.34.0", "the server at tcp://h:1")
+    assert warning is not None
+    assert "the server at tcp://h:1 runs vLLM 0.34.0" in warning and ">=0.32,<0.34" in warning
+
+
+def _with(record: StepFacts, **changes: object) -> StepFacts:
+    return msgspec.structs.replace(record, **changes)
+
+
+def test_a_deferred_request_is_explained_by_the_versions_rules() -> None:
+    """0.33 sets aside a request its encoder inputs or lookahead leave no token; 0.32 stops."""
+    record = facts([req("d", W, deferred=True), req("w", W)], free=40)
+    old = wait_reasons(_with(record, vllm_version="0.32.0"))["d"]
+    new = wait_reasons(_with(record, vllm_version="0.33.0"))["d"]
+    assert old.code == new.code == DEFERRED
+    assert "encoder" not in old.text and "encoder inputs or speculative lookahead" in new.text
+    # A scan stopped with blocks to spare: under 0.32 the encoder or lookahead may be why.
+    head = facts([req("w", W, prompt=10)], free=40)
+    stop_old = wait_reasons(_with(head, vllm_version="0.32.0"))["w"]
+    stop_new = wait_reasons(_with(head, vllm_version="0.33.0"))["w"]
+    assert stop_old.code == stop_new.code == KV_CACHE
+    assert "speculative lookahead" in stop_old.text and "lookahead" not in stop_new.text
+
+
+def test_held_prefills_are_everyones_reason_whichever_version_held_them() -> None:
+    """The plug-in decides by the running version's rule whether the step held prefills
+    (tests/engine/plugin/test_plugin_versions.py); the record says so and the reason follows."""
+    record = facts(
+        [req("r", R, computed=41, outputs=1, scheduled=1), req("a", W), req("b", P)], free=40
+    )
+    held = _with(record, vllm_version="0.33.0", prefills_held=True, prefill_interval=4)
+    reasons = wait_reasons(held)
+    text = "prefill held: prefill_schedule_interval=4 admits prompts every 4 steps"
+    assert reasons["a"] == reasons["b"] == WaitReason(DEFERRED, text + " while requests decode")
+    assert wait_reasons(_with(record, vllm_version="0.33.0"))["a"].code == KV_CACHE
