@@ -114,11 +114,12 @@ def metrics_record(snapshot: StepSnapshot) -> dict[str, Any]:
     def per_s(count: int) -> float | None:
         return round(count / interval, 1) if interval > 0 else None
 
+    address = snapshot.info.attached
     record: dict[str, Any] = {
-        "server": window.address if window is not None else snapshot.info.attached,
+        "server": address,
         "time": round(time.time(), 3),
         "state": snapshot.engine_state.value,
-        "model": snapshot.info.model,
+        "model": snapshot.info.model.removesuffix(f" @ {address}"),  # the served name
         "running": counters.running,
         "waiting": counters.waiting,
         "kv_cache_usage": round(counters.kv_cache_usage, 4),
@@ -142,9 +143,14 @@ def metrics_record(snapshot: StepSnapshot) -> dict[str, Any]:
     )
     for latency in window.latencies:
         record[f"{latency.name}_s"] = {
-            "p50": latency.p50,
-            "p90": latency.p90,
-            "p99": latency.p99,
+            "p50": _rounded(latency.p50),
+            "p90": _rounded(latency.p90),
+            "p99": _rounded(latency.p99),
             "observed": latency.observed,
         }
     return record
+
+
+def _rounded(value: float | None) -> float | None:
+    """Microseconds are all a bucket-interpolated latency can say."""
+    return None if value is None else round(value, 6)

@@ -195,7 +195,7 @@ class MetricsWatch:
     def _info(self, page: MetricsPage) -> EngineInfo:
         served = self._model(page)
         return EngineInfo(
-            model=served.name,
+            model=f"{served.name} @ {self.address}",  # as a plug-in watch names its server
             vllm_version=served.vllm_version,
             max_model_len=served.max_model_len,
             detailed_states=False,
@@ -234,7 +234,9 @@ def restart_hint(address: str, model: ServedModel) -> str:
     loaded = model.root or name
     served = f" --served-model-name {name}" if model.root and model.root != name else ""
     return (
-        f"STEPVIEW_PUBLISH={PUBLISH} python -m vllm.entrypoints.openai.api_server "
-        f"--model {loaded}{served} --port {port} --scheduler-cls {PLUGIN}\n"
+        f"STEPVIEW_PUBLISH={PUBLISH} \\\n"
+        f"  python -m vllm.entrypoints.openai.api_server --model {loaded}{served} "
+        f"--port {port} \\\n"
+        f"  --scheduler-cls {PLUGIN}\n"
         f"stepview --attach {PUBLISH} --api {address}"
     )

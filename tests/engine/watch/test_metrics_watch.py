@@ -32,7 +32,8 @@ def test_a_busy_server_then_its_finished_requests(fake_metrics: FakeMetrics) -> 
     watch = watch_of(fake_metrics, clock)
     assert watch.latest.engine_state is EngineState.STARTING
     idle = watch.scrape()
-    assert idle.engine_state is EngineState.IDLE and idle.info.model == MODEL
+    assert idle.engine_state is EngineState.IDLE
+    assert idle.info.model == f"{MODEL} @ {fake_metrics.url}"
     assert idle.info.attached == fake_metrics.url and not idle.info.detailed_states
     assert idle.server is not None and idle.server.latency("ttft").p50 is None  # empty window
 
@@ -128,10 +129,13 @@ def test_the_restart_line_names_this_server(fake_metrics: FakeMetrics) -> None:
     assert PLUGIN == PLUGIN_QUALNAME
     window = watch_of(fake_metrics, Clock()).scrape().server
     assert window is not None
-    serve, attach = window.plugin_hint.splitlines()
-    assert serve.startswith("STEPVIEW_PUBLISH=tcp://127.0.0.1:5570 python -m vllm.")
-    assert f"--model {ROOT} --served-model-name {MODEL} --port {fake_metrics.port} " in serve
-    assert serve.endswith(f"--scheduler-cls {PLUGIN}")
+    *serve, attach = window.plugin_hint.splitlines()
+    assert serve == [
+        "STEPVIEW_PUBLISH=tcp://127.0.0.1:5570 \\",
+        "  python -m vllm.entrypoints.openai.api_server "
+        f"--model {ROOT} --served-model-name {MODEL} --port {fake_metrics.port} \\",
+        f"  --scheduler-cls {PLUGIN}",
+    ]
     assert attach == f"stepview --attach tcp://127.0.0.1:5570 --api {fake_metrics.url}"
 
 
