@@ -103,7 +103,10 @@ class MetricsWatch:
         clock = now - self._start
         try:
             page = read_page(self.api.get_text("/metrics", SCRAPE_TIMEOUT_S))
-        except (ApiError, ValueError) as exc:
+        except ApiError as exc:
+            self.latest = self._lost(clock, str(exc))
+            return self.latest
+        except ValueError as exc:  # not a Prometheus page
             self.latest = self._lost(clock, describe(exc))
             return self.latest
         self.latest = self._read(clock, page)
