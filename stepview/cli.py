@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from stepview.cli_args import OwnOptions, parse_own_args, stated_max_model_len
+from stepview.cli_attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
 from stepview.cli_watch import FLIGHT_MAX_MB
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 
@@ -96,6 +97,10 @@ def _run(argv: Sequence[str] | None) -> int:
         setup_logging(log_path)
     except OSError as exc:
         return fail(f"cannot write the log file {log_path}: {exc.strerror or exc}")
+    if is_metrics_address(own.attach):
+        from stepview.launch.attach_metrics import run_metrics_attach
+
+        return run_metrics_attach(own, log_path)
     if own.attach is not None:
         from stepview.launch.attach import run_attach
 
@@ -183,6 +188,10 @@ def _playback_conflict(own: OwnOptions) -> str | None:
 
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """Why the flags cannot go together with (or without) ``--attach``, if they cannot."""
+    if not is_metrics_address(own.attach) and (
+        own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S
+    ):
+        return "--scrape-interval and --window go with --attach http://HOST:PORT"
     if own.attach is None:
         if own.api is not None or own.attach_ranks is not None or own.nice is not None:
             return "--api, --attach-ranks and --nice go with --attach ADDRESS"
@@ -196,11 +205,41 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
             f"--attach takes no engine flags: the server was started with its own "
             f"(got {' '.join(engine_argv)})"
         )
+    if is_metrics_address(own.attach):
+        return _metrics_conflict(own)
     if own.api_key is not None and own.api is None:
         return "--api-key goes with --api URL: the key is for the server's API"
     if own.prompts is not None and own.api is None:
         return "--prompts with --attach needs --api URL: prompts go through the server's API"
     return None
+
+
+def _metrics_conflict(own: OwnOptions) -> str | None:
+    """Why a flag cannot go with ``--attach http://…``: those that need the plug-in's records
+    of each request, which ``/metrics`` does not have."""
+    given = [
+        flag
+        for flag, value in (
+            ("--api", own.api),
+            ("--attach-ranks", own.attach_ranks),
+            ("--prompts", own.prompts),
+            ("--record", own.record),
+            ("--results", own.results),
+            ("--metrics-port", own.metrics_port),
+            ("--flight-recorder", own.flight_recorder),
+            ("--stuck-after", own.stuck_after),
+            ("--export-csv", own.export_csv),
+            ("--export-chrome-trace", own.export_chrome_trace),
+        )
+        if value is not None
+    ]
+    if not given:
+        return None
+    return (
+        f"{', '.join(given)}: not with --attach http://HOST:PORT, which reads the server's "
+        "/metrics (no requests); restart the server with stepview's plug-in and attach to "
+        "its STEPVIEW_PUBLISH address for those"
+    )
 
 
 if __name__ == "__main__":

@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from stepview.cli_attach import add_attach_args
 from stepview.cli_watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
 from stepview.trace.playback import check_speed
-
-MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
-ATTACH_NICE = 10
-"""``--nice``'s default: attached, stepview is a guest on the server's machine."""
 
 DESCRIPTION = (
     "Watch vLLM's LLMEngine step by step: pending, running and finished requests, live. "
@@ -52,6 +49,8 @@ class OwnOptions:
     api: str | None
     api_key: str | None = field(default=None, repr=False)  # a secret: never shown
     nice: int | None = None
+    scrape_interval: float = 1.0
+    window: float = 60.0
     load: int | None = None
     rate: float | None = None
     input_len: Any = None  # LenRange | None (Any: argparse fills it)
@@ -118,32 +117,6 @@ def _prompts_path(text: str) -> Path:
     """
     path = Path(text)
     return path.absolute() if path == STDIN and text != "-" else path
-
-
-def _niceness(text: str) -> int:
-    """How much lower to run stepview's CPU priority: 0 (as it is) to 19 (the lowest)."""
-    value = whole_number(text)
-    if value > MAX_NICE:
-        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_NICE}, got {value}")
-    return value
-
-
-def _ranks(text: str) -> tuple[int, ...]:
-    """``N`` (ranks 0 to N-1) or a comma-separated list of ranks (``0,2``)."""
-    try:
-        if "," not in text:
-            count = int(text)
-            if count < 1:
-                raise argparse.ArgumentTypeError(f"must be 1 or more, got {count}")
-            return tuple(range(count))
-        ranks = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a count (2) or a list of ranks (0,1), got {text!r}"
-        ) from None
-    if any(rank < 0 for rank in ranks) or len(set(ranks)) != len(ranks):
-        raise argparse.ArgumentTypeError(f"ranks must be distinct and 0 or more, got {text!r}")
-    return ranks
 
 
 def _load_value(field: str) -> Any:
@@ -244,46 +217,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="with --replay: print the run's latency percentiles, preemptions and alerts "
         "instead of opening the TUI",
     )
-    group.add_argument(
-        "--attach",
-        metavar="ADDRESS",
-        help="watch a running vLLM server instead of starting an engine: ADDRESS is the "
-        "STEPVIEW_PUBLISH address (tcp://HOST:PORT or ipc://PATH) of a server started with "
-        "--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler; takes no engine "
-        "flags; pause and single step only hold the view, the server runs on; with "
-        "--headless, print what the server finishes until Ctrl+C",
-    )
-    group.add_argument(
-        "--attach-ranks",
-        type=_ranks,
-        metavar="N|LIST",
-        default=None,
-        help="with --attach: the server's data-parallel ranks to watch, a count (2: ranks 0 "
-        "and 1) or a list (0,2); rank r publishes on ADDRESS's port + r (default: 1)",
-    )
-    group.add_argument(
-        "--api",
-        metavar="URL",
-        help="with --attach: the server's OpenAI-compatible API (http://HOST:PORT); new "
-        "prompts are sent to its /v1/completions (without it, adding is disabled), other "
-        "clients' prompts and completions are shown as text through its /detokenize",
-    )
-    group.add_argument(
-        "--api-key",
-        metavar="KEY",
-        help="with --api: the key the server was started with (its --api-key); without it "
-        "stepview reads VLLM_API_KEY, then OPENAI_API_KEY (better: a flag shows in ps); "
-        "never printed or recorded",
-    )
-    group.add_argument(
-        "--nice",
-        type=_niceness,
-        metavar="N",
-        default=None,
-        help=f"with --attach: lower stepview's CPU priority by N, 0 to {MAX_NICE} (default: "
-        f"{ATTACH_NICE}), so that on a machine it shares with the server the view falls "
-        "behind, not the server",
-    )
+    add_attach_args(group)
     group.add_argument(
         "--history",
         type=int,

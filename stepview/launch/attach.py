@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stepview.cli_args import ATTACH_NICE, OwnOptions
+from stepview.cli_args import OwnOptions
+from stepview.cli_attach import ATTACH_NICE
 from stepview.files.prompts_file import PromptsFileError, read_prompts
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight
@@ -125,7 +126,10 @@ def check_address(address: str) -> None:
     """Refuse what is not a zmq endpoint stepview can subscribe to (``ValueError``)."""
     scheme, sep, rest = address.partition("://")
     if not sep or scheme not in ("tcp", "ipc") or not rest:
-        raise ValueError(f"{address!r} is not a tcp://HOST:PORT or ipc://PATH address")
+        raise ValueError(
+            f"{address!r} is not a tcp://HOST:PORT or ipc://PATH address "
+            "(or a server's own http://HOST:PORT, to read its /metrics)"
+        )
     if scheme == "tcp":
         host, colon, port = rest.rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -28,6 +28,7 @@ from stepview.model.lineage import Lineage
 from stepview.model.recent import Finished
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import StepBudget, WaitReason
+from stepview.model.server_window import ServerWindow
 
 
 class RequestState(StrEnum):
@@ -262,6 +263,7 @@ class StepSnapshot:
     queue_reasons: tuple[WaitReason | None, ...] = ()
     alerts: tuple[Alert, ...] = ()  # problems that hold after this step (stepview.insight)
     arrivals: ArrivalCount = _NO_ARRIVALS  # scheduled requests that arrived so far
+    server: ServerWindow | None = None  # a server watched through its /metrics alone
 
     def reason_of(self, view: RequestView) -> WaitReason | None:
         """Why ``view`` got nothing in this step (see :func:`reason_of`)."""

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from stepview.model.alerts import Alert
 from stepview.model.scheduling import StepBudget, WaitReason
+from stepview.model.server_window import Latency, ServerWindow
 from stepview.model.snapshot import (
     ArrivalCount,
     EngineCounters,
@@ -191,6 +192,31 @@ def reasons_in(data: Sequence[Any], _previous: object = None) -> tuple[WaitReaso
     return tuple(reason_in(r) for r in data)
 
 
+def server_out(window: ServerWindow | None, _previous: object = None) -> dict[str, Any] | None:
+    """A ``/metrics`` watch's window by field name (null: not such a watch)."""
+    return None if window is None else asdict(window)
+
+
+def server_in(data: Mapping[str, Any] | None, _previous: object = None) -> ServerWindow | None:
+    """The inverse of :func:`server_out`."""
+    if data is None:
+        return None
+
+    def pairs(key: str) -> tuple[tuple[str, int], ...]:
+        return tuple((str(name), int(count)) for name, count in data.get(key, ()))
+
+    return replace(
+        ServerWindow(str(data["address"]), float(data["span"])),
+        **{k: v for k, v in data.items() if k not in _SERVER_NESTED},
+        latencies=tuple(Latency(*latency) for latency in data.get("latencies", ())),
+        waiting_by_reason=pairs("waiting_by_reason"),
+        finished=pairs("finished"),
+    )
+
+
+_SERVER_NESTED = frozenset({"latencies", "waiting_by_reason", "finished"})
+
+
 def _state_out(state: EngineState, _previous: object) -> str:
     return state.value
 
@@ -222,6 +248,7 @@ STEP_FIELDS: tuple[StepField, ...] = (
     StepField("ranks", "ranks", ranks_out, ranks_in),
     StepField("arrivals", "arrivals", arrivals_out, arrivals_in),
     StepField("queue_reasons", "qr", reasons_out, reasons_in),
+    StepField("server", "server", server_out, server_in),
 )
 """Every field of :class:`StepSnapshot` but :data:`DELTA_FIELDS`, in the order a step line
 writes them. ``ranks`` and ``arrivals`` came late to version 2: older traces have neither, and

@@ -52,11 +52,13 @@ from stepview.ui.dialogs.help import app_help
 from stepview.ui.drafts import AskToAdd, clone_of
 from stepview.ui.footer import FittingFooter
 from stepview.ui.main.aborts import AbortTracker, Notice
+from stepview.ui.main.draw_budget import over_budget
 from stepview.ui.main.filter_bar import FilterBar
 from stepview.ui.main.filtering import RequestFilter
 from stepview.ui.main.flight_key import FlightKey
 from stepview.ui.main.loading import ErrorScreen, LoadingView
 from stepview.ui.main.request_table import RequestTable
+from stepview.ui.main.server_panel import ServerPanel
 from stepview.ui.main.status_bar import StatusBar
 from stepview.ui.main.step_navigation import timeline_for
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
@@ -136,6 +138,7 @@ class StepviewApp(App[None]):
         yield StatusBar(id="status")
         with Middle(id="loading"), Center():
             yield LoadingView()
+        yield ServerPanel(id="server")  # a server watched through its /metrics alone
         with Vertical(id="panes"):
             yield RequestTable("Pending", id="pending")
             yield RequestTable("Running", id="running")
@@ -146,6 +149,7 @@ class StepviewApp(App[None]):
     def on_mount(self) -> None:
         # Looked up once: show_snapshot runs up to POLL_HZ times a second.
         self._status = self.query_one(StatusBar)
+        self._server = self.query_one(ServerPanel)
         self._loading = self.query_one(LoadingView)
         self._pending_pane = self.query_one("#pending", RequestTable)
         self._running_pane = self.query_one("#running", RequestTable)
@@ -195,22 +199,15 @@ class StepviewApp(App[None]):
 
     def _over_budget(self) -> bool:
         """True when drawing since the last new snapshot used more than ``cpu_budget``."""
-        budget = self.cpu_budget
-        if budget is None:
-            return False
-        wall, cpu = time.perf_counter(), time.thread_time()
-        last_wall, last_cpu = self._budget_mark
-        elapsed = wall - last_wall
-        if elapsed < self.MAX_SKIP_S and cpu - last_cpu > budget * elapsed:
-            return True
-        self._budget_mark = (wall, cpu)
-        return False
+        over, self._budget_mark = over_budget(self.cpu_budget, self._budget_mark, self.MAX_SKIP_S)
+        return over
 
     def show_snapshot(self, snapshot: StepSnapshot) -> None:
         """Make ``snapshot`` the one on screen, updating only what it changed."""
         previous, self.shown = self.shown, snapshot
         starting = snapshot.engine_state is EngineState.STARTING
         self.screen_stack[0].set_class(starting, "-starting")
+        self.screen_stack[0].set_class(self._server.show(snapshot.server), "-metrics")
         if starting:
             self._loading.show(snapshot)
         else:

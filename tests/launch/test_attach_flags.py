@@ -64,6 +64,14 @@ def test_bad_ranks_are_a_usage_error(ranks: str, capsys: pytest.CaptureFixture[s
         (["--attach", "tcp://h:1", "--api", "h:8000"], "--api: not an http(s) URL"),
         (["--api-key", "s3cret-k"], "--api-key goes with --attach ADDRESS --api URL"),
         (["--attach", "tcp://h:1", "--api-key", "s3cret-k"], "--api-key goes with --api URL"),
+        (["--attach", "tcp://h:1", "--window", "30"], "--scrape-interval and --window go with"),
+        (["--scrape-interval", "2"], "--scrape-interval and --window go with --attach http://"),
+        (
+            ["--attach", "http://h:8000", "--api", "http://h:8000", "--results", "r.jsonl"],
+            "--api, --results: not with --attach http://HOST:PORT, which reads the server's",
+        ),
+        (["--attach", "http://h:8000", "--record", "t.jsonl"], "restart the server with"),
+        (["--attach", "http://", "--api-key", "s3cret-k"], "--attach: not an http(s) URL"),
     ],
 )
 def test_mistakes_stop_before_anything_starts(
@@ -75,6 +83,18 @@ def test_mistakes_stop_before_anything_starts(
     assert err.startswith("stepview: ") and err.count("\n") == 1
     assert message in err
     assert "s3cret-k" not in err  # an API key is never shown, not even in a mistake
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--scrape-interval", "0"), ("--window", "x"), ("--window", "inf")]
+)
+def test_bad_seconds_are_a_usage_error(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_own_args(["--attach", "http://h:8000", flag, value])
+    assert exit_info.value.code == 2
+    assert f"{flag}:" in capsys.readouterr().err
 
 
 def test_addresses_stepview_can_subscribe_to() -> None:

@@ -418,6 +418,7 @@ class Driver:
             budget=figures.budget,
             queue_reasons=figures.queue_reasons,
             arrivals=self._arrivals.count,
+            server=None,  # an engine's, or the plug-in's records: not a /metrics watch
         )
         snapshot = self._with_alerts(snapshot)
         self._latest = snapshot

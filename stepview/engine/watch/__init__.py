@@ -12,6 +12,10 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
     one engine core (data-parallel rank): its records read into the driver's steps.
 ``adopting``
     other clients' requests as first seen: short ids, prompt ids, sampling parameters.
+``metrics_page`` / ``metrics_watch`` / ``metrics_source``
+    a server without the plug-in (``--attach http://HOST:PORT``): its Prometheus page read,
+    one :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` per server making
+    snapshots, and the thread that feeds them to the TUI.
 ``server_api`` / ``detokenize``
     the server's OpenAI-compatible API: prompts sent with the form's parameters, other
     clients' token ids turned into text by the server's own ``/detokenize``.

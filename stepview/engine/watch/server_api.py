@@ -71,6 +71,7 @@ class ServedModel:
     name: str
     max_model_len: int = 0
     vllm_version: str = ""
+    root: str = ""  # what the server loaded (its --model), when the name is another
 
 
 class ApiError(Exception):
@@ -128,6 +129,20 @@ class ServerApi:
     ) -> Any:
         """One call on ``conn``; the decoded JSON answer, or :class:`ApiError` with why."""
         data = None if body is None else json.dumps(body).encode()
+        raw = self._exchange(conn, method, path, data)
+        try:
+            answer = json.loads(raw) if raw else None
+        except ValueError:
+            answer = None
+        if answer is None:
+            raise ApiError(f"{method} {path}: not a JSON answer")
+        return answer
+
+    def _exchange(
+        self, conn: http.client.HTTPConnection, method: str, path: str, data: bytes | None
+    ) -> bytes:
+        """One call's raw answer, the key presented; :class:`ApiError` for no answer or an
+        error status (401: which key to give)."""
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if self.api_key is not None:
             headers.update(self.api_key.header())
@@ -139,18 +154,16 @@ class ServerApi:
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
             raise ApiError(f"{self.base_url}: {describe(exc)}", lost=sent) from exc
-        try:
-            answer = json.loads(raw) if raw else None
-        except ValueError:
-            answer = None
         if response.status == 401:
             raise ApiError(unauthorized_message(self.api_key), status=401)
         if response.status >= 400:
-            message = _error_message(answer) or f"HTTP {response.status} {response.reason}"
+            try:
+                message = _error_message(json.loads(raw)) if raw else None
+            except ValueError:
+                message = None
+            message = message or f"HTTP {response.status} {response.reason}"
             raise ApiError(message, status=response.status)
-        if answer is None:
-            raise ApiError(f"{method} {path}: not a JSON answer")
-        return answer
+        return raw
 
     def get(self, path: str) -> Any:
         conn = self._connection(CONNECT_TIMEOUT_S)
@@ -159,11 +172,20 @@ class ServerApi:
         finally:
             conn.close()
 
+    def get_text(self, path: str, timeout: float = CONNECT_TIMEOUT_S) -> str:
+        """A plain-text page (``/metrics``), the key presented as for every call."""
+        conn = self._connection(timeout)
+        try:
+            return self._exchange(conn, "GET", path, None).decode("utf-8", "replace")
+        finally:
+            conn.close()
+
     # -- the model ----------------------------------------------------------------------------
 
-    def model(self) -> ServedModel:
-        """The served model (looked up once; raises :class:`ApiError`)."""
-        model = self._model
+    def model(self, refresh: bool = False) -> ServedModel:
+        """The served model (looked up once, or again with ``refresh``: a server restarted;
+        raises :class:`ApiError`)."""
+        model = None if refresh else self._model
         if model is None:
             listed = self.get("/v1/models").get("data") or []
             if not listed:
@@ -173,7 +195,10 @@ class ServerApi:
             with contextlib.suppress(ApiError):  # only shown in the status bar
                 version = str(self.get("/version").get("version", ""))
             model = self._model = ServedModel(
-                str(first.get("id", "")), int(first.get("max_model_len") or 0), version
+                str(first.get("id", "")),
+                int(first.get("max_model_len") or 0),
+                version,
+                str(first.get("root") or ""),
             )
         return model
 

@@ -129,7 +129,8 @@ class StatusBar(Widget):
             done = arrivals.arrived == arrivals.total
             count = (f"{arrivals.arrived}/{arrivals.total} arrived", _MUTED if done else "bold")
             state = _grouped(_spaced(("load", _MUTED), count), state)
-        step = _spaced(("step", _MUTED), (str(snap.step), "bold"))
+        # A /metrics watch has no step of its own: it counts its scrapes.
+        step = _spaced(("scrape" if snap.server else "step", _MUTED), (str(snap.step), "bold"))
         left = _spaced(
             ("stepview", "bold"), (one_line(snap.info.label, 200) or "model not known yet", _PLAIN)
         )
@@ -204,6 +205,9 @@ class StatusBar(Widget):
             ("pre", str(counters.preemptions), 1, None, None),
             ("step", seconds(snap.step_time) if snap.step else "-", 5, None, None),
         ]
+        if snap.server is not None:  # the mean engine step is not on the page; their rate is
+            rate = snap.server.steps_per_s
+            figures[-1] = ("steps/s", "-" if rate is None else f"{rate:.0f}", 3, None, None)
         for rank in snap.ranks:
             if rank.connected:
                 value = f"{rank.running}/{rank.waiting} {percent(rank.kv_cache_usage)}"

@@ -226,19 +226,29 @@ class Lines:
 
     def wait_for(self, text: str, timeout: float = 15.0) -> str:
         """The first line (seen before or coming) that contains ``text``."""
-        for line in self.seen:
-            if text in line:
+        return self.wait_until(lambda line: text in line, timeout, f"no line with {text!r}")
+
+    def wait_until(
+        self,
+        wanted: Callable[[str], bool],
+        timeout: float = 15.0,
+        what: str = "no such line",
+        since: int = 0,
+    ) -> str:
+        """The first line (seen before, from line ``since`` on, or coming) that is ``wanted``."""
+        for line in self.seen[since:]:
+            if wanted(line):
                 return line
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no line with {text!r} in {self.seen}"
+            assert remaining > 0, f"{what} in {self.seen}"
             try:
                 line = self._queue.get(timeout=remaining)
             except queue.Empty:
                 continue
             self.seen.append(line)
-            if text in line:
+            if wanted(line):
                 return line
 
     def rest(self, timeout: float = 15.0) -> list[str]:

@@ -1,0 +1,131 @@
+"""The flags of ``--attach``: which server to watch, and how (the ``attach`` flags of
+``stepview --help``).
+
+Kept apart from :mod:`stepview.cli_args` (which adds them to its parser's group) so that the
+ways of watching a server, through the plug-in's records (``tcp://``, ``ipc://``) or the
+server's ``/metrics`` alone (``http://``), have their flags and their value types together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from stepview.cli_watch import whole_number
+
+MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
+ATTACH_NICE = 10
+"""``--nice``'s default: attached, stepview is a guest on the server's machine."""
+SCRAPE_INTERVAL_S = 1.0
+"""``--scrape-interval``'s default: how often an ``http://`` watch reads ``/metrics``."""
+WINDOW_S = 60.0
+"""``--window``'s default: the seconds an ``http://`` watch's percentiles cover."""
+
+
+def is_metrics_address(address: str | None) -> bool:
+    """An ``--attach`` address read through the server's ``/metrics`` (``http(s)://``)."""
+    return address is not None and address.lower().startswith(("http://", "https://"))
+
+
+def _niceness(text: str) -> int:
+    """How much lower to run stepview's CPU priority: 0 (as it is) to 19 (the lowest)."""
+    value = whole_number(text)
+    if value > MAX_NICE:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_NICE}, got {value}")
+    return value
+
+
+def _ranks(text: str) -> tuple[int, ...]:
+    """``N`` (ranks 0 to N-1) or a comma-separated list of ranks (``0,2``)."""
+    try:
+        if "," not in text:
+            count = int(text)
+            if count < 1:
+                raise argparse.ArgumentTypeError(f"must be 1 or more, got {count}")
+            return tuple(range(count))
+        ranks = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a count (2) or a list of ranks (0,1), got {text!r}"
+        ) from None
+    if any(rank < 0 for rank in ranks) or len(set(ranks)) != len(ranks):
+        raise argparse.ArgumentTypeError(f"ranks must be distinct and 0 or more, got {text!r}")
+    return ranks
+
+
+def _seconds(low: float) -> Any:
+    """An argparse ``type``: a finite number of seconds, at least ``low``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be {low:g} s or more, got {text!r}")
+        return value
+
+    return parse
+
+
+def add_attach_args(group: Any) -> None:
+    """Add the attach flags to ``group`` (an argparse parser or group)."""
+    group.add_argument(
+        "--attach",
+        metavar="ADDRESS",
+        help="watch a running vLLM server instead of starting an engine: ADDRESS is the "
+        "STEPVIEW_PUBLISH address (tcp://HOST:PORT or ipc://PATH) of a server started with "
+        "--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler, or any server's "
+        "own http://HOST:PORT (its /metrics: counters, latency percentiles, no requests); "
+        "takes no engine flags; pause and single step only hold the view, the server runs "
+        "on; with --headless, print what the server finishes (http: one JSON line per "
+        "scrape) until Ctrl+C",
+    )
+    group.add_argument(
+        "--attach-ranks",
+        type=_ranks,
+        metavar="N|LIST",
+        default=None,
+        help="with --attach: the server's data-parallel ranks to watch, a count (2: ranks 0 "
+        "and 1) or a list (0,2); rank r publishes on ADDRESS's port + r (default: 1)",
+    )
+    group.add_argument(
+        "--api",
+        metavar="URL",
+        help="with --attach: the server's OpenAI-compatible API (http://HOST:PORT); new "
+        "prompts are sent to its /v1/completions (without it, adding is disabled), other "
+        "clients' prompts and completions are shown as text through its /detokenize",
+    )
+    group.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="with --api or an http:// --attach: the key the server was started with (its "
+        "--api-key); without it stepview reads VLLM_API_KEY, then OPENAI_API_KEY "
+        "(better: a flag shows in ps); never printed or recorded",
+    )
+    group.add_argument(
+        "--nice",
+        type=_niceness,
+        metavar="N",
+        default=None,
+        help=f"with --attach: lower stepview's CPU priority by N, 0 to {MAX_NICE} (default: "
+        f"{ATTACH_NICE}), so that on a machine it shares with the server the view falls "
+        "behind, not the server",
+    )
+    group.add_argument(
+        "--scrape-interval",
+        type=_seconds(0.1),
+        metavar="SECONDS",
+        default=SCRAPE_INTERVAL_S,
+        help="with --attach http://HOST:PORT: read the server's /metrics every SECONDS "
+        "(default: %(default)g); --headless prints a line each time",
+    )
+    group.add_argument(
+        "--window",
+        type=_seconds(1.0),
+        metavar="SECONDS",
+        default=WINDOW_S,
+        help="with --attach http://HOST:PORT: the latency percentiles and finished counts "
+        "cover the last SECONDS (default: %(default)g)",
+    )

@@ -1,0 +1,156 @@
+"""``stepview --attach http://HOST:PORT``: a vLLM server watched through its ``/metrics`` alone.
+
+For a server that cannot be restarted with stepview's plug-in: the TUI's header counters and
+sparklines, latency percentiles over a sliding window, and why requests wait, from the
+Prometheus page every vLLM server serves (:mod:`stepview.engine.watch.metrics_watch`). There
+is no request to show: the panes make way for the server's panel, which says once how to
+restart this server for the per-request view. ``--headless`` prints one JSON line per scrape
+(the server's address on each, for a log that gathers several) until Ctrl+C, SIGTERM or
+SIGHUP, which end it normally (exit 0); stderr says when the server is lost and back.
+
+Nothing here imports vLLM: the server runs elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from stepview.cli_args import OwnOptions
+from stepview.cli_attach import ATTACH_NICE
+from stepview.engine.watch.metrics_watch import MetricsWatch
+from stepview.launch.attach import lower_priority
+from stepview.launch.attach_headless import LinkNotices
+from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice
+from stepview.launch.runner import run_app
+from stepview.launch.terminal import claim_terminal
+from stepview.model.snapshot import EngineState, StepSnapshot
+
+PLUGIN_NOTE = "per-request view: restart the server with stepview's plug-in, then watch it:"
+
+
+def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
+    """Watch the server at ``options.attach`` through its ``/metrics``; the exit code."""
+    from stepview.engine.watch.api_key import resolve_api_key
+    from stepview.engine.watch.metrics_source import MetricsSource
+    from stepview.engine.watch.server_api import ServerApi
+
+    address = options.attach
+    assert address is not None
+    try:
+        api = ServerApi(address, resolve_api_key(options.api_key))
+    except ValueError as exc:
+        return fail(f"--attach: {exc}")
+    watch = MetricsWatch(api, window=options.window)
+    if not options.headless:
+        problem = claim_terminal("")
+        if problem is not None:
+            return fail(problem)
+    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
+    if options.headless:
+        return watch_metrics_headless(watch, options.scrape_interval)
+    source = MetricsSource(watch, interval=options.scrape_interval, history=options.history)
+    code = run_app(source)
+    notice(f"stopped watching {address}; the log is {log_path}")
+    return code
+
+
+def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | None = None) -> int:
+    """Print :func:`metrics_record` of each scrape, every ``interval`` s, until a signal."""
+    out = sys.stdout if out is None else out
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    before = {
+        sig: signal.signal(sig, on_signal)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        if signal.getsignal(sig) is not signal.SIG_IGN  # nohup: a hang-up stays ignored
+    }
+    link = LinkNotices(watch.address)
+    hinted = False
+    try:
+        while not stop.is_set():
+            began = time.monotonic()
+            snapshot = watch.scrape()
+            link.on_snapshot(snapshot, ())
+            window = snapshot.server
+            if window is not None and not hinted:
+                hinted = True
+                notice(PLUGIN_NOTE)
+                for line in window.plugin_hint.splitlines():
+                    print(f"  {line}", file=sys.stderr, flush=True)
+            if snapshot.engine_state is not EngineState.STARTING:
+                try:
+                    out.write(json.dumps(metrics_record(snapshot)) + "\n")
+                    out.flush()
+                except BrokenPipeError:
+                    with contextlib.suppress(OSError, ValueError):
+                        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+                    return EXIT_BROKEN_PIPE
+            stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    notice(f"stopped watching {watch.address}")
+    return 0
+
+
+def metrics_record(snapshot: StepSnapshot) -> dict[str, Any]:
+    """One scrape as a JSON object: the server's address and state, its counters now, and
+    the window's figures (latencies in seconds, ``null`` where nothing was observed)."""
+    counters, window = snapshot.counters, snapshot.server
+    interval = snapshot.step_time
+
+    def per_s(count: int) -> float | None:
+        return round(count / interval, 1) if interval > 0 else None
+
+    address = snapshot.info.attached
+    record: dict[str, Any] = {
+        "server": address,
+        "time": round(time.time(), 3),
+        "state": snapshot.engine_state.value,
+        "model": snapshot.info.model.removesuffix(f" @ {address}"),  # the served name
+        "running": counters.running,
+        "waiting": counters.waiting,
+        "kv_cache_usage": round(counters.kv_cache_usage, 4),
+        "generation_tokens_per_s": round(counters.generation_tokens / interval, 1)
+        if interval > 0
+        else None,
+        "prompt_tokens_per_s": round(counters.prompt_tokens / interval, 1)
+        if interval > 0
+        else None,
+    }
+    if window is None:
+        return record
+    record.update(
+        waiting_by_reason=dict(window.waiting_by_reason),
+        finished_total=window.finished_total,
+        window_s=round(window.covered, 1),
+        finished=dict(window.finished),
+        preemptions=window.preemptions,
+        prefix_cache_hit_rate=window.prefix_hit_rate,
+        steps_per_s=None if window.steps_per_s is None else round(window.steps_per_s, 1),
+    )
+    for latency in window.latencies:
+        record[f"{latency.name}_s"] = {
+            "p50": _rounded(latency.p50),
+            "p90": _rounded(latency.p90),
+            "p99": _rounded(latency.p99),
+            "observed": latency.observed,
+        }
+    return record
+
+
+def _rounded(value: float | None) -> float | None:
+    """Microseconds are all a bucket-interpolated latency can say."""
+    return None if value is None else round(value, 6)

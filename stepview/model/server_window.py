@@ -1,0 +1,58 @@
+"""A server watched through its Prometheus ``/metrics`` alone: what a scrape adds to a snapshot.
+
+A server without stepview's plug-in (``stepview --attach http://HOST:PORT``) tells no request
+apart; its ``/metrics`` gives queue sizes now and totals since it started. The header's
+counters and sparklines come from those as for any engine (:class:`EngineCounters`,
+:class:`RecentStep`); this is the rest: latency percentiles and finished requests over the
+last seconds (read off histogram and counter increases, see
+:mod:`stepview.insight.histogram_window`), why requests wait (vLLM's own reasons), and how to
+get the per-request view. Plain values, so a snapshot that carries it stays immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+QUANTILES = (0.5, 0.9, 0.99)
+"""The percentiles shown of each latency (p50, p90, p99)."""
+
+
+class Latency(NamedTuple):
+    """One latency over the window: its percentiles (``None``: nothing observed) and count."""
+
+    name: str  # "ttft", "itl", "e2e", "queue"
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    observed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerWindow:
+    """What the server's ``/metrics`` said about the last ``span`` seconds (``covered``: how
+    many of them the watch has seen so far)."""
+
+    address: str  # the http://HOST:PORT watched
+    span: float
+    covered: float = 0.0
+    latencies: tuple[Latency, ...] = ()
+    # vLLM's reasons ("capacity", "deferred") -> requests waiting for it now; empty when the
+    # server's vLLM does not say (older than 0.32).
+    waiting_by_reason: tuple[tuple[str, int], ...] = ()
+    finished: tuple[tuple[str, int], ...] = ()  # finish reason -> requests, in the window
+    finished_total: int = 0  # requests finished since the server started
+    preemptions: int = 0  # in the window
+    prefix_hit_rate: float | None = None  # prefix-cache hits / queries, in the window
+    steps_per_s: float | None = None  # the server's engine steps per second, in the window
+    plugin_hint: str = ""  # how to restart this server for the per-request view
+
+    def latency(self, name: str) -> Latency:
+        for latency in self.latencies:
+            if latency.name == name:
+                return latency
+        return Latency(name)
+
+    @property
+    def finished_in_window(self) -> int:
+        return sum(count for _, count in self.finished)
