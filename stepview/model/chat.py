@@ -89,3 +89,13 @@ def split_last_user(messages: Sequence[ChatMessage]) -> tuple[Chat, str]:
     if messages and messages[-1].role == "user":
         return tuple(messages[:-1]), messages[-1].content
     return tuple(messages), ""
+
+
+def headline(prompt: str, messages: Chat) -> str:
+    """What a one-line view of a request shows as its prompt: for a chat request its last user
+    message (the templated prompt starts with the same system boilerplate in every request;
+    the detail view shows it whole), else the prompt."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.content
+    return prompt

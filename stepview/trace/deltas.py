@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from stepview.model.chat import ChatMessage
 from stepview.model.grow import Growing
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import Completion, RequestState, RequestView, Timings
@@ -126,5 +127,10 @@ def apply_request_delta(
         error=delta.get("e", base.error),
         **scheduling_in(delta, base),
         lineage=lineage_in(delta["ln"]) if "ln" in delta else base.lineage,
+        messages=(
+            tuple(ChatMessage(*message) for message in delta["m"])
+            if "m" in delta
+            else base.messages
+        ),
     )
     return StoredRequest(view, samples)

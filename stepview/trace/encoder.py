@@ -178,6 +178,8 @@ def request_delta(old: RequestView | None, new: RequestView) -> dict[str, Any]:
         delta["e"] = new.error
     if new.lineage != base.lineage:
         delta["ln"] = lineage_out(new.lineage)
+    if new.messages is not base.messages and new.messages != base.messages:
+        delta["m"] = [list(message) for message in new.messages]
     scheduling_out(new, base, delta)
     if new.completions is not base.completions:
         old_completions = base.completions

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from stepview.model.alerts import THRASH, Alert, alert_from_record, alert_record
+from stepview.model.chat import ChatMessage, headline
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
@@ -88,3 +89,18 @@ def test_a_version_1_trace_has_no_lineage_and_no_alerts() -> None:
     snapshots = load_trace(REPLAY_V1).snapshots
     assert all(not s.alerts for s in snapshots)
     assert all(v.lineage is None for s in snapshots for v in s.requests())
+
+
+def test_a_chat_requests_messages_are_written_once_and_replayed(tmp_path: Path) -> None:
+    messages = (ChatMessage("system", "Be brief."), ChatMessage("user", "Why is the sky blue?"))
+    chat = _view("c1", messages=messages)
+    running = chat._replace(state=RequestState.DECODING, scheduled_tokens=1)
+    path = tmp_path / "chat.trace.jsonl"
+    write_trace(path, [_snap(1, chat), _snap(2, running), _snap(3, running)])
+    lines = [json.loads(x) for x in path.read_text().splitlines()[1:]]
+    assert sum('"m"' in json.dumps(line) for line in lines if line["k"] == "step") == 1
+    replayed = [s.active[0] for s in load_trace(path).snapshots]
+    assert [v.messages for v in replayed] == [messages] * 3
+    # One line of a pane shows the question asked, not the template's boilerplate.
+    assert headline(replayed[0].prompt, replayed[0].messages) == "Why is the sky blue?"
+    assert headline("plain prompt", ()) == "plain prompt"

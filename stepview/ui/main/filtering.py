@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepview.model.chat import headline
 from stepview.model.snapshot import RequestView
 
 # How much of a prompt text search looks at: enough to find what a row shows, bounded so a
@@ -47,6 +48,7 @@ class RequestFilter:
             ):
                 return False
         if self.words:
-            haystack = f"{view.request_id}\n{view.prompt[:_SEARCH_CHARS]}".lower()
+            prompt = headline(view.prompt, view.messages)
+            haystack = f"{view.request_id}\n{prompt[:_SEARCH_CHARS]}".lower()
             return all(word in haystack for word in self.words)
         return True

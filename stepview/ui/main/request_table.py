@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from stepview.model.chat import headline
 from stepview.model.recent import Finished
 from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import RequestState, RequestView, reason_of
@@ -33,6 +34,7 @@ from stepview.ui.main.filtering import RequestFilter
 
 # Characters of a prompt a row ever looks at (the cell is never wider).
 _PROMPT_PREVIEW = 300
+_PANE_STYLES = {"pending": "waiting", "running": "active"}  # a state's style by pane
 # Formatted rows kept; a few screens' worth is plenty since rows are cheap to redo.
 _CACHE_ROWS = 512
 
@@ -419,13 +421,9 @@ class RequestTable(ScrollView, can_focus=True):
         state = view.state
         if state in _BAD_STATES:
             state_style = self._style("failed")
-        elif state.pane == "pending":
-            state_style = self._style("waiting")
-        elif state.pane == "running":
-            state_style = self._style("active")
         else:
-            state_style = self._style("dim")
-        prompt = one_line(view.prompt, _PROMPT_PREVIEW)
+            state_style = self._style(_PANE_STYLES.get(state.pane, "dim"))
+        prompt = one_line(headline(view.prompt, view.messages), _PROMPT_PREVIEW)
         if view.lineage is not None:  # a clone's prompt is its parent's: say whose
             prompt = f"{one_line(view.lineage.label(), 40)} · {prompt}"
         cells: list[tuple[str, int, Style | str]] = [
