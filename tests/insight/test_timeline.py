@@ -64,8 +64,9 @@ def test_segments_follow_state_and_reason() -> None:
         ("waiting", 1, 1, 1.5, 2.5, "token_budget"),
         ("waiting", 2, 2, 2.5, 3.5, "kv_cache"),
         # The step that computed the rest of the prompt is prefill, though it came out decoding.
-        ("prefill", 3, 4, 3.5, 5.5, None),
-        ("decode", 5, 6, 5.5, 7.5, None),
+        # Decode from its first token (the end of step 4), where vLLM's decode_time starts.
+        ("prefill", 3, 4, 3.5, 5.0, None),
+        ("decode", 5, 6, 5.0, 7.5, None),
         ("preempted", 7, 8, 7.5, 9.5, "kv_cache"),
         # Scheduled again: the prompt is computed again in one step.
         ("prefill", 9, 9, 9.5, 10.5, None),

@@ -53,9 +53,10 @@ from dataclasses import replace
 from stepview.engine.records.channel import ChannelState, rank_address
 from stepview.engine.records.entries import merge_records
 from stepview.engine.records.facts import StepFacts
+from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
-from stepview.engine.watch.watched_core import LEFT, CoreStep, WatchedCore, merged
+from stepview.engine.watch.watched_core import LEFT, WatchedCore
 from stepview.model.engine_api import (
     ArrivedRequest,
     DescribedRequest,
@@ -227,6 +228,7 @@ class AttachedEngine:
             age=step.age,
             budget=core.view.budget,  # the last record's (one engine core's, with several)
             queue_reasons=tuple(c.view.queue_reason for c in self._cores),
+            stamps=vllm_stamps(step.stamps, now - step.age) if step.stamps else {},
         )
 
     def link(self) -> LinkState:
