@@ -166,10 +166,10 @@ def follow_timings(
     timings are vLLM's own where the engine tells them (the core's first ``SCHEDULED`` event
     and the time of the outputs that carried the first token), the instants that vLLM's
     ``queued_time``, ``prefill_time`` and ``decode_time`` are split by, which step clocks only
-    bracket (a step is seen once it is over, and, watched, a little later still). So a
-    boundary only ever moves back, into the earlier segment: a timing outside it is
-    stepview's own stamp of a step's end (an engine that does not tell vLLM's times), and
-    the step clocks stay.
+    bracket (a step is seen once it is over, and, watched, read a little later still). An
+    engine that does not tell vLLM's times has its timings stamped at step ends: the
+    timeline follows those too (the detail view never shows two stories), as long as both
+    segments keep a length (a timing outside them is left to the step clocks).
     """
     if scheduled is not None:
         for i, segment in enumerate(parts):
@@ -186,5 +186,5 @@ def follow_timings(
 
 
 def _meet(before: Segment, after: Segment, at: float) -> None:
-    if before.start < at < after.start:
+    if before.start < at < after.end:
         before.end = after.start = at
