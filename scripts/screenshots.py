@@ -1,11 +1,20 @@
-"""Make the README's SVG screenshots from the app itself, from a fixed scenario.
+"""Make the README's SVG screenshots from the app itself, from fixed scenarios.
 
     .venv/bin/python scripts/screenshots.py [--out screenshots] [--size 100x30]
 
-The scenes and the key presses are the ones the SVG snapshot tests use (``stepview.demo``),
-and the replay is the trace the tests replay (``tests/data/replay.trace.jsonl``, read as a
-file), so a picture here is the same on every run and machine, needs no engine, and changes
-only when the UI does. Open the SVGs in a browser to check them.
+Most pictures replay ``screenshots/data/smollm2-run.trace.jsonl``: a real run of the built-in
+SmolLM2-135M-Instruct (real text, real logprobs, real queueing and preemptions), recorded once
+on a 2-core CPU with::
+
+    stepview --headless --prompts screenshots/data/smollm2-prompts.jsonl --admit-per-step 0 \
+        --max-num-seqs 6 --kv-cache-memory-bytes 16M --max-model-len 512 \
+        --record screenshots/data/smollm2-run.trace.jsonl
+
+(a small KV cache on purpose, so that requests queue and get preempted). The form, the
+insight views over the preemption story and the comparison use the scenes the SVG snapshot
+tests use (:mod:`stepview.testing.scenes`). Every picture is the same on every run and
+machine, needs no engine, and changes only when the UI or the recording does. Open the SVGs
+in a browser to check them.
 """
 
 from __future__ import annotations
@@ -20,14 +29,24 @@ from textual.pilot import Pilot
 from stepview.testing import scenes
 from stepview.testing.snapshots import mid_run
 from stepview.ui.app import StepviewApp
+from stepview.ui.main.request_table import RequestTable
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT / "tests" / "data" / "replay.trace.jsonl"
+REAL_TRACE = ROOT / "screenshots" / "data" / "smollm2-run.trace.jsonl"
+MID_RUN_STEP = 110  # five finished, three decoding, two preempted, three waiting
 
 Scene = Callable[[Pilot[None]], Awaitable[None]] | None
 
 
-def _mid_run() -> StepviewApp:
+def _press(*keys: str) -> Scene:
+    async def go(pilot: Pilot[None]) -> None:
+        await pilot.press(*keys)
+        await pilot.pause()
+
+    return go
+
+
+def _fake_mid_run() -> StepviewApp:
     return scenes.make_app(mid_run())[0]
 
 
@@ -35,20 +54,56 @@ def _story() -> StepviewApp:
     return scenes.story_app()[0]
 
 
-def _replay() -> StepviewApp:
-    return scenes.replay_app(TRACE)[0]
+def _real() -> StepviewApp:
+    return scenes.replay_app(REAL_TRACE)[0]
 
+
+def _chain(*steps: Scene) -> Scene:
+    async def go(pilot: Pilot[None]) -> None:
+        for step in steps:
+            if step is not None:
+                await step(pilot)
+
+    return go
+
+
+def _open(request_id: str, *then: str, pane: str = "#running") -> Scene:
+    """Select ``request_id`` in ``pane`` (moving the cursor row by row), open its detail, then
+    press ``then``."""
+
+    async def go(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, StepviewApp)
+        table = app.query_one(pane, RequestTable)
+        table.focus()
+        await pilot.press("home")
+        for _ in range(table.row_count):
+            selected = table.selected
+            if selected is not None and selected.request_id == request_id:
+                break
+            await pilot.press("down")
+        selected = table.selected
+        found = None if selected is None else selected.request_id
+        assert found == request_id, f"{request_id} not in {pane} (the cursor is on {found})"
+        await pilot.press("enter", *then)
+        await pilot.pause()
+
+    return go
+
+
+MID_RUN = scenes.at_step(MID_RUN_STEP)
 
 SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
-    "main-mid-run": (_mid_run, None),
-    "form-validation-error": (_mid_run, scenes.show_form_error),
-    "request-detail": (_mid_run, scenes.show_detail),
-    "logprob-heatmap": (_mid_run, scenes.show_heatmap),
-    "fork-form": (_mid_run, scenes.show_fork_form),
-    "replay-paused": (_replay, scenes.at_step(17)),
+    "main-mid-run": (_real, MID_RUN),
+    "form-validation-error": (_fake_mid_run, scenes.show_form_error),  # a replay adds nothing
+    "request-detail": (_real, _chain(MID_RUN, _open("batching"))),
+    "logprob-heatmap": (_real, _chain(MID_RUN, _open("batching", *["right"] * 11))),
+    "fork-form": (_real, _chain(MID_RUN, _open("batching", *["right"] * 6, "f"))),
+    "replay-paused": (_real, scenes.at_step(60)),
+    "waiting-stretch": (_real, _chain(scenes.at_end, _open("kvcache", pane="#finished"))),
     "timeline-strip": (_story, scenes.show_strip),
-    "step-view": (_story, scenes.show_step_view),
-    "latency-panel": (_story, scenes.show_latency),
+    "step-view": (_real, scenes.at_step(MID_RUN_STEP, "v")),
+    "latency-panel": (_real, _chain(scenes.at_end, _press("t"))),
 }
 
 

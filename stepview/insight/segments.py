@@ -153,3 +153,38 @@ class QueueRuns:
 
 def _run_step(run: _Run) -> int:
     return run.first_step
+
+
+def follow_timings(
+    parts: list[Segment], scheduled: float | None, first_token: float | None
+) -> None:
+    """Put the end of the request's first wait at its ``scheduled`` time and the start of
+    its first decode at its ``first_token`` time (its :class:`~stepview.model.snapshot.Timings`),
+    each within the two segments that meet there.
+
+    One source for both: the detail view shows the timings beside the timeline, and the
+    timings are vLLM's own where the engine tells them (the core's first ``SCHEDULED`` event
+    and the time of the outputs that carried the first token), the instants that vLLM's
+    ``queued_time``, ``prefill_time`` and ``decode_time`` are split by, which step clocks only
+    bracket (a step is seen once it is over, and, watched, read a little later still). An
+    engine that does not tell vLLM's times has its timings stamped at step ends: the
+    timeline follows those too (the detail view never shows two stories), as long as both
+    segments keep a length (a timing outside them is left to the step clocks).
+    """
+    if scheduled is not None:
+        for i, segment in enumerate(parts):
+            if segment.state != WAITING:
+                if i:
+                    _meet(parts[i - 1], segment, scheduled)
+                break
+    if first_token is not None:
+        for i in range(1, len(parts)):
+            if parts[i].state == DECODE:
+                if parts[i - 1].state == PREFILL:
+                    _meet(parts[i - 1], parts[i], first_token)
+                break
+
+
+def _meet(before: Segment, after: Segment, at: float) -> None:
+    if before.start < at < after.end:
+        before.end = after.start = at

@@ -40,6 +40,7 @@ from stepview.insight.segments import (
     Preemption,
     QueueRuns,
     Segment,
+    follow_timings,
 )
 from stepview.model.active import changed_between
 from stepview.model.recent import since, total_of
@@ -224,6 +225,17 @@ class TimelineTracker:
             self._runs.observe(reasons, snapshot.step, self._work_start, self.step)
 
     def _see(self, view: RequestView, timeline: RequestTimeline | None) -> RequestTimeline:
+        """Fold in a changed view; where its timings or its segments changed, the segments
+        follow the timings (:func:`~stepview.insight.segments.follow_timings`)."""
+        previous = None if timeline is None else timeline.view
+        opened = 0 if timeline is None else len(timeline.parts)
+        timeline = self._fold(view, timeline)
+        parts = timeline.parts
+        if len(parts) != opened or previous is None or previous.timings is not view.timings:
+            follow_timings(parts, view.timings.scheduled, view.timings.first_token)
+        return timeline
+
+    def _fold(self, view: RequestView, timeline: RequestTimeline | None) -> RequestTimeline:
         if timeline is None:
             timeline = RequestTimeline(view.request_id, runs=self._runs)
             self._timelines[view.request_id] = timeline

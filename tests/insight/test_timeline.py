@@ -62,10 +62,13 @@ def test_segments_follow_state_and_reason() -> None:
     assert _segments(records) == [
         ("waiting", 0, 0, 0.5, 1.5, None),
         ("waiting", 1, 1, 1.5, 2.5, "token_budget"),
-        ("waiting", 2, 2, 2.5, 3.5, "kv_cache"),
+        # Its wait ends when its timings say it was scheduled (here, with no vLLM times,
+        # the end of step 3), its decode starts at its first token (the end of step 4):
+        # the detail view shows the timings beside these segments.
+        ("waiting", 2, 2, 2.5, 4.0, "kv_cache"),
         # The step that computed the rest of the prompt is prefill, though it came out decoding.
-        ("prefill", 3, 4, 3.5, 5.5, None),
-        ("decode", 5, 6, 5.5, 7.5, None),
+        ("prefill", 3, 4, 4.0, 5.0, None),
+        ("decode", 5, 6, 5.0, 7.5, None),
         ("preempted", 7, 8, 7.5, 9.5, "kv_cache"),
         # Scheduled again: the prompt is computed again in one step.
         ("prefill", 9, 9, 9.5, 10.5, None),

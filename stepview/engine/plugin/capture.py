@@ -22,23 +22,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from itertools import chain
 from typing import Any
 
-import msgspec
 from vllm.v1.request import RequestStatus
 
 from stepview.engine.plugin import vllm_versions as versions
+from stepview.engine.plugin.intro import intro_of
+from stepview.engine.plugin.times import CoreTimes, wall_offset
 from stepview.engine.records.channel import FactsSink
-from stepview.engine.records.facts import (
-    INTRO_SAMPLING_FIELDS,
-    CoreState,
-    EndedFacts,
-    RequestFacts,
-    RequestIntro,
-    StepFacts,
-)
+from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
 
 log = logging.getLogger("stepview.engine.plugin")
 
@@ -81,6 +75,7 @@ class CoreCapture:
         # absent here gets its intro). Cleared when someone (re)subscribes.
         self._sent: dict[str, int] = {}
         self._ended: list[EndedFacts] = []  # how requests ended, for the next record
+        self._times = CoreTimes()  # vLLM's scheduled / first-token times (tails only)
         # What the next record must name besides this step's scheduled and preempted requests.
         self._listening = False  # the last schedule() built a record
         self._full = True  # the next record lists every request (nothing was sent before)
@@ -155,6 +150,7 @@ class CoreCapture:
         self._ended.clear()
         self._sent.clear()
         self._cached.clear()
+        self._times.clear()
         self._arrived.clear()
         self._last_scheduled = []
         self._deferred = set()
@@ -178,10 +174,14 @@ class CoreCapture:
             self._switch_off(exc)
             return None
 
-    def after_update(self, scheduler: Any, before: dict[str, Any] | None) -> None:
-        """After outputs: how the requests this update finished ended, then the idle record."""
+    def after_update(
+        self, scheduler: Any, before: dict[str, Any] | None, output: Any, made: Any
+    ) -> None:
+        """After ``update_from_output(output)`` made ``made``: first tokens' times, how the
+        requests it finished ended, then the idle record."""
         if before is not None:
             try:
+                self._times.outputs_made(output.num_scheduled_tokens, made)
                 requests = scheduler.requests
                 for request_id in scheduler.finished_req_ids:
                     req = before.get(request_id)
@@ -204,6 +204,7 @@ class CoreCapture:
     def _end(self, req: Any) -> None:
         """Keep how ``req`` ended (its tokens, its finish reason) for the next record."""
         self._sent.pop(req.request_id, None)
+        first_at = self._times.forget(req.request_id)
         reason = req.get_finished_reason()
         stop = req.stop_reason
         self._ended.append(
@@ -213,6 +214,7 @@ class CoreCapture:
                 list(req.output_token_ids),
                 "abort" if reason is None else str(reason),
                 stop if isinstance(stop, str | int) else None,
+                first_at,
             )
         )
 
@@ -258,9 +260,14 @@ class CoreCapture:
             sent.clear()
             self._full = False
         tails = self._tails
+        times = self._times
         for request_id in finished:
             cached.pop(request_id, None)
             sent.pop(request_id, None)
+            times.forget(request_id)
+        if tails:
+            times.offset = wall_offset()
+        first = times.first
         requests = scheduler.requests
         deferred = scheduler.deferred_waiting
         named: Any
@@ -270,7 +277,9 @@ class CoreCapture:
             # The requests whose facts may have changed (module docstring): O(what changed).
             # (An ordered dict, not a set: the same steps give the same records, anywhere.)
             named = dict.fromkeys(
-                chain(self._arrived, scheduled, self._last_scheduled, preempted, self._blocked)
+                chain(
+                    self._arrived, scheduled, self._last_scheduled, preempted, self._blocked, first
+                )
             )
             if deferred or self._deferred:
                 named.update(dict.fromkeys(r.request_id for r in deferred ^ self._deferred))
@@ -309,10 +318,19 @@ class CoreCapture:
             lora = req.lora_request
             intro = None
             new_tokens = no_tokens
+            scheduled_at = first_at = 0.0
             if tails:
+                events = req.events  # vLLM's, held from its arrival to its first output
+                if events:
+                    scheduled_at = times.scheduled_at(events)
+                if not outputs:
+                    if request_id in scheduled:
+                        times.unstamped[request_id] = req
+                elif first:
+                    first_at = first.pop(request_id, 0.0)
                 had = sent_get(request_id, -1)
                 if had < 0:
-                    intro = _intro(req)
+                    intro = intro_of(req)
                     had = 0
                     sent[request_id] = 0
                 if outputs > had:
@@ -336,6 +354,8 @@ class CoreCapture:
                     new_tokens,
                     intro,
                     lora.lora_int_id if lora is not None else 0,
+                    scheduled_at,
+                    first_at,
                 )
             )
         self._blocked = blocked
@@ -411,33 +431,3 @@ def _scan_head(scheduler: Any, deferred: Any) -> str | None:
             if req not in deferred and req.status not in _BLOCKED:
                 return str(req.request_id)
     return None
-
-
-def _listed(stop: Any) -> list[str]:
-    """``stop`` as a list: vLLM makes it one in ``__post_init__``, but a str or None is legal."""
-    return [stop] if isinstance(stop, str) else list(stop or ())
-
-
-def _as_is(value: Any) -> Any:
-    return value
-
-
-# Each sampling field of the intro, read from vLLM's SamplingParams under the same name and
-# made the type the record declares: vLLM keeps ``temperature=0`` as the int 0, which would go
-# out as a msgpack int and reach an in-process reader as one. Built once, from the struct.
-_TO_WIRE: dict[Any, Callable[[Any], Any]] = {float: float, int: int, bool: bool, list[str]: _listed}
-_SAMPLING = tuple(
-    (field.name, _TO_WIRE.get(field.type, _as_is))
-    for field in msgspec.structs.fields(RequestIntro)
-    if field.name in INTRO_SAMPLING_FIELDS
-)
-
-
-def _intro(req: Any) -> RequestIntro:
-    """What a client that did not add ``req`` needs to show it (once per request)."""
-    prompt = list(req.prompt_token_ids or ())
-    params = req.sampling_params
-    if params is None:  # a pooling request: no sampling
-        return RequestIntro(prompt)
-    # By name, not position: right whatever else the intro holds one day (~2 us a request).
-    return RequestIntro(prompt, **{name: wire(getattr(params, name)) for name, wire in _SAMPLING})

@@ -74,7 +74,7 @@ class StepviewScheduler(Scheduler):
     def update_from_output(self, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
         before = self._stepview.before_update(self, scheduler_output)
         outputs = super().update_from_output(scheduler_output, *args, **kwargs)
-        self._stepview.after_update(self, before)
+        self._stepview.after_update(self, before, scheduler_output, outputs)
         return outputs
 
     def finish_requests(self, *args: Any, **kwargs: Any) -> Any:

@@ -346,7 +346,8 @@ def merge_records(older: StepFacts, newer: StepFacts) -> StepFacts:
 
 
 def _joined(older: RequestFacts, newer: RequestFacts) -> RequestFacts:
-    """``newer`` with ``older``'s token tail in front of its own, and ``older``'s intro."""
+    """``newer`` with ``older``'s token tail in front of its own, and ``older``'s intro and
+    vLLM's times where ``newer`` has none."""
     tokens = newer.new_token_ids
     old_tokens = older.new_token_ids
     if old_tokens:
@@ -359,6 +360,19 @@ def _joined(older: RequestFacts, newer: RequestFacts) -> RequestFacts:
         else:  # the newer tail starts earlier (after a resubscription): it holds it all
             tokens = list(tokens)
     intro = newer.intro if newer.intro is not None else older.intro
-    if tokens is newer.new_token_ids and intro is newer.intro:
+    scheduled_at = newer.scheduled_at or older.scheduled_at  # vLLM's times: once each
+    first_token_at = newer.first_token_at or older.first_token_at
+    if (
+        tokens is newer.new_token_ids
+        and intro is newer.intro
+        and scheduled_at == newer.scheduled_at
+        and first_token_at == newer.first_token_at
+    ):
         return newer
-    return msgspec.structs.replace(newer, new_token_ids=tokens, intro=intro)
+    return msgspec.structs.replace(
+        newer,
+        new_token_ids=tokens,
+        intro=intro,
+        scheduled_at=scheduled_at,
+        first_token_at=first_token_at,
+    )

@@ -137,6 +137,16 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # The LoRA adapter it uses (vLLM's lora_int_id; 0 for none): vLLM defers a waiting
     # request whose adapter would exceed ``StepFacts.max_loras`` in this step.
     lora_id: int = 0
+    # vLLM's own times for the request, on this record's clock (``time``, the server's wall
+    # clock), 0.0 when not in this record (see :attr:`StepFacts.time`): when the engine core
+    # first scheduled it (its first ``SCHEDULED`` event, what vLLM's ``queued_time`` ends
+    # and ``prefill_time`` starts at), in every record that names it from then until its
+    # first output (vLLM holds the event until it hands it over with that output); and when
+    # its first token was made (the time of the engine-core outputs that carried it, where
+    # vLLM's ``prefill_time`` ends and ``decode_time`` starts), once, in the first record
+    # after. Sent only to clients that do not read vLLM's outputs (``stepview --attach``).
+    scheduled_at: float = 0.0
+    first_token_at: float = 0.0
     # Append new fields here, each with a default.
 
 
@@ -156,6 +166,9 @@ class EndedFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     output_token_ids: list[int]
     finish_reason: str
     stop_reason: str | int | None = None
+    # When its first token was made (as RequestFacts.first_token_at), for a request that
+    # ended before a record could name it with it (its first token was also its last).
+    first_token_at: float = 0.0
     # Append new fields here, each with a default.
 
 
@@ -182,7 +195,7 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
     step: int
     iteration: int
-    time: float  # wall clock at capture
+    time: float  # wall clock at capture (vLLM's own times in the record are on this clock)
     core_started: float  # wall clock when this engine core's scheduler was built
     dp_rank: int
     seq: int  # records this core built, counted from 1

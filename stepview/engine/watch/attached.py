@@ -54,9 +54,10 @@ from stepview.engine.records.channel import ChannelState, rank_address
 from stepview.engine.records.entries import merge_records
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.records.vllm_versions import untested_warning
-from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait
+from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
+from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait, joined_waits
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
-from stepview.engine.watch.watched_core import LEFT, CoreStep, WatchedCore, merged
+from stepview.engine.watch.watched_core import LEFT, WatchedCore
 from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
 from stepview.model.engine_api import (
     ArrivedRequest,
@@ -235,6 +236,7 @@ class AttachedEngine:
             age=step.age,
             budget=core.view.budget,  # the last record's (one engine core's, with several)
             queue_reasons=tuple(c.view.queue_reason for c in self._cores),
+            stamps=vllm_stamps(step.stamps, now - step.age) if step.stamps else {},
         )
 
     def link(self) -> LinkState:
@@ -367,7 +369,7 @@ class AttachedEngine:
             for i, (other, later, later_wait) in enumerate(backlog):
                 if other is core:
                     joined = merge_records(facts, later)
-                    backlog[i] = (core, joined, _joined_waits(wait, later_wait))
+                    backlog[i] = (core, joined, joined_waits(wait, later_wait))
                     folded += 1
                     break
             else:  # the core's last record: it stays
@@ -434,13 +436,6 @@ class AttachedEngine:
             prefix_cache_hits=sum(c.prefix_hits for c in cores),
             preemptions=preempted,
         )
-
-
-def _joined_waits(older: Wait | None, newer: Wait | None) -> Wait | None:
-    """What a record folded from two waits for: both's requests, until the later deadline."""
-    if older is None or newer is None:
-        return newer or older
-    return Wait((*older.request_ids, *newer.request_ids), max(older.until, newer.until))
 
 
 def api_client_id(server_id: str) -> str:

@@ -308,3 +308,10 @@ def spoken_ids(end: EndedFacts) -> list[int]:
     if ids and end.finish_reason == "stop" and not isinstance(end.stop_reason, str):
         return ids[:-1]
     return ids
+
+
+def joined_waits(older: Wait | None, newer: Wait | None) -> Wait | None:
+    """What a record folded from two waits for: both's requests, until the later deadline."""
+    if older is None or newer is None:
+        return newer or older
+    return Wait((*older.request_ids, *newer.request_ids), max(older.until, newer.until))

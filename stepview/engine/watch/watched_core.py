@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import msgspec
 
@@ -46,13 +45,8 @@ from stepview.engine.records.facts import (
     split_internal_id,
 )
 from stepview.engine.watch.adopting import arrival, short_id
-from stepview.model.engine_api import (
-    ArrivedRequest,
-    CompletionUpdate,
-    EndedRequest,
-    OutputUpdate,
-    SchedulerEntry,
-)
+from stepview.engine.watch.core_steps import CoreStep, ScheduledTimes
+from stepview.model.engine_api import CompletionUpdate, EndedRequest, OutputUpdate
 from stepview.model.snapshot import RankStatus, RequestState
 
 log = logging.getLogger(__name__)
@@ -78,20 +72,6 @@ class _Sample:
     counted: bool = False  # its prompt is in the prefix-cache figures
 
 
-class CoreStep(NamedTuple):
-    """What one record says, for the driver's step."""
-
-    scheduled: dict[str, SchedulerEntry]
-    outputs: list[OutputUpdate]
-    arrived: list[ArrivedRequest]
-    ended: list[EndedRequest]
-    prompt_tokens: int  # scheduled for prefill in this engine-core step
-    generated: int  # output tokens first seen in this record
-    preemptions: int
-    interval: float | None  # seconds per engine-core step since the previous record
-    age: float  # seconds since the step happened (by this machine's clock)
-
-
 class WatchedCore:
     """One engine core (data-parallel ``rank``) publishing at ``address``."""
 
@@ -111,6 +91,7 @@ class WatchedCore:
         # What records dropped unread carried that no later record repeats (see stash()).
         self.intros: dict[str, RequestIntro] = {}
         self.unread_ends: list[EndedFacts] = []
+        self.times = ScheduledTimes()  # vLLM's scheduled times until the first tokens
         self.view = EntryReader(self._lookup, queue)
         self.connects = 0  # the subscriber's connect count as last seen
         self.settle_at: float | None = None  # reconnected with requests held: settle by then
@@ -142,6 +123,7 @@ class WatchedCore:
         self.unintroduced.clear()
         self.intros.clear()
         self.unread_ends.clear()
+        self.times.clear()
         self.stream.ended.clear()
         self.view = EntryReader(self._lookup, self.queue)
         self.busy = False
@@ -188,6 +170,9 @@ class WatchedCore:
         samples = self.samples
         outputs: list[OutputUpdate] = []
         generated = 0
+        stamps: dict[str, tuple[float, float]] = {}  # vLLM's times, on this machine's clock
+        lag = now - facts.time
+        offset = lag if self.offset is None else self.offset
         # What the record names first, then what ended, then what left without a word: a
         # record read as one of several (the view catching up) may name a request and end it.
         new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
@@ -201,6 +186,11 @@ class WatchedCore:
                 generated += self._take_tokens(
                     sample, req.num_output_tokens, req.new_token_ids, outputs, now
                 )
+            if req.scheduled_at or req.first_token_at:
+                self.times.seen(
+                    req.req_id, sample.request_id, req.scheduled_at, req.first_token_at,
+                    offset, stamps,
+                )  # fmt: skip
         ends = facts.ended
         lost = self.stream.ended
         if lost:
@@ -210,7 +200,7 @@ class WatchedCore:
             self.unread_ends = []
             lost.clear()
         if ends:
-            generated += self._finish(ends, now, awaiting, outputs, ended)
+            generated += self._finish(ends, now, awaiting, outputs, ended, (offset, stamps))
         if facts.finished:  # left: those that ended said how above, the rest did not
             ended.extend(self._gone(facts.finished, awaiting))
         if facts.full:  # those not in it left while their records were lost
@@ -230,8 +220,6 @@ class WatchedCore:
         if self.last_step is not None and facts.step > self.last_step and not self.was_idle:
             interval = (facts.time - self.last_time) / (facts.step - self.last_step)
         self.last_step, self.last_time, self.was_idle = facts.step, facts.time, facts.idle
-        lag = now - facts.time
-        offset = lag if self.offset is None else self.offset
         self.behind = max(0.0, lag - offset)
         return CoreStep(
             scheduled,
@@ -243,6 +231,7 @@ class WatchedCore:
             self.view.new_preemptions,
             interval,
             self.behind,
+            stamps,
         )
 
     def _adopt(
@@ -292,6 +281,7 @@ class WatchedCore:
     def _pop(self, core_id: str) -> _Sample | None:
         """Forget one sample; it is returned, with whether it was its request's last."""
         sample = self.samples.pop(core_id, None)
+        self.times.forget(core_id)
         if sample is not None:
             left = self._per_request[sample.request_id] - 1
             if left:
@@ -347,17 +337,23 @@ class WatchedCore:
         awaiting: Set[str],
         outputs: list[OutputUpdate],
         ended: list[EndedRequest],
+        stamped: tuple[float, dict[str, tuple[float, float]]],
     ) -> int:
-        """Samples that ended, as the record says: their last tokens and finish reasons.
+        """Samples that ended, as the record says: their last tokens, finish reasons and (the
+        first token was the last) vLLM's times, into ``stamped`` (offset, stamps).
 
         A request ends with its last sample; one aborted in the engine core ends ABORTED;
         one stepview sent only takes the tokens (its HTTP answer ends it, text included).
         """
         done: dict[str, list[tuple[_Sample, EndedFacts]]] = {}
         for end in ends:
+            scheduled_at = self.times.scheduled.get(end.req_id, 0.0)
             sample = self._pop(end.req_id)
             if sample is not None:
                 done.setdefault(sample.request_id, []).append((sample, end))
+                if end.first_token_at:
+                    self.times.seen(end.req_id, sample.request_id, scheduled_at,
+                                    end.first_token_at, *stamped)  # fmt: skip
         remaining = self._per_request
         generated = 0
         for request_id, finishing in done.items():
@@ -416,35 +412,3 @@ class WatchedCore:
             facts.num_waiting,
             self.kv_used / total if total else 0.0,
         )
-
-
-def merged(steps: list[CoreStep]) -> CoreStep:
-    """Several records read in one driver step (stepview catching up), as one.
-
-    Outputs, arrivals and ends in order (the ledger adopts first and ends last, so a request
-    may do both within one step); the latest entry of each request; the per-step figures
-    summed; the mean engine-core step time; the age of the newest record.
-    """
-    scheduled: dict[str, SchedulerEntry] = {}
-    outputs: list[OutputUpdate] = []
-    arrived: list[ArrivedRequest] = []
-    ended: list[EndedRequest] = []
-    intervals: list[float] = []
-    for step in steps:
-        scheduled.update(step.scheduled)
-        outputs.extend(step.outputs)
-        arrived.extend(step.arrived)
-        ended.extend(step.ended)
-        if step.interval is not None:
-            intervals.append(step.interval)
-    return CoreStep(
-        scheduled,
-        outputs,
-        arrived,
-        ended,
-        sum(step.prompt_tokens for step in steps),
-        sum(step.generated for step in steps),
-        sum(step.preemptions for step in steps),
-        sum(intervals) / len(intervals) if intervals else None,
-        steps[-1].age,
-    )

@@ -56,9 +56,13 @@ class FakeRequest:
     request_id: str = ""
     stop_reason: int | str | None = None
     lora_request: Any = None
+    events: list[Any] = field(default_factory=list)  # vLLM's EngineCoreEvents not handed over
 
     def get_finished_reason(self) -> Any:
         return self.status.get_finished_reason(self.status)
+
+    def is_finished(self) -> bool:
+        return bool(self.status.is_finished(self.status))
 
     __hash__ = object.__hash__  # vLLM keeps requests in sets (deferred_waiting)
 
@@ -433,7 +437,7 @@ def test_the_record_after_a_request_ended_carries_its_tokens_and_reason() -> Non
     a.num_output_tokens, a.status, a.stop_reason = 2, RS.FINISHED_STOPPED, 7
     del scheduler.requests["a-1"]
     scheduler.finished_req_ids = {"a-1"}
-    capture.after_update(scheduler, before)
+    capture.after_update(scheduler, before, _output({"a-1": 1, "b-1": 1}), {})
     # b-1 is aborted between steps (its client went away), with a token never sent.
     b.output_token_ids.append(61)
     b.num_output_tokens, b.status = 2, RS.FINISHED_ABORTED

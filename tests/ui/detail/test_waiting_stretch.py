@@ -70,7 +70,7 @@ async def test_a_wait_with_flipping_reasons_is_one_row_with_its_steps_per_reason
         assert "waiting   steps 0-12  0.000-1.250s behind 6, kv_cache 3, token_budget 3" in body
         assert "queued 1 ▸ 13 segments" in body
         assert "waiting   step 1" not in body  # no row per segment
-        assert "decode 0.15 s, steps 14-15: 2 tok generated" in body  # the chosen row in words
+        assert "decode 0.20 s, steps 14-15: 2 tok generated" in body  # the chosen row in words
         await pilot.press("comma", "comma")
         body = _body(app)
         assert (
@@ -109,4 +109,4 @@ async def test_enter_on_a_stretch_shows_its_first_step() -> None:
         assert "HISTORY step 0" in str(screen.query_one("#detail-scroll").border_subtitle)
         await pilot.press("full_stop", "e")  # the prefill, one segment: nothing to expand
         assert "▾" not in _body(app) and screen.expanded == set()
-        assert "prefill 0.10 s, step 13: 8 prompt tok" in _body(app)
+        assert "prefill 0.05 s, step 13: 8 prompt tok" in _body(app)
