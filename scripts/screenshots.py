@@ -97,10 +97,13 @@ SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
     "main-mid-run": (_real, MID_RUN),
     "form-validation-error": (_fake_mid_run, scenes.show_form_error),  # a replay adds nothing
     "request-detail": (_real, _chain(MID_RUN, _open("batching"))),
-    "logprob-heatmap": (_real, _chain(MID_RUN, _open("batching", *["right"] * 11))),
-    "fork-form": (_real, _chain(MID_RUN, _open("batching", *["right"] * 6, "f"))),
+    "logprob-heatmap": (_real, _chain(MID_RUN, _open("batching", *["right"] * 6))),
+    "fork-form": (_fake_mid_run, scenes.show_fork_form),  # a replay forks nothing
     "replay-paused": (_real, scenes.at_step(60)),
-    "waiting-stretch": (_real, _chain(scenes.at_end, _open("kvcache", pane="#finished"))),
+    "waiting-stretch": (
+        _real,
+        _chain(scenes.at_end, _open("kvcache", *["comma"] * 5, pane="#finished")),
+    ),
     "timeline-strip": (_story, scenes.show_strip),
     "step-view": (_real, scenes.at_step(MID_RUN_STEP, "v")),
     "latency-panel": (_real, _chain(scenes.at_end, _press("t"))),

@@ -23,6 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.geometry import Region
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -30,7 +31,14 @@ from stepview.model.latency import request_latency
 from stepview.model.sampling import form_values
 from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import Completion, RequestState, RequestView, StepSnapshot, Timings
-from stepview.ui.detail.heatmap import Spot, heat_parts, prompt_texts, spots, token_panel
+from stepview.ui.detail.heatmap import (
+    CURSOR,
+    Spot,
+    heat_parts,
+    prompt_texts,
+    spots,
+    token_panel,
+)
 from stepview.ui.detail.strip import Row, StepChosen, StripTracker, row_at, rows_of, strip_parts
 from stepview.ui.drafts import AskToAdd, fork_of, token_texts
 from stepview.ui.footer import FittingFooter
@@ -370,6 +378,23 @@ class DetailScreen(Screen[None]):
         self.cursor = stops[max(0, min(len(stops) - 1, at + delta))]
         self._render_request(force=True)
         self.refresh_bindings()
+        self.call_after_refresh(self._show_cursor)
+
+    def _show_cursor(self) -> None:
+        """Scroll the token under the cursor into view: below a long prompt and timeline the
+        completion starts off screen, and arrowing through it must not happen blind."""
+        body = self.query_one("#detail-body", Static)
+        width = body.content_region.width
+        if width <= 0:
+            return
+        content = body.render()
+        if not isinstance(content, Content):
+            return
+        for line, text in enumerate(content.wrap(width)):
+            if any(span.style == CURSOR for span in text.spans):
+                region = Region(0, line, width, 1)
+                self.query_one("#detail-scroll").scroll_to_region(region, animate=False, center=True)
+                return
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Fork follows the app's rules (hidden in a replay, dimmed without an engine), and is
