@@ -392,8 +392,8 @@ class DetailScreen(Screen[None]):
             return
         for line, text in enumerate(content.wrap(width)):
             if any(span.style == CURSOR for span in text.spans):
-                region = Region(0, line, width, 1)
-                self.query_one("#detail-scroll").scroll_to_region(region, animate=False, center=True)
+                scroll = self.query_one("#detail-scroll")
+                scroll.scroll_to_region(Region(0, line, width, 1), animate=False, center=True)
                 return
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
