@@ -112,8 +112,11 @@ class CoreCapture:
             self._arrived.append(request_id)
 
     def before_schedule(self, scheduler: Any, throttle: bool) -> None:
-        """Whether the coming ``schedule()`` holds prefills (read before: it moves the cadence)."""
-        if self.sink is not None:
+        """Whether the coming ``schedule()`` holds prefills (read before: it moves the cadence).
+
+        Only while someone listens: a server nobody watches pays nothing here (the first
+        record after a subscriber joins says no prefill was held)."""
+        if self._listening:
             try:
                 self._held = versions.prefills_held(scheduler, throttle)
             except Exception as exc:  # never into vLLM

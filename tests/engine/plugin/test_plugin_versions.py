@@ -60,9 +60,12 @@ def test_the_record_says_the_version_the_interval_and_whether_prefills_were_held
     scheduler.requests = {"w": FakeRequest(_waiting(), 40, request_id="w")}
     capture = CoreCapture(scheduler)
     capture.sink = sink = ListSink()
+    capture.before_schedule(scheduler, True)  # nobody listened yet: not even read
+    capture.after_schedule(scheduler, _output({}))
+    assert sink.records[-1].prefills_held is False
     capture.before_schedule(scheduler, True)  # throttled by the data-parallel core
     capture.after_schedule(scheduler, _output({}))
-    (record,) = sink.records
+    record = sink.records[-1]
     assert (record.vllm_version, record.prefill_interval, record.prefills_held) == (
         versions.RUNNING,
         4,
