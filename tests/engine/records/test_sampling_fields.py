@@ -168,11 +168,11 @@ def test_the_spec_names_vllms_fields_with_vllms_defaults() -> None:
 def test_a_spec_crosses_vllm_the_plug_in_and_the_wire_whole() -> None:
     from vllm import SamplingParams
 
-    from stepview.engine.plugin.capture import _intro
+    from stepview.engine.plugin.intro import intro_of
 
     spec = EVERY_FIELD_SET
     params = SamplingParams(**spec.to_dict())  # as stepview's own engine makes them
-    intro = _intro(SimpleNamespace(prompt_token_ids=[1, 2, 3], sampling_params=params))
+    intro = intro_of(SimpleNamespace(prompt_token_ids=[1, 2, 3], sampling_params=params))
     read = msgspec.msgpack.decode(msgspec.msgpack.encode(intro), type=RequestIntro)
     assert read == intro
     assert arrival("c", _facts(read, spec.max_tokens), spec.n, 2.0).spec == spec
