@@ -45,9 +45,10 @@ def test_prompt_typed_into_the_form_finishes_and_q_exits_cleanly(
     term.keys("a")
     term.wait_for_text("Add a prompt", timeout=10)
     term.type(PROMPT_TEXT)  # the prompt box has the focus
-    # Tab from the prompt over the preset buttons and the fields before max_tokens; the
-    # field's text is selected on focus, so typing replaces the default.
-    term.press(*["Tab"] * (len(PRESETS) + FORM_FIELDS.index("max_tokens") + 1))
+    # Tab from the prompt over the chat switch (on: the tiny model has a chat template), the
+    # preset buttons and the fields before max_tokens; the field's text is selected on focus,
+    # so typing replaces the default.
+    term.press(*["Tab"] * (1 + len(PRESETS) + FORM_FIELDS.index("max_tokens") + 1))
     term.type("3")
     form = term.wait_for(lambda s: field_value(s, "max_tokens") == "3", timeout=10)
     assert PROMPT_TEXT in form

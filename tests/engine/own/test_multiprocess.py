@@ -60,9 +60,9 @@ def _norm(request_id: str) -> str:
 def _comparable(records: list[StepFacts]) -> list[StepFacts]:
     """The records without wall-clock times and with vLLM's random id suffixes removed.
 
-    Also without how requests ended, their intros and output tokens: only a publisher sends
-    those (an attached client needs them), the in-process listener's engine reads vLLM's
-    outputs instead.
+    Also without how requests ended, their intros, output tokens and vLLM's scheduled /
+    first-token times: only a publisher sends those (an attached client needs them), the
+    in-process listener's engine reads vLLM's outputs instead.
     """
     replace = msgspec.structs.replace
     return [
@@ -75,7 +75,15 @@ def _comparable(records: list[StepFacts]) -> list[StepFacts]:
             finished=sorted(map(_norm, f.finished)),
             waiting_head=None if f.waiting_head is None else _norm(f.waiting_head),
             requests=[
-                replace(r, req_id=_norm(r.req_id), arrival_time=0.0, intro=None, new_token_ids=[])
+                replace(
+                    r,
+                    req_id=_norm(r.req_id),
+                    arrival_time=0.0,
+                    intro=None,
+                    new_token_ids=[],
+                    scheduled_at=0.0,
+                    first_token_at=0.0,
+                )
                 for r in f.requests
             ],
         )
