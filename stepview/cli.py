@@ -192,6 +192,8 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S
     ):
         return "--scrape-interval and --window go with --attach http://HOST:PORT"
+    if own.kv_events is not None and not is_metrics_address(own.attach):
+        return "--kv-events goes with --attach http://HOST:PORT (the server's /metrics)"
     if own.attach is None:
         if own.api is not None or own.attach_ranks is not None or own.nice is not None:
             return "--api, --attach-ranks and --nice go with --attach ADDRESS"

@@ -51,6 +51,7 @@ class OwnOptions:
     nice: int | None = None
     scrape_interval: float = 1.0
     window: float = 60.0
+    kv_events: str | None = None
     load: int | None = None
     rate: float | None = None
     input_len: Any = None  # LenRange | None (Any: argparse fills it)

@@ -129,3 +129,10 @@ def add_attach_args(group: Any) -> None:
         help="with --attach http://HOST:PORT: the latency percentiles and finished counts "
         "cover the last SECONDS (default: %(default)g)",
     )
+    group.add_argument(
+        "--kv-events",
+        metavar="ADDRESS",
+        help="with --attach http://HOST:PORT: also subscribe to the KV-cache events the server "
+        "publishes (its --kv-events-config endpoint, e.g. tcp://HOST:5557) and show block churn, "
+        "resident blocks and prefix-cache reuse from them",
+    )

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from stepview.cli_args import OwnOptions
 from stepview.cli_attach import ATTACH_NICE
+from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
 from stepview.engine.watch.metrics_watch import MetricsWatch
 from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
@@ -49,16 +50,27 @@ def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
         api = ServerApi(address, resolve_api_key(options.api_key))
     except ValueError as exc:
         return fail(f"--attach: {exc}")
-    watch = MetricsWatch(api, window=options.window)
+    kv_events = None
+    if options.kv_events is not None:
+        try:
+            kv_events = KvEventsWatch(options.kv_events, window=options.window)
+        except ValueError as exc:
+            return fail(f"--kv-events: {exc}")
+    watch = MetricsWatch(api, window=options.window, kv_events=kv_events)
     if not options.headless:
         problem = claim_terminal("")
         if problem is not None:
             return fail(problem)
     lower_priority(ATTACH_NICE if options.nice is None else options.nice)
     if options.headless:
-        return watch_metrics_headless(watch, options.scrape_interval)
+        try:
+            return watch_metrics_headless(watch, options.scrape_interval)
+        finally:
+            watch.close()
     source = MetricsSource(watch, interval=options.scrape_interval, history=options.history)
     code = run_app(source)
+    if not source.alive:
+        watch.close()
     notice(f"stopped watching {address}; the log is {log_path}")
     return code
 
@@ -141,6 +153,8 @@ def metrics_record(snapshot: StepSnapshot) -> dict[str, Any]:
         prefix_cache_hit_rate=window.prefix_hit_rate,
         steps_per_s=None if window.steps_per_s is None else round(window.steps_per_s, 1),
     )
+    if window.kv_blocks is not None:
+        record["kv_blocks"] = kv_record(window.kv_blocks)
     for latency in window.latencies:
         record[f"{latency.name}_s"] = {
             "p50": _rounded(latency.p50),

@@ -46,6 +46,7 @@ class ServerWindow:
     prefix_hit_rate: float | None = None  # prefix-cache hits / queries, in the window
     steps_per_s: float | None = None  # the server's engine steps per second, in the window
     plugin_hint: str = ""  # how to restart this server for the per-request view
+    kv_blocks: KvBlocks | None = None  # from its KV events, where they are watched too
 
     def latency(self, name: str) -> Latency:
         for latency in self.latencies:
@@ -56,3 +57,28 @@ class ServerWindow:
     @property
     def finished_in_window(self) -> int:
         return sum(count for _, count in self.finished)
+
+
+@dataclass(frozen=True, slots=True)
+class KvBlocks:
+    """The server's KV-cache blocks as its published KV events tell them (``--kv-events``):
+    churn and prefix-cache reuse over the window, residency now. Blocks, not tokens."""
+
+    address: str  # the tcp://HOST:PORT subscribed to
+    batches: int = 0  # event batches received since the watch began (0: none yet)
+    stored_per_s: float = 0.0  # blocks computed and cached, per second over the window
+    removed_per_s: float = 0.0  # blocks evicted, per second over the window
+    stored: int = 0  # in the window
+    reused: int = 0  # blocks taken from the prefix cache, in the window (see kv_blocks)
+    recomputed: int = 0  # blocks computed again after their eviction, in the window
+    resident: int = 0  # blocks cached now, as far as the events seen say
+    missed: int = 0  # batches lost since the watch began (sequence gaps)
+    restarts: int = 0  # times the publisher started again (sequence numbers went back)
+    clears: int = 0  # AllBlocksCleared seen since the watch began
+    problem: str = ""  # the last message that could not be read, if any
+
+    @property
+    def reuse_share(self) -> float | None:
+        """Reused blocks / (reused + computed) in the window: ``None`` when neither."""
+        needed = self.reused + self.stored
+        return self.reused / needed if needed else None

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from stepview.engine.watch.kv_events_watch import KvEventsWatch
 from stepview.engine.watch.metrics_page import (
     GENERATION_TOKENS,
     ITERATION_TOKENS,
@@ -67,8 +68,10 @@ class MetricsWatch:
         *,
         window: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        kv_events: KvEventsWatch | None = None,
     ) -> None:
         self.api = api
+        self.kv_events = kv_events  # its KV events, read on each scrape, where watched
         self.address = api.base_url
         self.window = window
         self._clock = clock
@@ -111,6 +114,11 @@ class MetricsWatch:
             return self.latest
         self.latest = self._read(clock, page)
         return self.latest
+
+    def close(self) -> None:
+        """Let go of the KV events' socket (the scraping thread done)."""
+        if self.kv_events is not None:
+            self.kv_events.close()
 
     def _lost(self, clock: float, why: str) -> StepSnapshot:
         """Not reached: STARTING until it has been, DISCONNECTED after (figures kept)."""
@@ -192,6 +200,7 @@ class MetricsWatch:
                 if clock > 0 and iterations is not None
                 else None,
                 plugin_hint=restart_hint(self.address, self._model(page)),
+                kv_blocks=None if self.kv_events is None else self.kv_events.poll(clock),
             ),
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
-from stepview.model.server_window import Latency, ServerWindow
+from stepview.model.server_window import KvBlocks, Latency, ServerWindow
 from stepview.ui.format import percent, seconds
 
 LATENCY_NAMES = {
@@ -96,6 +96,8 @@ def panel_lines(window: ServerWindow) -> list[Content]:
             (steps, ""),
         )
     )
+    if window.kv_blocks is not None:
+        lines += kv_lines(window.kv_blocks)
     lines.append(Content(""))
     lines.append(_row("latency", ("     p50      p90      p99   observed", _MUTED)))
     for latency in window.latencies:
@@ -112,6 +114,43 @@ def panel_lines(window: ServerWindow) -> list[Content]:
             *(Content.styled(f"  {line}", "$accent") for line in window.plugin_hint.splitlines()),
         ]
     return lines
+
+
+def kv_lines(kv: KvBlocks) -> list[Content]:
+    """Two rows from the server's KV events: churn and residency, then reuse (in blocks)."""
+    if not kv.batches:
+        return [_row("KV blocks", (f"no KV events from {kv.address} yet", _MUTED))]
+    share = kv.reuse_share
+    notes = [
+        f"{count} {what}"
+        for count, what in (
+            (kv.missed, "batches missed"),
+            (kv.restarts, "restarts"),
+            (kv.clears, "cache clears"),
+        )
+        if count
+    ]
+    return [
+        _row(
+            "KV blocks",
+            (f"+{kv.stored_per_s:.1f}/s", "bold"),
+            (" stored  ", _MUTED),
+            (f"-{kv.removed_per_s:.1f}/s", "bold"),
+            (" evicted  ", _MUTED),
+            (str(kv.resident), ""),
+            (" resident", _MUTED),
+            (f"   ({', '.join(notes)})" if notes else "", "$warning"),
+        ),
+        _row(
+            "prefix reuse (events)",
+            (str(kv.reused), "bold"),
+            (" blocks reused, ", _MUTED),
+            (str(kv.stored), ""),
+            (" computed", _MUTED),
+            (f"  = {percent(share)} reused" if share is not None else "", ""),
+            (f"   {kv.recomputed} recomputed after eviction" if kv.recomputed else "", _MUTED),
+        ),
+    ]
 
 
 def _latency_row(latency: Latency) -> Content:

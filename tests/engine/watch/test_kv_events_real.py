@@ -1,0 +1,83 @@
+"""``stepview --attach http://… --kv-events tcp://… --headless`` on vLLM's real API server.
+
+The server runs the demo model as vLLM ships it (no plug-in), publishing its KV-cache events
+(``--kv-events-config``, zmq, all topics). Two completions share a 219-token prefix (one
+128-token block) and are sent one after the other, so that the second finds the prefix in the
+cache: the JSON lines must show blocks stored (churn), the blocks resident, and the reuse — as
+the server's own /metrics counts its prefix-cache hit.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from tests.engine.watch.attach_helpers import watching
+from tests.engine.watch.test_metrics_attach_real import next_record
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
+PREFIX = "Once upon a time in a land far away there lived " * 12
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[ApiServer, int]]:
+    from stepview.engine.own.tiny_model import ensure_tiny_model
+
+    port, events = free_port(), free_port()
+    config = {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": f"tcp://*:{events}",
+        "topic": "kv",
+    }
+    command = [
+        *server_command(ensure_tiny_model(), port, plugin=False),
+        *("--kv-events-config", json.dumps(config)),
+    ]
+    api = ApiServer(command, server_env(None), port, tmp_path / "server.log")
+    api.start()
+    try:
+        yield api, events
+    finally:
+        api.kill()
+
+
+def test_block_churn_and_prefix_reuse_from_a_real_servers_kv_events(
+    server: tuple[ApiServer, int], tmp_path: Path
+) -> None:
+    api, events = server
+    url, kv = f"http://127.0.0.1:{api.port}", f"tcp://127.0.0.1:{events}"
+    command = [
+        sys.executable,
+        "-m",
+        "stepview",
+        *("--attach", url, "--kv-events", kv, "--headless", "--scrape-interval", "0.5"),
+        *("--log-file", str(tmp_path / "stepview.log")),
+    ]
+    with watching(command) as watch:
+        idle = next_record(watch, lambda r: r["state"] == "idle")
+        assert idle["kv_blocks"]["address"] == kv and idle["kv_blocks"]["batches"] == 0
+
+        first = complete(api.port, PREFIX + "a king", 40, ignore_eos=True)
+        stored = next_record(watch, lambda r: r["kv_blocks"]["stored"] >= 2)
+        assert stored["kv_blocks"]["stored_per_s"] > 0 and stored["kv_blocks"]["resident"] >= 2
+        assert stored["kv_blocks"]["reused"] == 0
+
+        second = complete(api.port, PREFIX + "a queen", 40, ignore_eos=True)
+        assert first["usage"]["prompt_tokens"] >= 128 and second["usage"]["prompt_tokens"] >= 128
+        reused = next_record(watch, lambda r: r["kv_blocks"]["reused"] > 0)
+        blocks = reused["kv_blocks"]
+        assert blocks["reused"] == 1 and blocks["stored"] == 3  # the prefix's block, once
+        assert blocks["stored_per_s"] > 0 and blocks["resident"] == 3
+        assert blocks["reuse_share"] == 0.25 and blocks["missed"] == blocks["restarts"] == 0
+        assert reused["prefix_cache_hit_rate"] > 0  # the server's own count agrees: a hit
+        print(json.dumps(reused))  # for the record (-s)
+
+        watch.child.send_signal(signal.SIGINT)
+        assert watch.child.wait(15) == 0, watch.err.rest()
