@@ -102,7 +102,7 @@ def fleet_row(address: str, snapshot: StepSnapshot, window: float) -> FleetRow:
         else (),
     )
     if state is EngineState.STARTING:
-        return row
+        return replace(row, model="")  # a placeholder until the server says
     if server is not None:
         ttft = server.latency("ttft")
         covered = server.covered
