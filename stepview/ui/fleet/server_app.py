@@ -17,6 +17,7 @@ what it is built on. Running it as it is keeps one definition of that view.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
 from textual.binding import Binding, BindingType
@@ -67,6 +68,7 @@ class Borrowed:
 class FleetServerApp(StepviewApp):
     """:class:`StepviewApp` on one fleet server's borrowed source; Esc returns to the fleet."""
 
+    CSS_PATH = str(Path(__file__).parent.parent / StepviewApp.CSS_PATH)  # relative to ui/, not here
     BINDINGS: ClassVar[list[BindingType]] = [
         *APP_BINDINGS,
         Binding("escape", "to_fleet", "Fleet", tooltip="Back to the fleet"),
