@@ -14,7 +14,7 @@ Where the figures come from:
   on the requests still known (active and recently finished) that were preempted in it.
 
 Tokens per second come from the snapshots' recent steps for both (generated tokens in the
-window over the seconds they span).
+window over the window's seconds seen so far, idle ones included).
 
 **The imbalance rule** (:func:`mark_imbalance`): among servers that are up (running or idle),
 when there are two or more and their waiting counts differ by at least
@@ -117,20 +117,20 @@ def fleet_row(address: str, snapshot: StepSnapshot, window: float) -> FleetRow:
 
 
 def _served_name(snapshot: StepSnapshot) -> str:
-    """The model's name without the `` @ ADDRESS`` a watch adds to it."""
-    model = snapshot.info.model
-    name, at, _ = model.rpartition(" @ ")
-    return name if at else model
+    """The served model's name, as a watch gives it (``NAME @ ADDRESS``); ``""`` while the
+    server has not said (a plug-in server watched without its API names no model)."""
+    name, at, _ = snapshot.info.model.rpartition(" @ ")
+    return name if at else ""
 
 
 def _tokens_per_s(snapshot: StepSnapshot, window: float) -> float | None:
     """Generated tokens per second over the recent steps in the window."""
     since = snapshot.clock - window
     steps = [step for step in snapshot.recent if step.clock > since]
-    if not steps:
+    span = min(window, snapshot.clock)  # idle seconds count: a rate over the window
+    if not steps or span <= 0:
         return None
-    span = steps[-1].clock - steps[0].clock + steps[0].step_time
-    return sum(step.generation_tokens for step in steps) / span if span > 0 else None
+    return sum(step.generation_tokens for step in steps) / span
 
 
 def _from_requests(snapshot: StepSnapshot, window: float) -> dict[str, Any]:

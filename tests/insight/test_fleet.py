@@ -93,7 +93,7 @@ def test_a_metrics_row_reads_the_scrape() -> None:
     assert got.waiting_by_reason == (("capacity", 3), ("deferred", 1))
     assert (got.ttft_p50, got.ttft_p99) == (0.2, 0.8)
     assert got.preemptions_per_min == 6.0  # 3 in the 30 s seen so far
-    assert got.tokens_per_s == 10.0  # 10 tokens per 1 s scrape
+    assert got.tokens_per_s == 100 / 30  # 10 scrapes of 10 tokens in the 30 s seen
     assert not got.per_request
     record = fleet_record(got)
     assert record["address"] == "http://h:8000" and record["mark"] is None

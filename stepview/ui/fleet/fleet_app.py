@@ -34,8 +34,8 @@ from stepview.ui.terminal import driver_class
 from stepview.ui.theme import THEME
 
 COLUMNS = (
-    *("", "server", "state", "model", "run", "waiting (by reason)", "KV", "tok/s"),
-    *("TTFT p50", "TTFT p99", "preempt/min", "view"),
+    *("", "server", "state", "model", "run", "waiting (why)", "KV", "tok/s"),
+    *("TTFT p50", "TTFT p99", "pre/min", "view"),
 )
 MARKS = {BUSIEST: ("▲", "bold red"), IDLEST: ("▼", "bold green")}
 STATE_STYLES = {"running": "bold green", "idle": "dim", "down": "bold red"}
