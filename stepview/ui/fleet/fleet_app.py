@@ -34,8 +34,8 @@ from stepview.ui.terminal import driver_class
 from stepview.ui.theme import THEME
 
 COLUMNS = (
-    *("", "server", "state", "model", "run", "waiting (why)", "KV", "tok/s"),
-    *("TTFT p50", "TTFT p99", "pre/min", "view"),
+    *("server", "state", "model", "run", "waiting (why)", "KV", "tok/s"),
+    *("TTFT p50", "TTFT p99", "pre/min"),
 )
 MARKS = {BUSIEST: ("▲", "bold red"), IDLEST: ("▼", "bold green")}
 STATE_STYLES = {"running": "bold green", "idle": "dim", "down": "bold red"}
@@ -112,8 +112,8 @@ class FleetApp(App[int | None]):
             for rank in row.ranks:
                 state = Text("up", "green") if rank.up else Text("down", "bold red")
                 self._table.add_row(
-                    "", f"  └ rank {rank.rank}", state, "", str(rank.running),
-                    str(rank.waiting), percent(rank.kv_cache_usage), "", "", "", "", "",
+                    f"  └ rank {rank.rank}", state, "", str(rank.running),
+                    str(rank.waiting), percent(rank.kv_cache_usage), "", "", "", "",
                 )  # fmt: skip
                 self._owners.append(index)
         if self._table.row_count:
@@ -136,8 +136,7 @@ def _cells(row: FleetRow) -> tuple[object, ...]:
     reasons = ", ".join(f"{reason} {count}" for reason, count in row.waiting_by_reason if count)
     waiting = f"{row.waiting} ({reasons})" if reasons else str(row.waiting)
     return (
-        Text(symbol, style),
-        row.address,
+        Text.assemble((symbol or " ", style), " ", row.address),
         Text(row.state, STATE_STYLES.get(row.state, "")),
         row.model or "-",
         str(row.running),
@@ -147,5 +146,4 @@ def _cells(row: FleetRow) -> tuple[object, ...]:
         seconds(row.ttft_p50),
         seconds(row.ttft_p99),
         "-" if row.preemptions_per_min is None else f"{row.preemptions_per_min:.1f}",
-        "requests" if row.per_request else "metrics",
     )
