@@ -57,7 +57,10 @@ def _run(argv: Sequence[str] | None) -> int:
     replay_error = replay_error or _playback_conflict(own)
     if replay_error is not None:
         return fail(replay_error)
-    attach_error = _attach_conflict(own, engine_argv) or _load_conflict(own, engine_argv)
+    attach_error = (
+        _fleet_conflict(own, engine_argv) if own.is_fleet else _attach_conflict(own, engine_argv)
+    )
+    attach_error = attach_error or _load_conflict(own, engine_argv)
     attach_error = attach_error or _watch_conflict(own)
     if attach_error is not None:
         return fail(attach_error)
@@ -97,6 +100,10 @@ def _run(argv: Sequence[str] | None) -> int:
         setup_logging(log_path)
     except OSError as exc:
         return fail(f"cannot write the log file {log_path}: {exc.strerror or exc}")
+    if own.is_fleet:
+        from stepview.launch.fleet import run_fleet
+
+        return run_fleet(own, log_path)
     if is_metrics_address(own.attach):
         from stepview.launch.attach_metrics import run_metrics_attach
 
@@ -214,6 +221,37 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     if own.prompts is not None and own.api is None:
         return "--prompts with --attach needs --api URL: prompts go through the server's API"
     return None
+
+
+def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
+    """Why the flags cannot go with several ``--attach`` servers: a fleet is watched, with the
+    figures every kind of server gives; what acts on or records one server's requests needs
+    that server alone (``--attach ADDRESS``)."""
+    if own.replay is not None:
+        return "--attach and --replay exclude each other (watch a server, or replay a trace)"
+    if engine_argv:
+        return f"--attach takes no engine flags (got {' '.join(engine_argv)})"
+    given = [
+        flag
+        for flag, value in (
+            ("--api", own.api),
+            ("--prompts", own.prompts),
+            ("--record", own.record),
+            ("--results", own.results),
+            ("--metrics-port", own.metrics_port),
+            ("--flight-recorder", own.flight_recorder),
+            ("--stuck-after", own.stuck_after),
+            ("--export-csv", own.export_csv),
+            ("--export-chrome-trace", own.export_chrome_trace),
+        )
+        if value is not None
+    ]
+    if not given:
+        return None
+    return (
+        f"{', '.join(given)}: not with several servers ({len(own.fleet)} given); attach to "
+        "one server alone for those"
+    )
 
 
 def _metrics_conflict(own: OwnOptions) -> str | None:

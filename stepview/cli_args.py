@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from stepview.cli_attach import add_attach_args
+from stepview.cli_attach import add_attach_args, attach_addresses
 from stepview.cli_watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
@@ -44,7 +44,7 @@ class OwnOptions:
     history: int
     keep_finished: int
     log_file: Path | None
-    attach: str | None
+    attach: str | None  # the only server, or a fleet's first (see ``fleet``)
     attach_ranks: tuple[int, ...] | None
     api: str | None
     api_key: str | None = field(default=None, repr=False)  # a secret: never shown
@@ -69,6 +69,13 @@ class OwnOptions:
     flight_dir: str | None = None
     flight_max_mb: int = 0
     stuck_after: float | None = None
+    attach_file: Path | None = None
+    fleet: tuple[str, ...] = ()  # every server given to --attach / --attach-file
+
+    @property
+    def is_fleet(self) -> bool:
+        """Several servers to watch: the fleet screen (one is the single view, as ever)."""
+        return len(self.fleet) > 1
 
     @property
     def prompts_on_stdin(self) -> bool:
@@ -366,4 +373,9 @@ def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
         if value < 1:
             # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".
             parser.error(f"argument {flag}: must be 1 or more, got {value}")
+    try:
+        namespace.fleet = attach_addresses(namespace.attach, namespace.attach_file)
+    except ValueError as exc:
+        parser.error(str(exc))
+    namespace.attach = namespace.fleet[0] if namespace.fleet else None
     return OwnOptions(**vars(namespace)), rest

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from stepview.cli_watch import whole_number
@@ -26,6 +28,27 @@ WINDOW_S = 60.0
 def is_metrics_address(address: str | None) -> bool:
     """An ``--attach`` address read through the server's ``/metrics`` (``http(s)://``)."""
     return address is not None and address.lower().startswith(("http://", "https://"))
+
+
+def attach_addresses(given: Sequence[str] | None, file: Path | None) -> tuple[str, ...]:
+    """Every server to watch: each ``--attach`` (a comma list counts as several), then the
+    lines of ``--attach-file`` (blank lines and ``#`` comments skipped), without repeats.
+    More than one is a fleet. ``ValueError`` when the file cannot be read or names none."""
+    addresses = [part.strip() for value in given or () for part in value.split(",")]
+    if file is not None:
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ValueError(f"--attach-file: cannot read {file}: {exc.strerror or exc}") from None
+        found = [
+            line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")
+        ]
+        if not found:
+            raise ValueError(f"--attach-file: {file} names no server (one address per line)")
+        addresses += found
+    if any(not address for address in addresses):
+        raise ValueError("--attach: an empty address in a comma list")
+    return tuple(dict.fromkeys(addresses))
 
 
 def _niceness(text: str) -> int:
@@ -74,13 +97,23 @@ def add_attach_args(group: Any) -> None:
     group.add_argument(
         "--attach",
         metavar="ADDRESS",
+        action="append",
         help="watch a running vLLM server instead of starting an engine: ADDRESS is the "
         "STEPVIEW_PUBLISH address (tcp://HOST:PORT or ipc://PATH) of a server started with "
         "--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler, or any server's "
         "own http://HOST:PORT (its /metrics: counters, latency percentiles, no requests); "
         "takes no engine flags; pause and single step only hold the view, the server runs "
         "on; with --headless, print what the server finishes (http: one JSON line per "
-        "scrape) until Ctrl+C",
+        "scrape) until Ctrl+C; repeated, or a comma list: watch several servers (mixed kinds) on "
+        "the fleet screen, Enter for one server's full view, Esc back (--headless: one JSON "
+        "line per server per --scrape-interval, its address on each)",
+    )
+    group.add_argument(
+        "--attach-file",
+        type=Path,
+        metavar="FILE",
+        help="the servers to watch, one --attach ADDRESS per line (# comments allowed), "
+        "with any --attach given: more than one is a fleet",
     )
     group.add_argument(
         "--attach-ranks",

@@ -1,0 +1,187 @@
+"""``stepview --attach A --attach B …``: several servers watched at once, the fleet.
+
+Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
+``/metrics`` watch (:class:`~stepview.engine.watch.metrics_source.MetricsSource`) for an
+``http://`` address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver`
+for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them. The fleet screen reads the
+latest snapshot of each (:mod:`stepview.ui.fleet.fleet_app`); Enter shows one server's full
+view on the same running source, Esc comes back. ``--headless`` prints, every
+``--scrape-interval``, one JSON line per server (:func:`stepview.insight.fleet.fleet_record`,
+its ``address`` on each), and on stderr when a server is lost and back, until a signal.
+
+Nothing here imports vLLM: the servers run elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
+
+from stepview.cli_args import OwnOptions
+from stepview.cli_attach import ATTACH_NICE, is_metrics_address
+from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
+from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, check_address, lower_priority
+from stepview.launch.attach_headless import LinkNotices
+from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice
+from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
+from stepview.launch.terminal import claim_terminal
+from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
+
+if TYPE_CHECKING:
+    from stepview.engine.watch.api_key import ApiKey
+
+Member = tuple[str, SnapshotSource]
+
+
+def run_fleet(options: OwnOptions, log_path: Path) -> int:
+    """Watch every server of ``options.fleet``; the exit code."""
+    from stepview.engine.records.channel import rank_address
+    from stepview.engine.records.curve import CurveKeyError, watch_keys
+    from stepview.engine.watch.api_key import resolve_api_key
+    from stepview.engine.watch.server_api import ServerApi
+
+    ranks = options.attach_ranks or (0,)
+    try:
+        key = resolve_api_key(options.api_key)
+        for address in options.fleet:
+            if is_metrics_address(address):
+                ServerApi(address, key)
+            else:
+                for rank in ranks:
+                    check_address(rank_address(address, rank))
+        watch_keys()
+    except (ValueError, CurveKeyError) as exc:
+        return fail(f"--attach: {exc}")
+    if not options.headless:
+        problem = claim_terminal("")
+        if problem is not None:
+            return fail(problem)
+    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
+    gc.set_threshold(*WATCH_GC_THRESHOLDS)
+    members = [(address, _source(options, address, key)) for address in options.fleet]
+    for _, source in members:
+        source.start()
+    try:
+        if options.headless:
+            code = watch_fleet_headless(members, options.scrape_interval, options.window)
+        else:
+            code = asyncio.run(_fleet_tui(members, options.window))
+    finally:
+        for _, source in members:
+            source.stop(STOP_TIMEOUT_S)
+    notice(f"stopped watching {len(members)} servers; the log is {log_path}")
+    return code
+
+
+def _source(options: OwnOptions, address: str, key: ApiKey | None) -> SnapshotSource:
+    """The watch a single ``--attach ADDRESS`` would give this server (not started)."""
+    from stepview.engine.watch.server_api import ServerApi
+
+    history = options.history if not options.headless else 1
+    if is_metrics_address(address):
+        from stepview.engine.watch.metrics_source import MetricsSource
+        from stepview.engine.watch.metrics_watch import MetricsWatch
+
+        watch = MetricsWatch(ServerApi(address, key), window=options.window)
+        return MetricsSource(watch, interval=options.scrape_interval, history=history)
+    from stepview.engine.driver.loop import Driver, PhaseCallback
+    from stepview.engine.watch.attached import AttachedEngine
+    from stepview.model.engine_api import Engine
+
+    ranks = options.attach_ranks or (0,)
+
+    def factory(phase: PhaseCallback) -> Engine:
+        phase(f"connecting to {address}")
+        return AttachedEngine(address, ranks, api=None)
+
+    return Driver(
+        factory,
+        history_size=history,
+        keep_finished=options.keep_finished,
+        read_only=NO_API,
+    )
+
+
+async def _fleet_tui(members: list[Member], window: float) -> int:
+    """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here."""
+    from stepview.ui.app import StepviewApp
+    from stepview.ui.fleet.fleet_app import FleetApp
+    from stepview.ui.fleet.server_app import BACK, FleetServerApp
+
+    current: list[FleetApp | FleetServerApp] = []
+    stopping = False
+
+    def on_signal(signum: int) -> None:
+        nonlocal stopping
+        stopping = True
+        arm_exit_watchdog(EXIT_WATCHDOG_S, 128 + signum)
+        if current:
+            current[-1].exit()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    chosen = 0
+    while not stopping:
+        fleet = FleetApp(members, window=window, cursor=chosen)
+        current[:] = [fleet]
+        await fleet.run_async()
+        if stopping or fleet.return_value is None:
+            break
+        chosen = fleet.return_value
+        view = FleetServerApp(members[chosen][1], cpu_budget=StepviewApp.CPU_BUDGET)
+        current[:] = [view]
+        await view.run_async()
+        if view.leaving != BACK:
+            break
+    return 0
+
+
+def watch_fleet_headless(
+    members: list[Member], interval: float, window: float, out: TextIO | None = None
+) -> int:
+    """Print one :func:`fleet_record` line per server every ``interval`` s, until a signal."""
+    out = sys.stdout if out is None else out
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    before = {
+        sig: signal.signal(sig, on_signal)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+    links = [LinkNotices(address) for address, _ in members]
+    try:
+        while not stop.wait(interval):
+            snapshots = [source.latest() for _, source in members]
+            for link, snapshot in zip(links, snapshots, strict=True):
+                link.on_snapshot(snapshot, ())
+            rows = [
+                fleet_row(address, snapshot, window)
+                for (address, _), snapshot in zip(members, snapshots, strict=True)
+            ]
+            now = round(time.time(), 3)
+            try:
+                for row in mark_imbalance(rows):
+                    out.write(json.dumps({**fleet_record(row), "time": now}) + "\n")
+                out.flush()
+            except BrokenPipeError:
+                with contextlib.suppress(OSError, ValueError):
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+                return EXIT_BROKEN_PIPE
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    return 0
