@@ -23,12 +23,16 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
 
 from stepview.testing import scenes
+from stepview.testing.fleet_scene import WINDOW, fleet_members
 from stepview.testing.snapshots import mid_run
 from stepview.ui.app import StepviewApp
+from stepview.ui.fleet.fleet_app import FleetApp
 from stepview.ui.main.request_table import RequestTable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +97,14 @@ def _open(request_id: str, *then: str, pane: str = "#running") -> Scene:
 
 MID_RUN = scenes.at_step(MID_RUN_STEP)
 
-SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
+
+def _fleet() -> App[Any]:
+    app = FleetApp(fleet_members(), window=WINDOW)
+    app.animation_level = "none"
+    return app
+
+
+SCENES: dict[str, tuple[Callable[[], App[Any]], Scene]] = {
     "main-mid-run": (_real, MID_RUN),
     "form-validation-error": (_fake_mid_run, scenes.show_form_error),  # a replay adds nothing
     "request-detail": (_real, _chain(MID_RUN, _open("batching"))),
@@ -107,11 +118,13 @@ SCENES: dict[str, tuple[Callable[[], StepviewApp], Scene]] = {
     "timeline-strip": (_story, scenes.show_strip),
     "step-view": (_real, scenes.at_step(MID_RUN_STEP, "v")),
     "latency-panel": (_real, _chain(scenes.at_end, _press("t"))),
+    "fleet": (_fleet, None),
 }
+SIZES = {"fleet": (120, 14)}  # the fleet's columns need 120; the rest use --size
 
 
 async def shoot(
-    name: str, make: Callable[[], StepviewApp], scene: Scene, size: tuple[int, int], out: Path
+    name: str, make: Callable[[], App[Any]], scene: Scene, size: tuple[int, int], out: Path
 ) -> Path:
     app = make()
     async with app.run_test(size=size) as pilot:
@@ -130,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     width, height = (int(n) for n in args.size.lower().split("x"))
     args.out.mkdir(parents=True, exist_ok=True)
     for name, (make, scene) in SCENES.items():
-        print(asyncio.run(shoot(name, make, scene, (width, height), args.out)))
+        size = SIZES.get(name, (width, height))
+        print(asyncio.run(shoot(name, make, scene, size, args.out)))
     return 0
 
 

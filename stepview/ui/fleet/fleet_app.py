@@ -37,6 +37,7 @@ COLUMNS = (
     *("server", "state", "model", "run", "waiting (why)", "KV", "tok/s"),
     *("TTFT p50", "TTFT p99", "pre/min"),
 )
+WAITING_WIDTH = 26
 MARKS = {BUSIEST: ("▲", "bold red"), IDLEST: ("▼", "bold green")}
 STATE_STYLES = {"running": "bold green", "idle": "dim", "down": "bold red"}
 RULE = (
@@ -135,6 +136,8 @@ def _cells(row: FleetRow) -> tuple[object, ...]:
     symbol, style = MARKS.get(row.mark, ("", ""))
     reasons = ", ".join(f"{reason} {count}" for reason, count in row.waiting_by_reason if count)
     waiting = f"{row.waiting} ({reasons})" if reasons else str(row.waiting)
+    if len(waiting) > WAITING_WIDTH:  # so that the row fits 120 columns
+        waiting = waiting[: WAITING_WIDTH - 1] + "…"
     return (
         Text.assemble((symbol or " ", style), " ", row.address),
         Text(row.state, STATE_STYLES.get(row.state, "")),
