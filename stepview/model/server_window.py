@@ -76,6 +76,7 @@ class KvBlocks:
     restarts: int = 0  # times the publisher started again (sequence numbers went back)
     clears: int = 0  # AllBlocksCleared seen since the watch began
     problem: str = ""  # the last message that could not be read, if any
+    connected: bool = False  # the connection to the publisher is up (events can arrive)
 
     @property
     def reuse_share(self) -> float | None:

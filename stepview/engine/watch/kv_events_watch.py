@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from stepview.engine.watch.kv_blocks import KvBlockTracker, KvTotals
 from stepview.engine.watch.kv_event_wire import decode_message
@@ -45,6 +46,8 @@ class KvEventsWatch:
         self.tracker = KvBlockTracker() if capacity is None else KvBlockTracker(capacity)
         self._windows = {name: CounterWindow(window) for name in _WINDOWED}
         self._socket: zmq.Socket[bytes] | None = None
+        self._monitor: zmq.Socket[bytes] | None = None
+        self._up = False  # zmq's monitor: handshake done, not disconnected since
         self._started: float | None = None
         self._problem = ""
 
@@ -53,6 +56,7 @@ class KvEventsWatch:
         if self._started is None:
             self._started = clock
         socket = self._connected()
+        self._read_monitor()
         for _ in range(MAX_PER_POLL):
             try:
                 frames = socket.recv_multipart(zmq.NOBLOCK)
@@ -88,9 +92,27 @@ class KvEventsWatch:
             restarts=totals.restarts,
             clears=totals.clears,
             problem=self._problem,
+            connected=self._up,
         )
 
+    def _read_monitor(self) -> None:
+        """Whether the publisher is connected now: a PUB socket drops what it sends before
+        the connection is up, so until then events are lost, not late."""
+        monitor = self._monitor
+        while monitor is not None:
+            try:
+                event = parse_monitor_message(monitor.recv_multipart(zmq.NOBLOCK))["event"]
+            except zmq.Again:
+                return
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._up = True
+            elif event == zmq.EVENT_DISCONNECTED:
+                self._up = False
+
     def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.close(linger=0)
+            self._monitor = None
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None
@@ -100,6 +122,8 @@ class KvEventsWatch:
             socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB)
             socket.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
             socket.setsockopt(zmq.SUBSCRIBE, b"")  # every topic: one publisher, one stream
+            events = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+            self._monitor = socket.get_monitor_socket(events)
             socket.connect(self.address)
             self._socket = socket
         return self._socket

@@ -168,6 +168,9 @@ def test_the_subscriber_reads_a_publisher(tmp_path: Path) -> None:
         figures = watch.poll(0.0)
         assert figures.batches == 0
         deadline = time.monotonic() + 10
+        while not watch.poll(0.1).connected:  # zmq's monitor says when the link is up
+            assert time.monotonic() < deadline, "never connected"
+            time.sleep(0.01)
         while not watch.poll(0.5).problem:  # zmq's slow joiner: probe until one is heard
             assert time.monotonic() < deadline, "the subscriber never heard the publisher"
             publisher.send_multipart([b"probe"])
@@ -180,6 +183,10 @@ def test_the_subscriber_reads_a_publisher(tmp_path: Path) -> None:
             figures = watch.poll(1.0)
             time.sleep(0.01)
         assert (figures.stored, figures.reused, figures.resident) == (4, 2, 4)
+        publisher.close(linger=0)
+        while watch.poll(2.0).connected:  # the publisher gone: the link is down
+            assert time.monotonic() < deadline + 10, "never saw the publisher go"
+            time.sleep(0.01)
     finally:
         watch.close()
         publisher.close(linger=0)

@@ -61,7 +61,8 @@ def test_block_churn_and_prefix_reuse_from_a_real_servers_kv_events(
         *("--log-file", str(tmp_path / "stepview.log")),
     ]
     with watching(command) as watch:
-        idle = next_record(watch, lambda r: r["state"] == "idle")
+        # Connected first: the server's PUB socket drops what it sends before then.
+        idle = next_record(watch, lambda r: r["state"] == "idle" and r["kv_blocks"]["connected"])
         assert idle["kv_blocks"]["address"] == kv and idle["kv_blocks"]["batches"] == 0
 
         first = complete(api.port, PREFIX + "a king", 40, ignore_eos=True)
