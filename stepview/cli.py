@@ -223,6 +223,18 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     return None
 
 
+# Flags that act on or record one server's requests, by OwnOptions field.
+ONE_SERVER_FLAGS = (
+    *("api", "prompts", "record", "results", "metrics_port", "flight_recorder"),
+    *("stuck_after", "export_csv", "export_chrome_trace"),
+)
+
+
+def _given(own: OwnOptions, names: tuple[str, ...]) -> list[str]:
+    """The flags among ``names`` (OwnOptions fields) that the command line set."""
+    return [f"--{name.replace('_', '-')}" for name in names if getattr(own, name) is not None]
+
+
 def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """Why the flags cannot go with several ``--attach`` servers: a fleet is watched, with the
     figures every kind of server gives; what acts on or records one server's requests needs
@@ -231,21 +243,7 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         return "--attach and --replay exclude each other (watch a server, or replay a trace)"
     if engine_argv:
         return f"--attach takes no engine flags (got {' '.join(engine_argv)})"
-    given = [
-        flag
-        for flag, value in (
-            ("--api", own.api),
-            ("--prompts", own.prompts),
-            ("--record", own.record),
-            ("--results", own.results),
-            ("--metrics-port", own.metrics_port),
-            ("--flight-recorder", own.flight_recorder),
-            ("--stuck-after", own.stuck_after),
-            ("--export-csv", own.export_csv),
-            ("--export-chrome-trace", own.export_chrome_trace),
-        )
-        if value is not None
-    ]
+    given = _given(own, ONE_SERVER_FLAGS)
     if not given:
         return None
     return (
@@ -257,22 +255,7 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
 def _metrics_conflict(own: OwnOptions) -> str | None:
     """Why a flag cannot go with ``--attach http://…``: those that need the plug-in's records
     of each request, which ``/metrics`` does not have."""
-    given = [
-        flag
-        for flag, value in (
-            ("--api", own.api),
-            ("--attach-ranks", own.attach_ranks),
-            ("--prompts", own.prompts),
-            ("--record", own.record),
-            ("--results", own.results),
-            ("--metrics-port", own.metrics_port),
-            ("--flight-recorder", own.flight_recorder),
-            ("--stuck-after", own.stuck_after),
-            ("--export-csv", own.export_csv),
-            ("--export-chrome-trace", own.export_chrome_trace),
-        )
-        if value is not None
-    ]
+    given = _given(own, ("api", "attach_ranks", *ONE_SERVER_FLAGS[1:]))
     if not given:
         return None
     return (
