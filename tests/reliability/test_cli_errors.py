@@ -78,7 +78,7 @@ def test_unknown_flag_headless_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_unknown_flag_tui_is_caught_from_the_cached_names_before_anything_starts(
     tmp_path: Path, option_cache: Path
 ) -> None:
-    done = run(["--max_num_seqz=4"], tmp_path, cache=option_cache, timeout=30)
+    done = run(["--max_num_seqz=4"], tmp_path, cache=option_cache)
     assert_one_line_error(done, "unknown option --max_num_seqz", "see 'stepview --help'")
 
 
@@ -133,7 +133,7 @@ def test_unknown_flag_tui_without_cache_app_leaves_by_itself_with_the_short_mess
 def test_bad_value_of_a_stepview_flag_is_one_line(
     args: list[str], parts: list[str], tmp_path: Path
 ) -> None:
-    assert_one_line_error(run(args, tmp_path, timeout=30), *parts)
+    assert_one_line_error(run(args, tmp_path), *parts)
 
 
 @pytest.mark.engine
@@ -264,7 +264,7 @@ def test_unusable_prompts_file_is_one_line_naming_file_and_line(
     mode: list[str], tmp_path: Path, option_cache: Path
 ) -> None:
     for path, message in prompts_problems(tmp_path):
-        done = run([*mode, "--prompts", str(path)], tmp_path, cache=option_cache, timeout=30)
+        done = run([*mode, "--prompts", str(path)], tmp_path, cache=option_cache)
         assert_one_line_error(done, message)
 
 
@@ -294,8 +294,8 @@ def test_replay_of_something_that_is_not_a_trace(tmp_path: Path) -> None:
         (tmp_path / "missing.trace.jsonl", "cannot open trace"),
     ]
     for path, message in cases:
-        assert_one_line_error(run(["--replay", str(path)], tmp_path, timeout=30), message)
-    done = run(["--replay", str(results), "--max-num-seqs", "4"], tmp_path, timeout=30)
+        assert_one_line_error(run(["--replay", str(path)], tmp_path), message)
+    done = run(["--replay", str(results), "--max-num-seqs", "4"], tmp_path)
     assert_one_line_error(done, "--replay takes no engine flags (got --max-num-seqs 4)")
 
 
