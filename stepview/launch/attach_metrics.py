@@ -13,15 +13,10 @@ Nothing here imports vLLM: the server runs elsewhere.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
 from stepview.cli_args import OwnOptions
@@ -30,7 +25,7 @@ from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
 from stepview.engine.watch.metrics_watch import MetricsWatch
 from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
-from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice
+from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.model.snapshot import EngineState, StepSnapshot
@@ -78,19 +73,9 @@ def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
 def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | None = None) -> int:
     """Print :func:`metrics_record` of each scrape, every ``interval`` s, until a signal."""
     out = sys.stdout if out is None else out
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    before = {
-        sig: signal.signal(sig, on_signal)
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-        if signal.getsignal(sig) is not signal.SIG_IGN  # nohup: a hang-up stays ignored
-    }
     link = LinkNotices(watch.address)
     hinted = False
-    try:
+    with stop_on_signals() as stop:
         while not stop.is_set():
             began = time.monotonic()
             snapshot = watch.scrape()
@@ -106,13 +91,9 @@ def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | N
                     out.write(json.dumps(metrics_record(snapshot)) + "\n")
                     out.flush()
                 except BrokenPipeError:
-                    with contextlib.suppress(OSError, ValueError):
-                        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+                    silence(out)
                     return EXIT_BROKEN_PIPE
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
     notice(f"stopped watching {watch.address}")
     return 0
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from types import FrameType
+from typing import NoReturn, TextIO
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -59,3 +63,34 @@ def exit_now(code: int, *, run_exit_handlers: bool = True) -> NoReturn:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     os._exit(code)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM, SIGHUP or SIGINT while the block runs; the handlers before are
+    put back after it. A signal the process was started ignoring stays ignored: under
+    ``nohup`` a hang-up must not end the run."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {
+        sig: signal.signal(sig, on_signal)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def silence(out: TextIO) -> None:
+    """Point ``out``'s descriptor at /dev/null: its reader went away, and text still buffered
+    must not raise again when the stream is flushed at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)

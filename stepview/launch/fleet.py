@@ -15,16 +15,12 @@ Nothing here imports vLLM: the servers run elsewhere.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
-import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from stepview.cli_args import OwnOptions
@@ -32,7 +28,7 @@ from stepview.cli_attach import ATTACH_NICE, is_metrics_address
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
 from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, check_address, lower_priority
 from stepview.launch.attach_headless import LinkNotices
-from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice
+from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
 from stepview.launch.terminal import claim_terminal
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
@@ -152,18 +148,8 @@ def watch_fleet_headless(
 ) -> int:
     """Print one :func:`fleet_record` line per server every ``interval`` s, until a signal."""
     out = sys.stdout if out is None else out
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    before = {
-        sig: signal.signal(sig, on_signal)
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-        if signal.getsignal(sig) is not signal.SIG_IGN
-    }
     links = [LinkNotices(address) for address, _ in members]
-    try:
+    with stop_on_signals() as stop:
         while not stop.wait(interval):
             snapshots = [source.latest() for _, source in members]
             for link, snapshot in zip(links, snapshots, strict=True):
@@ -178,10 +164,6 @@ def watch_fleet_headless(
                     out.write(json.dumps({**fleet_record(row), "time": now}) + "\n")
                 out.flush()
             except BrokenPipeError:
-                with contextlib.suppress(OSError, ValueError):
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+                silence(out)
                 return EXIT_BROKEN_PIPE
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
     return 0

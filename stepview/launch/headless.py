@@ -29,13 +29,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from stepview.cli_args import OwnOptions, own_option_names
@@ -50,6 +47,8 @@ from stepview.launch.exits import (
     exit_now,
     fail,
     notice,
+    silence,
+    stop_on_signals,
     unfinished_note,
 )
 from stepview.launch.export import exports_insight
@@ -124,10 +123,7 @@ class HeadlessPrinter:
         still buffered cannot raise again when the stream is flushed at exit."""
         self.pipe_closed = True
         self.done.set()
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.out.fileno())
-            os.close(devnull)
+        silence(self.out)
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
         for view in finished:
@@ -290,20 +286,12 @@ def drive(
     must not end the run. An engine still running at the stop deadline is given up on
     (``processes``: the engine's, killed then); that makes the exit code 1 at least.
     """
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    stack = contextlib.ExitStack()
+    stop = stack.enter_context(stop_on_signals())
 
     def running() -> bool:
         return not stop.is_set() and driver.alive
 
-    stack = contextlib.ExitStack()
-    previous = {
-        sig: signal.signal(sig, on_signal)
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-        if signal.getsignal(sig) is not signal.SIG_IGN
-    }
     try:
         stack.enter_context(flight_signal(flight))  # SIGUSR1: a flight recording
         driver.start()
@@ -318,8 +306,6 @@ def drive(
     finally:
         driver.stop(STOP_TIMEOUT_S)
         stack.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if driver.alive:
         stuck = give_up_on_engine(driver, processes)
         code, completed = _outcome(driver, printer, results, stop.is_set(), watching, reached)
