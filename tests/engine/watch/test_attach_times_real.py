@@ -9,8 +9,6 @@ detail view's timings must agree with the request's timeline.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from stepview.engine.driver.loop import Driver
@@ -39,12 +37,13 @@ def test_attached_timings_are_vllms_and_agree_with_the_timeline(engines: EngineP
         wait_for(driver, lambda s: s.engine_state is not EngineState.STARTING, timeout=10)
 
         def seen(request_id: str, timeout: float) -> bool:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if any(v.request_id == request_id for v in driver.latest().finished):
-                    return True
-                time.sleep(0.01)
-            return False
+            try:
+                wait_for(
+                    driver, lambda s: any(v.request_id == request_id for v in s.finished), timeout
+                )
+            except AssertionError:
+                return False
+            return True
 
         warm_up(engine, seen)
         spec = SamplingSpec(temperature=0.0, max_tokens=12, ignore_eos=True)
