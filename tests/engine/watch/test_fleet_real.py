@@ -43,6 +43,17 @@ def servers(tmp_path: Path) -> Iterator[tuple[ApiServer, ApiServer]]:
         plugged.kill()
 
 
+def what_went_wrong(rows: dict[str, dict[str, Any]], errors: list[str], folder: Path) -> str:
+    """The last rows, the watch's stderr and the ends of the three logs, for a failure's
+    message (CI shows only the message)."""
+    logs = {
+        name: (folder / name).read_text(errors="replace").splitlines()[-15:]
+        for name in ("plain.log", "plug.log", "stepview.log")
+        if (folder / name).exists()
+    }
+    return json.dumps({"rows": rows, "stderr": errors, "logs": logs}, indent=1)
+
+
 def test_a_fleet_of_an_unmodified_and_a_plugged_server(
     servers: tuple[ApiServer, ApiServer], tmp_path: Path
 ) -> None:
@@ -74,7 +85,9 @@ def test_a_fleet_of_an_unmodified_and_a_plugged_server(
                 break
             except AssertionError:
                 continue
-        assert len(rows) == 2 and all(r["ttft_p50_s"] for r in rows.values()), rows
+        assert len(rows) == 2 and all(r["ttft_p50_s"] for r in rows.values()), what_went_wrong(
+            rows, watch.err.rest(timeout=0), tmp_path
+        )
         assert {r["address"] for r in rows.values()} == {url, publish}
         assert rows[url]["per_request"] is False and rows[publish]["per_request"] is True
         assert rows[url]["model"] == "stepview-demo-tiny"  # the plug-in's needs its API
