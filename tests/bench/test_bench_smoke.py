@@ -135,3 +135,31 @@ def test_watch_server_rss_quick() -> None:
         rf"rss_mb_max={NUMBER} flight=ok",
         lines[-1],
     ), lines[-1]
+
+
+@pytest.mark.engine
+def test_core_cpu_quick() -> None:
+    lines = run_quick("core_cpu.py", timeout=300)
+    for variant in ("bare", "driver@mp"):
+        assert_has_line(
+            lines,
+            rf"  pair 1 {re.escape(variant)} +core CPU {NUMBER} s over \d+ steps "
+            rf"\({NUMBER} ms/step\)",
+        )
+    assert re.fullmatch(rf"core cpu: driver@mp/bare={NUMBER} \(median of 1 pairs\)", lines[-1])
+
+
+@pytest.mark.engine
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="the attached rounds run stepview in tmux")
+def test_long_queue_quick() -> None:
+    lines = run_quick("long_queue.py", timeout=600)
+    assert_has_line(
+        lines,
+        rf"  pair 1: plugin {NUMBER} tok/s, attached {NUMBER} tok/s \(ratio {NUMBER}\); "
+        rf"view at most {NUMBER} s behind, all results {NUMBER} s after the last answer",
+    )
+    assert re.fullmatch(
+        rf"long queue: attached/plugin={NUMBER} behind_max_s={NUMBER} catch_up_s={NUMBER}",
+        lines[-1],
+    ), lines[-1]

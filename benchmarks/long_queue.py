@@ -1,0 +1,221 @@
+"""A real server with a long queue, watched: how far behind the view falls, what it costs.
+
+vLLM's API server on the demo model with stepview's plug-in, ``--max-num-seqs 32``, takes a
+load of ``--requests`` (4 000) completions sent at once, so ~3 970 wait at the start. One
+server serves every round (rounds use distinct prompts: no prefix-cache help between them),
+and the rounds alternate, ABAB:
+
+* ``plugin``: nobody attached (the plug-in checks for a subscriber once per step);
+* ``attached``: ``stepview --attach`` drawing it in a 120x40 tmux pane on the same machine
+  (default ``--nice 10``), with ``--results`` and ``--metrics-port``.
+
+Attached, the benchmark reads stepview's ``stepview_view_behind_seconds`` every 0.25 s
+through the load and reports its maximum, and the catch-up: from the last answer the server
+gave to the moment stepview's results file holds every request. Throughput is completion
+tokens over first send to last answer; the figure is the median of the per-pair ratios
+(attached over the plugin round next to it). The last line is
+``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z`` (medians over pairs).
+
+Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine_overhead import Tmux, stepview_command
+from vllm_server import MODEL_NAME, ApiServer, complete, free_port, server_command, server_env
+
+BEHIND = "stepview_view_behind_seconds"
+POLL_S = 0.25
+
+
+async def _send_all(port: int, prompts: Sequence[str], max_tokens: int) -> int:
+    """Every prompt as one completion, all at once; the completion tokens they got."""
+    import aiohttp  # a vLLM dependency
+
+    url = f"http://127.0.0.1:{port}/v1/completions"
+    timeout = aiohttp.ClientTimeout(total=1800)
+    connector = aiohttp.TCPConnector(limit=0)  # no client-side cap: the server queues them
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+
+        async def one(prompt: str) -> int:
+            body = {
+                "model": MODEL_NAME,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "ignore_eos": True,
+            }
+            async with session.post(url, json=body) as answer:
+                answer.raise_for_status()
+                return int((await answer.json())["usage"]["completion_tokens"])
+
+        return sum(await asyncio.gather(*(one(p) for p in prompts)))
+
+
+def send_load(port: int, round_no: int, requests: int, max_tokens: int) -> tuple[int, float]:
+    """The round's load; completion tokens, and first send to last answer in seconds."""
+    prompts = [f"round {round_no} request {i}: tell me about the sea" for i in range(requests)]
+    started = time.perf_counter()
+    tokens = asyncio.run(_send_all(port, prompts, max_tokens))
+    return tokens, time.perf_counter() - started
+
+
+def read_behind(metrics_port: int) -> float | None:
+    """stepview's view-behind gauge now (None if its endpoint does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as page:
+            text = page.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(BEHIND + " "):
+            return float(line.split()[1])
+    return None
+
+
+class BehindWatch:
+    """Polls the gauge on a thread until stopped; the largest value seen."""
+
+    def __init__(self, metrics_port: int) -> None:
+        self.port = metrics_port
+        self.most = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            value = read_behind(self.port)
+            if value is not None:
+                self.most = max(self.most, value)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.most
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def attach(publish: str, port: int, workdir: Path, metrics_port: int) -> tuple[Tmux, Path]:
+    """``stepview --attach`` in tmux, once it shows the server; and its results file."""
+    results = workdir / "attached.jsonl"
+    argv = [
+        *stepview_command(),
+        *("--attach", publish, "--api", f"http://127.0.0.1:{port}"),
+        *("--results", str(results), "--log-file", str(workdir / "stepview.log")),
+        *("--metrics-port", str(metrics_port)),
+    ]
+    tmux = Tmux(f"stepview-long-queue-{workdir.name}", server_env(None))
+    tmux.start(shlex.join(argv))
+    deadline = time.monotonic() + 60
+    while f"@ {publish}" not in tmux.screen():
+        if time.monotonic() > deadline or not tmux.alive():
+            tmux.kill()
+            raise RuntimeError(f"stepview --attach did not show the server; see {workdir}")
+        time.sleep(0.2)
+    return tmux, results
+
+
+def attached_round(
+    server: ApiServer, publish: str, round_no: int, args: argparse.Namespace, workdir: Path
+) -> tuple[float, float, float]:
+    """Tokens per second, the most the view fell behind, and its catch-up after the load."""
+    metrics_port = free_port()
+    tmux, results = attach(publish, server.port, workdir, metrics_port)
+    try:
+        watch = BehindWatch(metrics_port)
+        tokens, span = send_load(server.port, round_no, args.requests, args.max_tokens)
+        answered = time.perf_counter()
+        deadline = answered + 600
+        while _lines(results) < args.requests:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"stepview has {_lines(results)} of {args.requests} results")
+            time.sleep(0.05)
+        catch_up = time.perf_counter() - answered
+        behind = watch.stop()
+        tmux.press("q")
+        deadline = answered + 660
+        while tmux.alive() and time.perf_counter() < deadline:
+            time.sleep(0.1)
+    finally:
+        tmux.kill()
+    return tokens / span, behind, catch_up
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--pairs", type=int, default=4, help="ABAB pairs (default 4)")
+    parser.add_argument("--requests", type=int, default=4000, help="completions (default 4000)")
+    parser.add_argument("--max-tokens", type=int, default=16, help="tokens each (default 16)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 1 pair of 64 x 4")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.pairs, args.requests, args.max_tokens = 1, 64, 4
+    from stepview.engine.own.tiny_model import ensure_tiny_model
+
+    root = Path(tempfile.mkdtemp(prefix="stepview-long-queue-"))
+    port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
+    command = [*server_command(ensure_tiny_model(), port), "--max-num-seqs", "32"]
+    server = ApiServer(command, server_env(publish), port, root / "server.log")
+    print(
+        f"long_queue: {args.requests} completions x {args.max_tokens} tokens at once, "
+        f"max_num_seqs 32, {args.pairs} ABAB pair(s), one server with the plug-in",
+        flush=True,
+    )
+    ratios, behinds, catch_ups = [], [], []
+    try:
+        server.start()
+        complete(port, "warm up", 4)
+        # An untimed load first: the first batches of every size are slow, and would be
+        # the first pair's alone.
+        send_load(port, 0, min(args.requests, 256), args.max_tokens)
+        round_no = 0
+        for pair in range(args.pairs):
+            round_no += 1
+            tokens, span = send_load(port, round_no, args.requests, args.max_tokens)
+            alone = tokens / span
+            round_no += 1
+            workdir = root / f"r{round_no}"
+            workdir.mkdir()
+            watched, behind, catch_up = attached_round(server, publish, round_no, args, workdir)
+            ratios.append(watched / alone)
+            behinds.append(behind)
+            catch_ups.append(catch_up)
+            print(
+                f"  pair {pair + 1}: plugin {alone:.0f} tok/s, attached {watched:.0f} tok/s "
+                f"(ratio {watched / alone:.3f}); view at most {behind:.2f} s behind, "
+                f"all results {catch_up:.2f} s after the last answer",
+                flush=True,
+            )
+    finally:
+        server.kill()
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
+    print(
+        f"long queue: attached/plugin={statistics.median(ratios):.3f} "
+        f"behind_max_s={statistics.median(behinds):.2f} "
+        f"catch_up_s={statistics.median(catch_ups):.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
