@@ -17,6 +17,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Static
 
 from stepview.insight.fleet import (
@@ -54,7 +55,10 @@ class FleetApp(App[int | None]):
     POLL_HZ: ClassVar[float] = 2.0
     """Fleet figures are per window, not per step: twice a second is plenty."""
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open", "Open server"),
+        # Priority: the table, which has the focus, binds these keys too, out of the footer.
+        Binding("enter", "open", "Open server", priority=True),
+        Binding("left", "columns('left')", "Columns", key_display="←→", priority=True),
+        Binding("right", "columns('right')", "Columns", show=False, priority=True),
         Binding("q", "quit", "Quit"),
     ]
     DEFAULT_CSS = """
@@ -104,26 +108,46 @@ class FleetApp(App[int | None]):
             f"stepview fleet · {len(self.rows)} servers, {up} up · "
             f"figures over the last {self.window:g} s · Enter: a server's full view"
         )
-        cursor = self._table.cursor_row
-        self._table.clear()
-        self._owners = []
+        table = self._table
+        cells: list[tuple[object, ...]] = []
+        owners: list[int] = []
         for index, row in enumerate(self.rows):
-            self._table.add_row(*_cells(row))
-            self._owners.append(index)
+            cells.append(_cells(row))
+            owners.append(index)
             for rank in row.ranks:
                 state = Text("up", "green") if rank.up else Text("down", "bold red")
-                self._table.add_row(
+                cells.append((
                     f"  └ rank {rank.rank}", state, "", str(rank.running),
                     str(rank.waiting), percent(rank.kv_cache_usage), "", "", "", "",
-                )  # fmt: skip
-                self._owners.append(index)
-        if self._table.row_count:
-            self._table.move_cursor(row=min(cursor, self._table.row_count - 1))
+                ))  # fmt: skip
+                owners.append(index)
+        self._owners = owners
+        if table.row_count == len(cells):
+            # The same rows: new figures in place. Rebuilding (clear) would also put the
+            # table back at its left edge twice a second, out of reach of a narrow terminal
+            # that scrolled right (with the arrow keys) to see the last columns.
+            for number, values in enumerate(cells):
+                for column, value in enumerate(values):
+                    table.update_cell_at(Coordinate(number, column), value)
+            return
+        cursor = table.cursor_row
+        table.clear()
+        for values in cells:
+            table.add_row(*values)
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
 
     def action_open(self) -> None:
         """Leave with the server under the cursor (its rank rows open it too)."""
         if self._owners:
             self.exit(self._owners[self._table.cursor_row])
+
+    def action_columns(self, way: str) -> None:
+        """Scroll the columns sideways: a terminal narrower than the table sees the rest."""
+        if way == "left":
+            self._table.action_scroll_left()
+        else:
+            self._table.action_scroll_right()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()

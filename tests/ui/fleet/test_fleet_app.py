@@ -122,3 +122,28 @@ async def test_q_in_a_server_view_quits_the_fleet() -> None:
         await pilot.pause()
         await pilot.press("q")
     assert app.leaving == QUIT and not source.stopped
+
+
+async def test_a_narrow_terminal_scrolls_to_the_last_columns_and_stays_there() -> None:
+    """At 80 columns the table is wider than the screen: → scrolls it (the footer says so),
+    and the twice-a-second refresh of its figures leaves it where the user put it."""
+    metrics, published = StaticSource(scraped(9, 0.9)), StaticSource(plugin(0))
+    app = FleetApp([(HTTP, metrics), (TCP, published)], window=60.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        assert table.max_scroll_x > 0
+        assert app.screen.active_bindings["left"].binding.description == "Columns"
+        for _ in range(40):
+            await pilot.press("right")
+        await pilot.wait_for_scheduled_animations()
+        assert table.scroll_x == table.max_scroll_x
+        metrics.snapshot = scraped(3, 0.5)  # new figures, same rows
+        app.poll()
+        await pilot.pause()
+        assert table.scroll_x == table.max_scroll_x
+        assert table_rows(app)[0][4] == "3 (capacity 3)"
+        for _ in range(40):
+            await pilot.press("left")
+        await pilot.wait_for_scheduled_animations()
+        assert table.scroll_x == 0
