@@ -15,6 +15,9 @@
     the built-in model with random weights: real scheduling on any CPU, no download.
 ``live``
     the live source: a driver whose engine is built (slowly) on the driver thread.
+``shutdown``
+    vLLM's engine shut down on the way out, within the stop deadline (without the full
+    garbage collections vLLM runs for a process that goes on).
 ``processes``
     the processes the engine started (its core, the core's worker), and ending them when the
     engine does not stop: vLLM only does it from the engine's own thread, which may be stuck.

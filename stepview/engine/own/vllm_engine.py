@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stepview.engine.own.phases import PhaseHandler
+from stepview.engine.own.shutdown import shutdown_llm_engine
 from stepview.engine.own.vllm_logprobs import LogprobsView, convert_prompt_logprobs
 from stepview.engine.own.vllm_stats import StatsSink, stat_logger_factory
 from stepview.engine.own.vllm_times import StampReader
@@ -198,7 +199,7 @@ class VllmEngine:
                 llm_engine, model_label=model_label, demo_model=demo_model, sink=sink, link=link
             )
         except BaseException:
-            _shutdown_llm_engine(llm_engine)
+            shutdown_llm_engine(llm_engine)
             link.close()
             raise
 
@@ -291,7 +292,7 @@ class VllmEngine:
         engine, self._engine = self._engine, None
         self._prompt_logprobs.clear()
         if engine is not None:
-            _shutdown_llm_engine(engine)
+            shutdown_llm_engine(engine)
         link, self._link = self._link, None
         if link is not None:
             link.close()
@@ -418,23 +419,6 @@ def _disable_tqdm_monitor() -> None:
     except ImportError:
         return
     tqdm.tqdm.monitor_interval = 0
-
-
-# How long an engine core in its own process may take to exit after SIGTERM before it is
-# killed. vLLM's own default is 5 s, longer than the whole stop deadline
-# (model.source.STOP_TIMEOUT_S = 4 s): on a busy machine a quit then ended "the engine did not
-# stop in time", exit 1. The core has nothing to save (stepview's files are written as it goes).
-CORE_EXIT_GRACE_S = 2.5
-
-
-def _shutdown_llm_engine(engine: Any) -> None:
-    """Shut down the engine core (in-process: the executor and its worker)."""
-    core = getattr(engine, "engine_core", None)
-    if core is not None:
-        try:
-            core.shutdown(timeout=CORE_EXIT_GRACE_S)
-        except Exception:
-            log.exception("stepview: vLLM engine shutdown failed")
 
 
 if TYPE_CHECKING:
