@@ -1,14 +1,15 @@
 """``stepview --attach http://HOST:PORT --headless`` on vLLM's real API server, unmodified.
 
 The server runs the demo model as vLLM ships it: no plug-in, no ``STEPVIEW_PUBLISH``, and at
-most two requests running (``--max-num-seqs 2``), so that six completions sent at once make
-four wait for a running slot. The watcher reads only the server's ``/metrics``; its JSON lines
-must show the two running, the four waiting (vLLM's reason: ``capacity``), the six finished,
-and their latency percentiles; Ctrl+C ends it normally.
+most two requests running (``--max-num-seqs 2``), while six clients keep a completion each in
+flight, so that four wait for a running slot. The watcher reads only the server's ``/metrics``;
+its JSON lines must show the two running, the rest waiting (vLLM's reason: ``capacity``), every
+completion finished, and their latency percentiles; Ctrl+C ends it normally.
 
 The watch runs at a lower priority than the server (as it does beside a real one), so on a
-busy machine one scrape can take longer than a whole burst: the burst is sent again until a
-scrape has caught it in flight, and the window covers every burst.
+busy machine one scrape can take longer than a whole batch of completions (3.2 s measured
+here, and CI once missed five bursts of six in a row): the clients keep the server saturated
+until a scrape has seen it so, and only then stop. The window covers the whole run.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from benchmarks.vllm_server import ApiServer, complete, free_port, server_comman
 from tests.engine.watch.attach_helpers import Watch, watching
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
-COMPLETIONS = 6
-BURSTS = 5
+CLIENTS = 6
+TOKENS = 200
 
 
 @pytest.fixture
@@ -45,32 +46,69 @@ def server(tmp_path: Path) -> Iterator[ApiServer]:
         api.kill()
 
 
-def next_record(watch: Watch, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """The first JSON line from now on that is ``wanted``."""
-    line = watch.out.wait_until(
-        lambda text: wanted(json.loads(text)), timeout=120, since=len(watch.out.seen)
-    )
+def next_record(
+    watch: Watch,
+    wanted: Callable[[dict[str, Any]], bool],
+    timeout: float = 120,
+    seen_so_far: Callable[[], str] = lambda: "",
+) -> dict[str, Any]:
+    """The first JSON line from now on that is ``wanted``; on a timeout, the failure says
+    ``seen_so_far()`` (CI shows only the message)."""
+    since = len(watch.out.seen)
+    try:
+        line = watch.out.wait_until(lambda text: wanted(json.loads(text)), timeout, since=since)
+    except AssertionError:
+        raise AssertionError(f"no such scrape in {timeout} s: {seen_so_far()}") from None
     return dict(json.loads(line))
 
 
-def burst(port: int) -> int:
-    """:data:`COMPLETIONS` completions sent at once, all answered; how many."""
-    answers: list[dict[str, Any]] = []
-    clients = [
-        threading.Thread(
-            target=lambda i=i: answers.append(
-                complete(port, f"story {i} about the sea", 400, ignore_eos=True)
-            ),
-            daemon=True,
+def scrapes(watch: Watch, since: int) -> Callable[[], str]:
+    """The scrapes from line ``since`` on, one ``time running/waiting finished`` each."""
+
+    def text() -> str:
+        lines = [json.loads(line) for line in watch.out.seen[since:]]
+        return ", ".join(
+            f"{r['time'] % 1000:.1f} {r['running']}/{r['waiting']} {r.get('finished_total')}"
+            for r in lines
         )
-        for i in range(COMPLETIONS)
-    ]
-    for client in clients:
-        client.start()
-    for client in clients:
-        client.join(300)
-    assert len(answers) == COMPLETIONS
-    return COMPLETIONS
+
+    return text
+
+
+class Clients:
+    """:data:`CLIENTS` threads, each sending one completion after another until :meth:`stop`:
+    the server stays saturated for as long as a scrape takes to see it."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sent = 0
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(CLIENTS)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, client: int) -> None:
+        while not self._stop.is_set():
+            try:
+                complete(self.port, f"story {client} about the sea", TOKENS, ignore_eos=True)
+            except Exception as exc:  # the test reports it
+                self.errors.append(exc)
+                return
+            with self._lock:
+                self.sent += 1
+
+    def stop(self) -> int:
+        """Let each client's last completion finish; how many were answered in all."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(300)
+        assert not self.errors, f"a completion failed: {self.errors[0]!r}"
+        assert not any(thread.is_alive() for thread in self._threads), "a completion hung"
+        return self.sent
 
 
 def finished(count: int) -> Callable[[dict[str, Any]], bool]:
@@ -97,18 +135,16 @@ def test_headless_metrics_watch_of_an_unmodified_server(server: ApiServer, tmp_p
         assert idle["server"] == url and idle["model"] == "stepview-demo-tiny"
         watch.err.wait_for("--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler")
 
-        busy, done, sent = None, None, 0
-        for _ in range(BURSTS):
-            since = len(watch.out.seen)
-            sent += burst(server.port)
-            # Every scrape during the burst is before the one that counts all of it finished.
-            done = next_record(watch, finished(sent))
-            busy = next(
-                (r for r in map(json.loads, watch.out.seen[since:]) if caught_in_flight(r)), None
+        since = len(watch.out.seen)
+        clients = Clients(server.port)
+        try:
+            busy = next_record(
+                watch, caught_in_flight, timeout=300, seen_so_far=scrapes(watch, since)
             )
-            if busy is not None:
-                break
-        assert busy is not None and done is not None, f"no scrape in flight in {BURSTS} bursts"
+        finally:
+            sent = clients.stop()
+        # Every scrape in flight is before the one that counts all of them finished.
+        done = next_record(watch, finished(sent), seen_so_far=scrapes(watch, since))
         assert busy["state"] == "running" and busy["waiting_by_reason"]["capacity"] >= 1
         assert done["finished"].get("length") == sent
         ttft = done["ttft_s"]
