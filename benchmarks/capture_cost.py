@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.engine_overhead import BENCH_ENV, workload
+from benchmarks.workload import BENCH_ENV, workload
 
 SIZES = (64, 512, 2048, 8192)
 MAX_NUM_SEQS = 32

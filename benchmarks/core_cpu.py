@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from engine_overhead import BENCH_ENV, CHILD_TIMEOUT_S, POLL_S, workload, write_workload
+from workload import BENCH_ENV, CHILD_TIMEOUT_S, POLL_S, workload, write_workload
 
 VARIANTS = ("bare", "driver@mp")
 

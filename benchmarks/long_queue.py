@@ -33,7 +33,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine_overhead import Tmux, stepview_command
+from tmux_pane import Tmux, stepview_command
 from vllm_server import MODEL_NAME, ApiServer, complete, free_port, server_command, server_env
 
 BEHIND = "stepview_view_behind_seconds"

@@ -38,7 +38,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine_overhead import Tmux, stepview_command
+from tmux_pane import Tmux, stepview_command
 from vllm_server import (
     ApiServer,
     complete,

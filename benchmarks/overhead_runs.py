@@ -1,0 +1,313 @@
+"""One run of one variant of ``engine_overhead.py``: what it measures and how it is run.
+
+The children (one vLLM engine per process: vLLM's bare loop, or stepview's driver with no UI)
+print a :class:`Measurement` as their last line; the ``tui`` variants run the real stepview
+in tmux and read the run stats it writes as it stops. ``engine_overhead.py`` runs the rounds
+and reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tmux_pane import Tmux, count_lines, stepview_command, wait_for
+from workload import CHILD_TIMEOUT_S, POLL_S
+
+from stepview.engine.driver import run_stats
+from stepview.files.prompts_file import read_prompts
+from stepview.model.commands import AddRequest
+
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+# The loading view's title: the first frame stepview draws (before vLLM is even imported).
+FIRST_FRAME_TEXT = "Starting the engine"
+FIRST_FRAME_POLL_S = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One variant, one run: what the child process (or the TUI's run stats) reported."""
+
+    variant: str
+    steps: int
+    busy_s: float
+    output_tokens: int
+    stepping_s: float  # time inside step() (the engine's share of the busy span)
+    cpu_s: float  # CPU time of the stepping thread over the busy span
+    first_frame_s: float | None = None  # tui only: launch to the loading view on screen
+    # driver variants: CPU time inside vLLM's own ``LLMEngine.step()`` over the busy span, so
+    # ``cpu_s - vllm_cpu_s`` is stepview's own work per step, measured in the same process
+    # (immune to the run-to-run drift that blurs the side-by-side ratios on a shared box).
+    vllm_cpu_s: float | None = None
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.busy_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.output_tokens / self.busy_s
+
+
+def mode_env(variant: str) -> dict[str, str | None]:
+    """Where this variant's engine core runs: ``None`` leaves the choice to vLLM / stepview.
+
+    ``bare`` runs with vLLM's default, multiprocess (set explicitly: the child uses stepview's
+    environment set-up, whose default may differ); ``bare-inproc`` and ``…@inproc`` force the
+    core into the process, ``…@mp`` into its own; plain ``driver``/``tui`` take stepview's
+    default.
+    """
+    if variant == "bare-inproc" or variant.endswith("@inproc"):
+        return {MULTIPROCESSING_ENV: "0"}
+    if variant == "bare" or variant.endswith("@mp"):
+        return {MULTIPROCESSING_ENV: "1"}
+    return {MULTIPROCESSING_ENV: None}
+
+
+def env_for(env: dict[str, str], variant: str) -> dict[str, str]:
+    merged = dict(env)
+    for name, value in mode_env(variant).items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    return merged
+
+
+# -- children: one engine each ---------------------------------------------------------------
+
+
+def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
+    """vLLM's llm_engine_example loop, all requests added up front, nothing else."""
+    from stepview.engine.own.engine_args import parse_engine_args
+    from stepview.engine.own.environment import prepare_vllm_environment
+
+    prepare_vllm_environment(workdir / "bare.log")  # same logging set-up as stepview
+    from vllm import LLMEngine, SamplingParams
+
+    engine = LLMEngine.from_engine_args(parse_engine_args([]).engine_args)
+    for request in requests:
+        engine.add_request(
+            request.request_id, request.prompt, SamplingParams(**request.spec.to_dict())
+        )
+    # Latest length of every sample: for n=2 the final output carries only one of the two.
+    lengths: dict[tuple[str, int], int] = {}
+    steps = 0
+    stepping = 0.0
+    clock = time.perf_counter
+    first, first_cpu = clock(), time.thread_time()
+    end = first
+    while engine.has_unfinished_requests():
+        start = clock()
+        outputs = engine.step()
+        end = clock()
+        stepping += end - start
+        steps += 1
+        for output in outputs:
+            for completion in output.outputs:  # type: ignore[union-attr]  # never pooling here
+                lengths[(output.request_id, completion.index)] = len(completion.token_ids)
+    cpu = time.thread_time() - first_cpu
+    engine.engine_core.shutdown()
+    return Measurement(name, steps, end - first, sum(lengths.values()), stepping, cpu)
+
+
+def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
+    """The TUI's driver set-up (``live_driver``, default history) with no UI reading it."""
+    from stepview.engine.own.engine_args import EngineArgsHolder
+    from stepview.engine.own.environment import prepare_vllm_environment
+    from stepview.engine.own.live import live_driver
+    from stepview.files.results_file import ResultsWriter
+    from stepview.model.sink import SnapshotSink
+    from stepview.model.snapshot import EngineState
+    from stepview.trace.recorder import TraceRecorder
+
+    log_path = workdir / "driver.log"
+    prepare_vllm_environment(log_path)
+    vllm_cpu = _time_vllm_step()
+    holder = EngineArgsHolder()
+    sinks: list[SnapshotSink] = (
+        [
+            TraceRecorder(workdir / "trace.jsonl", holder.header_fields),
+            ResultsWriter(workdir / "results.jsonl"),
+        ]
+        if name == "driver+record"
+        else []
+    )
+    driver = live_driver([], log_path, holder=holder, sinks=sinks)
+    for request in requests:
+        driver.send(request)  # queued before start, as the TUI does with --prompts
+    driver.start()
+    while True:
+        snapshot = driver.latest()
+        if snapshot.engine_state is EngineState.ERROR:
+            raise SystemExit(f"engine failed: {snapshot.phase}")
+        if len(snapshot.finished) >= len(requests):
+            break
+        time.sleep(POLL_S)
+    driver.stop(timeout=60.0)
+    stats = driver.run_stats
+    tokens = sum(view.output_tokens for view in driver.latest().finished)
+    return Measurement(
+        name,
+        stats.steps,
+        stats.busy_span,
+        tokens,
+        stats.stepping_time,
+        stats.busy_cpu,
+        vllm_cpu_s=vllm_cpu[0],
+    )
+
+
+def _time_vllm_step() -> list[float]:
+    """Wrap ``vllm.LLMEngine.step`` to add up its thread CPU time; returns the running total.
+
+    The wrapper's own cost (two clock reads, ~1 us per step) lands on stepview's side.
+    """
+    from vllm import LLMEngine
+
+    total = [0.0]
+    step = LLMEngine.step
+
+    def timed_step(self: Any) -> Any:
+        start = time.thread_time()
+        try:
+            return step(self)
+        finally:
+            total[0] += time.thread_time() - start
+
+    LLMEngine.step = timed_step  # type: ignore[method-assign]
+    return total
+
+
+def child_main(variant: str, workload_path: Path, workdir: Path) -> None:
+    """Run one variant and print its :class:`Measurement` as the last line of stdout."""
+    requests = read_prompts(workload_path)
+    if variant.startswith("bare"):
+        measurement = _child_bare(requests, workdir, variant)
+    else:
+        measurement = _child_driver(requests, workdir, variant)
+    print(json.dumps(asdict(measurement)), flush=True)
+
+
+def _run_child(
+    variant: str, workload_path: Path, workdir: Path, env: dict[str, str]
+) -> Measurement:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        variant,
+        "--workload",
+        str(workload_path),
+        "--workdir",
+        str(workdir),
+    ]
+    done = subprocess.run(
+        command,
+        env=env_for(env, variant),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(
+            f"{variant} run failed (exit {done.returncode}); stderr:\n{done.stderr[-3000:]}"
+        )
+    return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def run_child(variant: str, workload_path: Path, workdir: Path, env: dict[str, str]) -> Measurement:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve().with_name("engine_overhead.py")),
+        "--child",
+        variant,
+        "--workload",
+        str(workload_path),
+        "--workdir",
+        str(workdir),
+    ]
+    done = subprocess.run(
+        command,
+        env=env_for(env, variant),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(
+            f"{variant} run failed (exit {done.returncode}); stderr:\n{done.stderr[-3000:]}"
+        )
+    return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+# -- the TUI in tmux -------------------------------------------------------------------------
+
+
+def run_tui(
+    workload_path: Path, count: int, workdir: Path, env: dict[str, str], name: str = "tui"
+) -> Measurement:
+    """The real ``stepview`` in tmux: launch, first frame, all results, ``q``, its run stats."""
+    results, log_path, rc_path = workdir / "results.jsonl", workdir / "stepview.log", workdir / "rc"
+    stats_path = workdir / "run_stats.json"
+    argv = [
+        *stepview_command(),
+        "--prompts",
+        str(workload_path),
+        "--results",
+        str(results),
+        "--log-file",
+        str(log_path),
+    ]
+    # The exit code goes to a file: the pane (and its text) is gone once the command ends.
+    # The run stats too: the driver writes them there as it stops.
+    hand_over = f"{run_stats.RUN_STATS_ENV}={shlex.quote(str(stats_path))}"
+    command = f"{hand_over} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc_path))}"
+    tmux = Tmux(f"stepview-bench-{os.getpid()}-{workdir.name}", env_for(env, name))
+    launched = time.perf_counter()
+    tmux.start(command)
+    try:
+        seen = wait_for(
+            lambda: FIRST_FRAME_TEXT in tmux.screen() or not tmux.alive(),
+            60.0,
+            "the first frame",
+            FIRST_FRAME_POLL_S,
+        )
+        first_frame = seen - launched
+        wait_for(
+            lambda: count_lines(results) >= count or not tmux.alive(),
+            CHILD_TIMEOUT_S,
+            "every result",
+            POLL_S,
+        )
+        tmux.press("q")
+        wait_for(lambda: not tmux.alive(), 60.0, "stepview to quit", POLL_S)
+    finally:
+        tmux.kill()
+    code = rc_path.read_text().strip() if rc_path.exists() else "?"
+    log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
+    stats = run_stats.load(stats_path) if stats_path.exists() else None
+    if code != "0" or stats is None or count_lines(results) < count:
+        raise RuntimeError(f"stepview run failed (exit {code}); log tail:\n{log_text[-3000:]}")
+    tokens = 0
+    with results.open(encoding="utf-8") as handle:
+        for line in handle:
+            tokens += sum(len(c["token_ids"]) for c in json.loads(line)["completions"])
+    return Measurement(
+        name,
+        stats.steps,
+        stats.busy_span,
+        tokens,
+        stats.stepping_time,
+        stats.busy_cpu,
+        first_frame,
+    )
