@@ -58,6 +58,8 @@ BASE_ENV = "STEPVIEW_SCHEDULER_BASE"
 HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 3000
 RECONNECT_IVL_MS = 100
+# Handshakes failed with no reason before the watch guesses a CURVE mismatch (1 s of retries).
+UNEXPLAINED_REFUSALS = 10
 RECONNECT_IVL_MAX_MS = 1000
 # Records queued per subscriber before zmq drops (each is one step; a few KB at most).
 HIGH_WATER_MARK = 1000
@@ -168,23 +170,31 @@ class FactsSubscriber:
         self._curve = keys is not None
         self.refused = 0  # handshakes that failed: CURVE keys that do not match the server's
         self.refusal: str | None = None  # why, for the user
+        self._hedged = False  # the refusal is a guess (see _read_monitor)
+        self._unexplained = 0  # handshakes failed without a reason since the last success
 
     @property
     def connected(self) -> bool:
         return self.state is ChannelState.CONNECTED
 
-    def poll(self, timeout: float = 0.0) -> list[StepFacts]:
-        """Every record received since the last call (oldest first).
+    def poll(self, timeout: float = 0.0, budget: float | None = None) -> list[StepFacts]:
+        """Every record received since the last call (oldest first), or those read within
+        ``budget`` seconds of wall time (the rest stay queued for the next call).
 
         Never blocks with ``timeout=0``; otherwise waits up to ``timeout`` seconds for the
-        first record when none is there yet.
+        first record when none is there yet. The budget is for a reader that can fall far
+        behind (a niced watch on a box its server saturates): thousands of queued records
+        decoded in one call would keep it from anything else, a stop included, for seconds.
         """
         self._read_monitor()
         records: list[StepFacts] = []
         sock = self._sock
         if timeout > 0:
             sock.poll(int(timeout * 1000) + 1, zmq.POLLIN)
+        until = None if budget is None else time.perf_counter() + budget
         while True:
+            if until is not None and records and time.perf_counter() >= until:
+                return records  # at least one message read per call, whatever the budget
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -220,28 +230,47 @@ class FactsSubscriber:
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.state = ChannelState.CONNECTED
                 self.connects += 1
+                self._unexplained = 0
             elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 self._refused(f"{self.address} refused this watch's CURVE key")
             elif (
                 event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                 and message["value"] == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
             ):
-                self._refused(
-                    f"{self.address} publishes without CURVE: unset {WATCH_SECRET_ENV} and "
-                    f"{WATCH_SERVER_KEY_ENV}"
-                    if self._curve
-                    else f"{self.address} publishes with CURVE: set {WATCH_SECRET_ENV} and "
-                    f"{WATCH_SERVER_KEY_ENV} (see README, Watching vllm serve)"
-                )
+                self._refused(self._mismatch(certain=True))
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                # What a mechanism mismatch mostly looks like from this end: the publisher
+                # hangs up before the greeting says why (the precise event comes only when
+                # this end reads the greeting first: rarely on a busy machine). Say it with a
+                # hedge after a few, and let a precise one replace it.
+                self._unexplained += 1
+                if self._unexplained == UNEXPLAINED_REFUSALS:
+                    self._refused(self._mismatch(certain=False), hedged=True)
             if event in _LOST and self.state is ChannelState.CONNECTED:
                 self.state = ChannelState.DISCONNECTED
                 self.disconnects += 1
 
-    def _refused(self, why: str) -> None:
-        """A handshake failed for the keys (zmq retries it by itself): say why, once."""
+    def _mismatch(self, certain: bool) -> str:
+        """What to do when the publisher's CURVE setting is not this watch's."""
+        cause = "" if certain else "refused every handshake: it may publish "
+        if self._curve:
+            return (
+                f"{self.address} {cause or 'publishes '}without CURVE: unset {WATCH_SECRET_ENV} "
+                f"and {WATCH_SERVER_KEY_ENV}"
+                + ("" if certain else f", or check that {WATCH_SERVER_KEY_ENV} is its public key")
+            )
+        return (
+            f"{self.address} {cause or 'publishes '}with CURVE: set {WATCH_SECRET_ENV} and "
+            f"{WATCH_SERVER_KEY_ENV} (see README, Watching vllm serve)"
+        )
+
+    def _refused(self, why: str, hedged: bool = False) -> None:
+        """A handshake failed for the keys (zmq retries it by itself): say why, once (a
+        precise reason replaces a guess)."""
         self.refused += 1
-        if self.refusal is None:
+        if self.refusal is None or (self._hedged and not hedged):
             self.refusal = why
+            self._hedged = hedged
             log.warning("stepview: %s", why)
 
     def resync(self) -> None:

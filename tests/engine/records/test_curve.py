@@ -110,7 +110,10 @@ def test_only_an_allowed_watch_reads_the_records(
             assert other.poll() == [] and other.state is ChannelState.CONNECTING
         assert refused.refusal == f"{address} refused this watch's CURVE key"
         assert plain.refusal is not None
-        assert plain.refusal.startswith(f"{address} publishes with CURVE: set {WATCH_SECRET_ENV}")
+        # Said for sure when this end read the publisher's greeting, else after a few
+        # handshakes refused without a reason (mostly, on a busy machine): either names CURVE.
+        assert plain.refusal.startswith(address)
+        assert f"with CURVE: set {WATCH_SECRET_ENV}" in plain.refusal
         assert watch.refusal is None
     finally:
         for sub in subscribers:
