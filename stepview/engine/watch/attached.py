@@ -89,6 +89,10 @@ MAX_BACKLOG = 256
 CATCH_UP_AFTER = 64
 CATCH_UP_STEP = 256
 CATCH_UP_S = 0.1
+# A read of the sockets takes at most this long (wall time): a starved watch that had let
+# thousands of records queue up decoded and folded them all in one go, seconds during which
+# it heard no Ctrl+C (the stop's deadline passed: exit 1). The rest waits for the next read.
+RECEIVE_BUDGET_S = 0.2
 # A view this many seconds behind the server says so in the status bar.
 BEHIND_SHOWN_S = 2.0
 # After a lost connection comes back, how long held requests wait for a record.
@@ -301,7 +305,7 @@ class AttachedEngine:
         backlog = self._backlog
         for core in self._cores:
             subscriber = core.subscriber
-            records = self._without_off(core, subscriber.poll())
+            records = self._without_off(core, subscriber.poll(budget=RECEIVE_BUDGET_S))
             if subscriber.connects != core.connects:
                 core.connects = subscriber.connects
                 if core.samples and core.core_started is not None:

@@ -246,6 +246,30 @@ def test_a_late_subscriber_gets_the_next_record_whole(address: str) -> None:
         publisher.close()
 
 
+def test_a_read_with_a_budget_leaves_the_rest_queued_for_the_next(address: str) -> None:
+    """A watch far behind reads a bounded amount per call (at least one message), so that
+    it hears a stop in between; nothing is lost, nothing reordered."""
+    publisher = FactsPublisher(address)  # every=0: one message per record
+    try:
+        sub = FactsSubscriber(address)
+        try:
+            _until(publisher.wanted)
+            for step in range(1, 6):
+                publisher.deliver(_facts(step))
+            calls: list[list[int]] = []
+
+            def read_one() -> bool:
+                calls.append([r.step for r in sub.poll(budget=0.0)])
+                return sum(len(c) for c in calls) >= 5
+
+            _until(read_one)
+            assert [c for c in calls if c] == [[1], [2], [3], [4], [5]]
+        finally:
+            sub.close()
+    finally:
+        publisher.close()
+
+
 def test_every_subscription_and_a_resync_mark_the_next_record_fresh(address: str) -> None:
     publisher = FactsPublisher(address)
     try:
