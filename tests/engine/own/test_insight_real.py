@@ -1,9 +1,9 @@
 """Insight on real vLLM: timelines and preemptions as they happened, latency as vLLM saw it.
 
-A tiny KV cache makes vLLM preempt (see test_driver_real.py). The timeline and preemption
-records are checked against the snapshots of the same run, and every request's latency
-figures against vLLM's own per-request stats (``FinishedRequestStats``, which vLLM's stat
-loggers receive when a request finishes): stepview takes the scheduled and first-token
+A tiny KV cache makes vLLM preempt (see test_driver_real_scheduling.py). The timeline and
+preemption records are checked against the snapshots of the same run, and every request's
+latency figures against vLLM's own per-request stats (``FinishedRequestStats``, which vLLM's
+stat loggers receive when a request finishes): stepview takes the scheduled and first-token
 instants from vLLM (engine/own/vllm_times.py), so those agree exactly; only the arrival is
 dated differently (when stepview accepted the request rather than when vLLM queued it).
 """
@@ -18,7 +18,7 @@ import pytest
 
 from stepview.engine.own.vllm_stats import StatsSink
 from stepview.model.latency import request_latency
-from tests.engine.own.test_driver_real import (  # noqa: F401  (_no_pool_engine: the fixture)
+from tests.engine.own.driver_checks import (  # noqa: F401  (_no_pool_engine: the fixture)
     TINY_KV_BYTES,
     _add,
     _final,

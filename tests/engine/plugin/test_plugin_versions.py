@@ -23,7 +23,7 @@ from stepview.engine.plugin.scheduler import connected
 from stepview.engine.records.channel import PUBLISH_ENV, PUBLISH_EVERY_ENV
 from stepview.engine.records.vllm_versions import RULES_0_32, RULES_0_33
 from stepview.engine.watch.attached import AttachedEngine
-from tests.engine.plugin.test_scheduler_plugin import FakeRequest, FakeScheduler, ListSink, _output
+from tests.engine.plugin.fake_scheduler import FakeRequest, FakeScheduler, ListSink, _output
 from tests.engine.watch.attach_helpers import ipc_address, wait_until
 
 
@@ -83,7 +83,7 @@ def _waiting() -> object:
 
 @pytest.fixture
 def plugin_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """The plug-in's log lines, each once (see test_scheduler_plugin's own such test)."""
+    """The plug-in's log lines, each once (see test_scheduler_plugin_capture's own such test)."""
     caplog.set_level(logging.WARNING, logger="stepview.engine.plugin")
     logger = logging.getLogger("stepview.engine.plugin")
     logger.addHandler(caplog.handler)

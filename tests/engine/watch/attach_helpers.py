@@ -2,7 +2,9 @@
 
 A :class:`Server` stands for one engine core of a watched server: a real
 :class:`FactsPublisher` (zmq, ipc socket in a temporary folder) that tests make publish the
-records they write out with :func:`request` and :func:`record`.
+records they write out with :func:`request` and :func:`record`. A :class:`Watcher` folds
+the attached engine's steps into a :class:`RequestLedger`, the way the driver does, on a
+test's :class:`Clock`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from stepview.engine.driver.ledger import RequestLedger
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records.facts import (
     CoreState,
@@ -29,6 +32,7 @@ from stepview.engine.records.facts import (
 from stepview.engine.watch.attached import AttachedEngine
 from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec
+from stepview.model.snapshot import EngineState, RequestView
 
 WAITING = int(CoreState.WAITING)
 RUNNING = int(CoreState.RUNNING)
@@ -190,6 +194,47 @@ def wait_until(condition: object, timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met"
         time.sleep(0.01)
+
+
+class Clock:
+    """Wall-clock seconds that move only when a test says so (for the settling rule)."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def wait_link(engine: AttachedEngine, state: EngineState) -> None:
+    """Poll the engine (as the driver's loop does) until its link is in ``state``."""
+
+    def reached() -> bool:
+        engine.has_unfinished()
+        return engine.link().state is state
+
+    wait_until(reached)
+
+
+class Watcher:
+    """The driver's bookkeeping over an attached engine, one step at a time."""
+
+    def __init__(self, engine: AttachedEngine) -> None:
+        self.engine = engine
+        self.now = 0.0
+        self.ledger = RequestLedger(lambda: self.now)
+
+    def step(self) -> StepResult:
+        result = next_step(self.engine)
+        self.now += 0.01
+        self.ledger.apply(result, self.now)
+        return result
+
+    def active(self) -> dict[str, RequestView]:
+        return {v.request_id: v for v in self.ledger.active()}
+
+    def finished(self) -> dict[str, RequestView]:
+        return {v.request_id: v for v in self.ledger.finished()}
 
 
 def watch_command(address: str, folder: Path) -> list[str]:

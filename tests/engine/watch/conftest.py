@@ -1,5 +1,7 @@
 """Fixtures shared by the attached-engine tests: a fake plug-in publisher on an ipc socket,
-and a fake of vLLM's OpenAI-compatible API (``--api``)."""
+an attached engine subscribed to it on a test's clock, and a fake of vLLM's OpenAI-compatible
+API (``--api``). A test module that needs its engine built otherwise defines its own
+``engine`` fixture, which takes precedence over this one."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from stepview.engine.watch.attached import AttachedEngine
 from stepview.engine.watch.server_api import ServerApi
-from tests.engine.watch.attach_helpers import Server, ipc_address
+from tests.engine.watch.attach_helpers import Clock, Server, ipc_address
 from tests.engine.watch.fake_api import FakeApi
 from tests.engine.watch.fake_metrics import FakeMetrics
 
@@ -20,6 +23,19 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s = Server(ipc_address(tmp_path))
     yield s
     s.kill()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def engine(server: Server, clock: Clock) -> Iterator[AttachedEngine]:
+    e = AttachedEngine(server.address, clock=clock)
+    server.wait_subscribed()
+    yield e
+    e.shutdown()
 
 
 @pytest.fixture

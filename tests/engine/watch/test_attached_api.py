@@ -22,6 +22,7 @@ from stepview.model.snapshot import RequestState
 from tests.engine.watch.attach_helpers import (
     ANSWER,
     Server,
+    Watcher,
     ipc_address,
     next_step,
     record,
@@ -29,7 +30,6 @@ from tests.engine.watch.attach_helpers import (
     wait_until,
 )
 from tests.engine.watch.fake_api import FakeApi
-from tests.engine.watch.test_attached import Watcher
 
 S = RequestState
 

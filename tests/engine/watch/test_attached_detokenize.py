@@ -26,20 +26,14 @@ from stepview.engine.watch.detokenize import HOLD_S, Descriptions
 from stepview.engine.watch.server_api import ServerApi
 from stepview.files.records import request_record
 from stepview.model.snapshot import RequestView
-from tests.engine.watch.attach_helpers import Server, record, request, wait_until
+from tests.engine.watch.attach_helpers import Clock, Server, Watcher, record, request, wait_until
 from tests.engine.watch.fake_api import FakeApi, fake_text
-from tests.engine.watch.test_attached import Clock, Watcher
 
 A = "cmpl-0123456789abcdef-0-0123abcd"  # another client's completion, adopted as "01234567"
 B0 = "0_cmpl-fedcba9876543210-0-89abcdef"  # one with n=2: its samples 0 and 1
 B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
 C = "cmpl-aaaabbbbccccdddd-0-01234567"
 LOGGER = "stepview.engine.watch.detokenize"
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

@@ -1,246 +1,54 @@
-"""The driver on real vLLM (demo model, CPU): the same properties as tests/driver, for real.
+"""The driver on real vLLM with the default engine settings: the properties of tests/driver.
 
-tests/driver checks the driver's rules on a fake engine in milliseconds; the fake is only
-worth something if real vLLM behaves the way it pretends to. So here every claim the UI makes
-from snapshots is checked against what vLLM actually did: tokens equal a bare
-``LLMEngine`` loop, states only move forward except through a preemption vLLM recorded, the
-counters vLLM reports agree with the requests the snapshot shows, and stopping leaves nothing
-running behind.
-
-Only one vLLM engine may be alive per process (see conftest), and every driver owns its
-engine and shuts it down on stop. So the pool's engine is released once for this module, and
-drivers are strictly sequential: one class-scoped driver per group of tests with the same
-engine settings, the others built and stopped inside their test.
+Greedy tokens equal a bare ``LLMEngine`` loop; bad requests are rejected with vLLM's own
+message while the others finish; an abort ends only its request and leaves no count
+behind; pause holds the step and single-step advances one; the seed's three prompts give
+their logprobs and samples, one admission per step, and stopping leaves nothing running
+behind; a clone and a fork run and name their parent. Every run also passes
+:func:`~tests.engine.own.driver_checks.check_run`. One class-scoped driver per class,
+strictly one after the other (see driver_checks); test_driver_real_scheduling.py has the
+settings that make vLLM's scheduling visible.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
 import pytest
 
-from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.driver.loop import Driver
 from stepview.engine.own.tiny_model import tiny_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.files.records import request_record
 from stepview.model.commands import Abort, AddRequest, Pause, Resume, SingleStep
-from stepview.model.engine_api import Engine
 from stepview.model.lineage import Lineage, LineageKind
 from stepview.model.prompts import seed_requests
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
+from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
 from stepview.ui.drafts import clone_of, fork_of, token_texts
-from tests.helpers import all_done, wait_for, went_round
-from tests.vllm_engines import EnginePool
+from tests.engine.own.driver_checks import (  # noqa: F401  (_no_pool_engine: the fixture)
+    LONG_PROMPT,
+    RUN_TIMEOUT,
+    _add,
+    _at_step,
+    _final,
+    _no_pool_engine,
+    _running,
+    _start,
+    _stop,
+    _wait_done,
+    check_run,
+)
+from tests.helpers import wait_for, went_round
 
 pytestmark = pytest.mark.engine
 
 S = RequestState
-# Every snapshot of a run is kept: the checks below walk the whole history.
-HISTORY = 1_000_000
-# Generous: a busy CI machine with 2 cores; a healthy run takes a few seconds.
-RUN_TIMEOUT = 90.0
-# The order a request moves through; PREEMPTED sits where vLLM puts it back (the waiting queue).
-_RANK = {
-    S.PENDING: 0,
-    S.WAITING: 1,
-    S.PREEMPTED: 2,
-    S.PREFILLING: 3,
-    S.DECODING: 4,
-    S.FINISHED: 5,
-    S.ABORTED: 5,
-    S.REJECTED: 5,
-}
-_QUEUED = frozenset({S.WAITING, S.PREEMPTED})
-
-# ~360 tokens with the demo tokenizer: several 64-token prefill chunks, or two of them fill
-# the tiny KV cache below.
-LONG_PROMPT = "def foo(x): return x + " * 40
-# Smallest KV cache vLLM accepts with max_model_len=512 (see test_scheduler_plugin.py):
-# 4 usable blocks of 128 tokens, so long requests must take turns.
-TINY_KV_BYTES = 5 * 128 * 1024
-
-
-# -- helpers -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _no_pool_engine(engines: EnginePool) -> None:
-    """Shut the pool's engine down before any driver here builds its own (one per process).
-
-    Module scope, so it runs before the class-scoped drivers are set up.
-    """
-    engines.release()
-
-
-def _factory(
-    built: list[VllmEngine] | None = None, **overrides: Any
-) -> Callable[[PhaseCallback], Engine]:
-    """What stepview's CLI does: a VllmEngine over the demo model, built on the driver thread.
-
-    ``built`` receives the engine, for tests that check what the driver did to it.
-    """
-
-    def build(on_phase: PhaseCallback) -> Engine:
-        engine = VllmEngine.create(
-            tiny_engine_args(**overrides), demo_model=True, model_label="demo", on_phase=on_phase
-        )
-        if built is not None:
-            built.append(engine)
-        return engine
-
-    return build
-
-
-def _start(
-    *, admit_per_step: int = 0, built: list[VllmEngine] | None = None, **overrides: Any
-) -> Driver:
-    driver = Driver(
-        _factory(built, **overrides), history_size=HISTORY, admit_per_step=admit_per_step
-    )
-    driver.start()
-    ready = wait_for(driver, lambda s: s.engine_state is not EngineState.STARTING, RUN_TIMEOUT)
-    assert ready.engine_state is EngineState.IDLE, ready.phase
-    return driver
-
-
-def _stop(driver: Driver) -> None:
-    driver.stop(timeout=60)
-    assert not driver.alive, "driver thread did not end"
-    assert driver.latest().engine_state is EngineState.STOPPED, driver.error
-
-
-@contextmanager
-def _running(**overrides: Any) -> Iterator[Driver]:
-    driver = _start(**overrides)
-    try:
-        yield driver
-    finally:
-        _stop(driver)
-
-
-def _add(driver: Driver, request_id: str, prompt: str, **spec: Any) -> None:
-    driver.send(AddRequest(request_id, prompt, SamplingSpec(**spec)))
-
-
-def _wait_done(driver: Driver, ids: Sequence[str]) -> StepSnapshot:
-    """Wait until every id reached a final state and the engine has nothing left."""
-    wanted = set(ids)
-
-    def done(s: StepSnapshot) -> bool:
-        return wanted <= {v.request_id for v in s.finished} and all_done(s)
-
-    return wait_for(driver, done, RUN_TIMEOUT)
-
-
-def _final(snapshot: StepSnapshot) -> dict[str, RequestView]:
-    return {v.request_id: v for v in snapshot.finished}
-
-
-def _live_samples(view: RequestView) -> int:
-    """Sequences this request holds in vLLM's scheduler: one per sample not finished yet.
-
-    vLLM's counters count each of the ``n`` samples of a request (they are separate
-    scheduler requests); the snapshot shows the request once.
-    """
-    return view.spec.n - sum(c.finish_reason is not None for c in view.completions)
-
-
-def check_lifecycles(history: Sequence[StepSnapshot]) -> dict[str, list[RequestState]]:
-    """Walk every snapshot; assert each request only moves forward; return each one's path.
-
-    Forward is PENDING -> WAITING -> PREFILLING -> DECODING -> final, skipping allowed (a
-    request can be admitted and prefilled within one step). The only way back is a
-    preemption, which must be visible where it happens: state PREEMPTED with a higher
-    ``num_preemptions``. Prefill progress falls only there, and a final state is final.
-    """
-    last: dict[str, RequestView] = {}
-    paths: dict[str, list[RequestState]] = {}
-    for snap in history:
-        ids = [v.request_id for v in snap.active] + [v.request_id for v in snap.finished]
-        assert len(ids) == len(set(ids)), f"step {snap.step}: a request shown twice"
-        for view in (*snap.active, *snap.finished):
-            rid = view.request_id
-            prev = last.get(rid)
-            last[rid] = view
-            path = paths.setdefault(rid, [])
-            if not path or path[-1] is not view.state:
-                path.append(view.state)
-            if prev is None or prev is view:
-                continue
-            where = f"{rid} at step {snap.step}: {prev.state} -> {view.state}"
-            if prev.state.done:
-                assert view.state is prev.state, where
-                continue
-            assert view.num_preemptions >= prev.num_preemptions, where
-            preempted_here = view.num_preemptions > prev.num_preemptions
-            if preempted_here:
-                assert view.state is S.PREEMPTED, where
-            if view.state is S.PREEMPTED and prev.state is not S.PREEMPTED:
-                assert preempted_here, f"{where} without a recorded preemption"
-            if _RANK[view.state] < _RANK[prev.state]:
-                assert view.state is S.PREEMPTED and preempted_here, f"{where} (backwards)"
-            if view.computed_prompt_tokens < prev.computed_prompt_tokens:
-                assert preempted_here, f"{where}: prefill progress fell without a preemption"
-            assert view.computed_prompt_tokens <= view.prompt_tokens, where
-    for rid, view in last.items():
-        assert view.state.done, f"{rid} never finished ({view.state})"
-        if view.state is S.FINISHED and view.output_tokens > view.spec.n:
-            # It produced tokens over at least two steps: one snapshot showed it decoding.
-            assert S.DECODING in paths[rid], (rid, paths[rid])
-    return paths
-
-
-def check_counters(history: Sequence[StepSnapshot]) -> int:
-    """vLLM's running/waiting counts agree with the states the same snapshot shows.
-
-    Checked on the snapshot published right after each step (between steps a command may
-    change the requests while the counters still describe the last step). Returns how many
-    snapshots were checked.
-    """
-    checked = 0
-    previous_step = 0
-    for snap in history:
-        if snap.step != previous_step:
-            running = sum(_live_samples(v) for v in snap.active if v.state.pane == "running")
-            queued = sum(_live_samples(v) for v in snap.active if v.state in _QUEUED)
-            counters = snap.counters
-            assert (counters.running, counters.waiting) == (running, queued), (
-                f"step {snap.step}: counters {counters} vs "
-                f"{[(v.request_id, v.state.value) for v in snap.active]}"
-            )
-            checked += 1
-        previous_step = snap.step
-    return checked
-
-
-def check_timings(finished: Sequence[RequestView]) -> None:
-    """Every finished request has all its timings, in order."""
-    for view in finished:
-        if view.state is not S.FINISHED:
-            continue
-        t = view.timings
-        assert t.scheduled is not None and t.first_token is not None, view
-        assert t.finished is not None
-        assert t.arrival <= t.scheduled <= t.first_token <= t.finished, (view.request_id, t)
-        assert view.computed_prompt_tokens == view.prompt_tokens > 0, view.request_id
-
-
-def check_run(history: Sequence[StepSnapshot]) -> dict[str, list[RequestState]]:
-    paths = check_lifecycles(history)
-    assert check_counters(history) > 0
-    check_timings(history[-1].finished)
-    return paths
-
-
-def _at_step(step: int) -> Callable[[StepSnapshot], bool]:
-    return lambda s: s.step == step
 
 
 # -- default engine settings: greedy tokens, rejections, abort, pause --------------------------
@@ -539,77 +347,6 @@ class TestSeedPrompts:
         # ran is the process-global torch.distributed group it sets up and tears down.
         assert seed_run.engine_released
         assert seed_run.distributed == (False, True, False)
-
-
-# -- scheduling made visible: continuous batching, preemption, chunked prefill -----------------
-
-
-def test_continuous_batching_some_wait_while_others_run() -> None:
-    ids = [f"b{i}" for i in range(8)]
-    with _running(max_num_seqs=4) as driver:
-        driver.send(Pause())  # all eight join the engine together
-        for i, rid in enumerate(ids):
-            _add(driver, rid, f"def f{i}(x): return x", temperature=0, max_tokens=12)
-        driver.send(Resume())
-        final = _final(_wait_done(driver, ids))
-        history = driver.history()
-    assert all(final[rid].state is S.FINISHED for rid in ids)
-    paths = check_run(history)
-    mixed = [
-        s for s in history if s.pane("running") and any(v.state is S.WAITING for v in s.active)
-    ]
-    assert mixed, "no snapshot showed requests waiting while others ran"
-    assert all(len(s.pane("running")) <= 4 for s in history)
-    assert max(s.counters.waiting for s in history) == 4
-    # The four that waited did run later, in the order they came.
-    waited = [rid for rid in ids if S.WAITING in paths[rid]]
-    assert waited == ids[4:]
-    for rid in waited:
-        assert paths[rid].index(S.WAITING) < paths[rid].index(S.DECODING)
-
-
-def test_tiny_kv_cache_preemption_shows_in_the_snapshots() -> None:
-    ids = [f"p{i}" for i in range(4)]
-    prompt = "def foo(x): return x + " * 20  # ~180 tokens: two of them fill the cache
-    with _running(kv_cache_memory_bytes=TINY_KV_BYTES) as driver:
-        for rid in ids:
-            _add(driver, rid, prompt, temperature=0, max_tokens=160)
-        final = _final(_wait_done(driver, ids))
-        history = driver.history()
-    paths = check_run(history)  # includes: going back only through a recorded preemption
-    preempted = [rid for rid in ids if S.PREEMPTED in paths[rid]]
-    assert preempted, "no request was preempted"
-    total = sum(final[rid].num_preemptions for rid in ids)
-    assert total >= len(preempted)
-    # vLLM's per-step preemption counts add up to what the requests carry.
-    steps = {s.step: s.counters.preemptions for s in history}
-    assert sum(steps.values()) == total
-    # The snapshot where it happened: state PREEMPTED, prefill progress back to 0.
-    for rid in preempted:
-        first = next(v for s in history if (v := s.find(rid)) and v.state is S.PREEMPTED)
-        assert first.computed_prompt_tokens == 0 and first.num_preemptions == 1
-    # Preemption costs time, never tokens.
-    assert all(final[rid].state is S.FINISHED and final[rid].output_tokens == 160 for rid in ids)
-
-
-def test_chunked_prefill_shows_growing_progress() -> None:
-    chunk = 64
-    with _running(max_num_batched_tokens=chunk) as driver:
-        _add(driver, "long", LONG_PROMPT, temperature=0, max_tokens=3)
-        final = _final(_wait_done(driver, ["long"]))
-        history = driver.history()
-    check_run(history)
-    prefilling = [
-        v for s in history if (v := s.find("long")) is not None and v.state is S.PREFILLING
-    ]
-    total = final["long"].prompt_tokens
-    assert total > 4 * chunk
-    # One snapshot per step, one chunk per step: 64, 128, 192, ...
-    progress = [v.computed_prompt_tokens for v in prefilling]
-    assert progress == [chunk * (i + 1) for i in range(len(progress))]
-    assert len(progress) == (total - 1) // chunk  # the last chunk also yields the first token
-    assert all(v.output_tokens == 0 and v.prompt_tokens == total for v in prefilling)
-    assert final["long"].output_tokens == 3
 
 
 # -- clones and forks (the UI's c and f keys send these commands) -----------------------------
