@@ -89,9 +89,8 @@ MAX_BACKLOG = 256
 CATCH_UP_AFTER = 64
 CATCH_UP_STEP = 256
 CATCH_UP_S = 0.1
-# A read of the sockets takes at most this long (wall time): a starved watch that had let
-# thousands of records queue up decoded and folded them all in one go, seconds during which
-# it heard no Ctrl+C (the stop's deadline passed: exit 1). The rest waits for the next read.
+# A read of the sockets takes at most this long (wall time; the rest waits for the next):
+# a starved watch read thousands of queued records in one go, deaf to Ctrl+C for seconds.
 RECEIVE_BUDGET_S = 0.2
 # A view this many seconds behind the server says so in the status bar.
 BEHIND_SHOWN_S = 2.0
