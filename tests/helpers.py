@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 """The repository's root: what a child Python process needs on its path to import ``tests``."""
 DATA = ROOT / "tests" / "data"
 """Recorded traces the tests replay."""
+TINY_KV_BYTES = 5 * 128 * 1024
+"""The smallest KV cache vLLM accepts for the tiny model (max_model_len 512, 128-token blocks):
+5 blocks, one of them vLLM's null block, so 4 x 128 usable tokens, one full-length sequence;
+long requests must take turns. 512 KiB (4 blocks) fails at start-up ("To serve at least one
+request ...")."""
 _QUEUED = (RequestState.WAITING, RequestState.PREEMPTED)
 
 

@@ -53,9 +53,6 @@ _QUEUED = frozenset({S.WAITING, S.PREEMPTED})
 # ~360 tokens with the demo tokenizer: several 64-token prefill chunks, or two of them fill
 # the tiny KV cache below.
 LONG_PROMPT = "def foo(x): return x + " * 40
-# Smallest KV cache vLLM accepts with max_model_len=512 (see test_scheduler_plugin_real.py):
-# 4 usable blocks of 128 tokens, so long requests must take turns.
-TINY_KV_BYTES = 5 * 128 * 1024
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,7 +15,6 @@ from stepview.model.commands import Pause, Resume
 from stepview.model.snapshot import RequestState
 from tests.engine.own.driver_checks import (  # noqa: F401  (_no_pool_engine: the fixture)
     LONG_PROMPT,
-    TINY_KV_BYTES,
     _add,
     _final,
     _no_pool_engine,
@@ -23,6 +22,7 @@ from tests.engine.own.driver_checks import (  # noqa: F401  (_no_pool_engine: th
     _wait_done,
     check_run,
 )
+from tests.helpers import TINY_KV_BYTES
 
 pytestmark = pytest.mark.engine
 

@@ -19,7 +19,6 @@ import pytest
 from stepview.engine.own.vllm_stats import StatsSink
 from stepview.model.latency import request_latency
 from tests.engine.own.driver_checks import (  # noqa: F401  (_no_pool_engine: the fixture)
-    TINY_KV_BYTES,
     _add,
     _final,
     _no_pool_engine,
@@ -27,6 +26,7 @@ from tests.engine.own.driver_checks import (  # noqa: F401  (_no_pool_engine: th
     _wait_done,
     check_run,
 )
+from tests.helpers import TINY_KV_BYTES
 
 pytestmark = pytest.mark.engine
 

@@ -31,13 +31,12 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState
 from tests.engine.own.driver_checks import check_run
 from tests.engine.plugin.gated_scheduler import GATE_ENV
-from tests.helpers import all_done, live_children, wait_for
+from tests.helpers import TINY_KV_BYTES, all_done, live_children, wait_for
 from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
 
 S = RequestState
-TINY_KV_BYTES = 5 * 128 * 1024  # 4 usable blocks of 128 tokens (see test_scheduler_plugin_real.py)
 SETTINGS: dict[str, Any] = {
     "max_num_seqs": 2,
     "max_num_batched_tokens": 64,

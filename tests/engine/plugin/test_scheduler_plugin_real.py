@@ -26,7 +26,7 @@ from stepview.model.engine_api import SchedulerEntry, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
 from tests.engine.plugin.gated_scheduler import GatedScheduler
-from tests.helpers import Entries
+from tests.helpers import TINY_KV_BYTES, Entries
 from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
@@ -190,12 +190,6 @@ def test_chunked_prefill_progress(engines: EnginePool) -> None:
     assert [o.request_id for o in result.outputs] == ["long"]
     assert result.counters.prompt_tokens == total - len(progress) * chunk
     _run(engine)
-
-
-# Smallest KV cache the engine accepts with max_model_len=512 and 128-token blocks: 5 blocks
-# (one is vLLM's null block), i.e. 4 x 128 usable tokens = one full-length sequence.
-# 512 KiB (4 blocks) fails at start-up with "To serve at least one request ...".
-TINY_KV_BYTES = 5 * 128 * 1024
 
 
 def test_tiny_kv_cache_forces_preemption(engines: EnginePool) -> None:

@@ -13,8 +13,7 @@ from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, MAX_NUM_SEQS, TOKEN_BUDGET
 from stepview.model.snapshot import RequestState as S
-from tests.engine.plugin.test_scheduler_plugin_real import TINY_KV_BYTES
-from tests.helpers import Entries
+from tests.helpers import TINY_KV_BYTES, Entries
 from tests.vllm_engines import EnginePool
 
 _WAITS = (S.WAITING, S.PREEMPTED)
