@@ -299,7 +299,7 @@ class CoreCapture:
         facts: list[RequestFacts] = []
         prefill = decode = 0
         # One pass: every request this step scheduled is named, so its tokens are counted as
-        # prefill or decode here too (a second pass over them cost a fifth of the capture).
+        # prefill or decode here too (a second pass fetched each of them again).
         for request_id in named:
             req = requests.get(request_id)
             if req is None:

@@ -58,9 +58,9 @@ BASE_ENV = "STEPVIEW_SCHEDULER_BASE"
 HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 3000
 RECONNECT_IVL_MS = 100
+RECONNECT_IVL_MAX_MS = 1000
 # Handshakes failed with no reason before the watch guesses a CURVE mismatch (1 s of retries).
 UNEXPLAINED_REFUSALS = 10
-RECONNECT_IVL_MAX_MS = 1000
 # Records queued per subscriber before zmq drops (each is one step; a few KB at most).
 HIGH_WATER_MARK = 1000
 # A server's plug-in sends the records of the steps of this long in one message (waking zmq's
