@@ -381,7 +381,14 @@ class TimelineTracker:
         if phase is not None:
             if current is None or current.state != phase:
                 current = self._open(timeline, view, phase, timeline.base_computed)
+            before = timeline.last_output
             self._count(current, timeline, view)
+            if phase == PREFILL and view.output_tokens - before > 1:
+                # Its prefill and its decode in one step as seen: a watch far behind reads
+                # many steps as one. Every token after the prefill's first was decoded.
+                timeline.last_output = before + 1
+                current = self._open(timeline, view, DECODE, view.computed_prompt_tokens)
+                self._count(current, timeline, view)
         if current is not None:
             end = view.timings.finished
             current.end = max(current.start, self.clock if end is None else end)

@@ -130,6 +130,18 @@ def test_preempted_and_rescheduled_in_one_step_still_shows_the_eviction() -> Non
     assert tracker.records("x")["preemptions"][0]["computed_tokens_lost"] == 13
 
 
+def test_a_request_first_seen_finished_still_shows_its_decode() -> None:
+    """A watch far behind reads many steps as one: a request can be seen first when it has
+    already finished, 300 tokens out. Every token after the prefill's first was decoded."""
+    done = view("x", S.FINISHED, arrival=0.5, finished=2.5, prompt=8, computed=8, out=300)
+    tracker = TimelineTracker()
+    tracker.observe(snap(1, 1.0, [view("y", S.WAITING)], step_time=0.5))
+    tracker.observe(snap(2, 3.0, [view("y", S.WAITING)], [done], step_time=0.5))
+    segments = tracker.records("x")["timeline"]
+    assert [s["state"] for s in segments] == ["waiting", "prefill", "decode"]
+    assert segments[1]["tokens_prefilled"] == 8 and segments[2]["tokens_generated"] == 299
+
+
 def test_computed_tokens_counts_fed_back_outputs_while_decoding() -> None:
     assert computed_tokens(view("a", S.DECODING, computed=100, out=3)) == 102
     assert computed_tokens(view("a", S.PREFILLING, computed=40)) == 40
