@@ -9,6 +9,7 @@ loop runs with vLLM and torch hidden, so a forgotten mark fails loudly instead o
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 
@@ -43,6 +44,26 @@ def _logging_as_it_was() -> Iterator[None]:
         log.propagate, log.level = propagate, level
     logging.raiseExceptions = raise_exceptions
     logging.captureWarnings(False)
+
+
+@pytest.fixture(autouse=True)
+def _runner_priority_kept(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Keep a run of ``stepview.cli.main`` in this process from lowering the test runner's
+    CPU priority, and fail the test that does it anyway.
+
+    Attached, stepview lowers its own priority (``--nice``, 10 by default) before it has
+    opened its outputs; a test that runs an attach that then stops (a flight folder that
+    cannot be made) left the whole runner at nice 10: every later test, and the servers it
+    started, ran niced, and its watches at 19 - starved beside two busy loops, a fresh-clone
+    run failed. What lowering does is tested in a child process (test_attach_flags.py).
+    """
+    from stepview.launch import attach, attach_metrics, fleet
+
+    for module in (attach, attach_metrics, fleet):
+        monkeypatch.setattr(module, "lower_priority", lambda nice: None)
+    before = os.nice(0)
+    yield
+    assert os.nice(0) == before, "this test lowered the test runner's CPU priority"
 
 
 def pytest_configure(config: pytest.Config) -> None:
