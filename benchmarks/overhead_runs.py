@@ -196,35 +196,8 @@ def child_main(variant: str, workload_path: Path, workdir: Path) -> None:
     print(json.dumps(asdict(measurement)), flush=True)
 
 
-def _run_child(
-    variant: str, workload_path: Path, workdir: Path, env: dict[str, str]
-) -> Measurement:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        variant,
-        "--workload",
-        str(workload_path),
-        "--workdir",
-        str(workdir),
-    ]
-    done = subprocess.run(
-        command,
-        env=env_for(env, variant),
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0 or not done.stdout.strip():
-        raise RuntimeError(
-            f"{variant} run failed (exit {done.returncode}); stderr:\n{done.stderr[-3000:]}"
-        )
-    return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
-
-
 def run_child(variant: str, workload_path: Path, workdir: Path, env: dict[str, str]) -> Measurement:
+    """One driver or bare variant in a fresh process (one vLLM engine per process)."""
     command = [
         sys.executable,
         str(Path(__file__).resolve().with_name("engine_overhead.py")),
