@@ -5,11 +5,13 @@ The engine core's records carry token ids only: an adopted request's prompt show
 server's own tokenizer says what they read (vLLM's ``POST /detokenize``). Two parts:
 
 * :class:`Detokenizer`: one background thread asking the server, one small call at a time,
-  from a bounded queue (beyond :data:`MAX_QUEUED` questions the oldest is dropped,
-  unanswered). Neither the driver's ``step()`` nor the records' receiver ever waits for
-  it. A server without ``/detokenize`` (404) is asked once, then never again; any other
-  failure (an error answer, a timeout, a lost server) leaves that one text unknown. Both
-  are logged once, at info level; the text stays ``(N prompt tokens)`` / empty.
+  from a bounded queue: first the questions a held record waits for (below), then the
+  other prompts (beyond :data:`MAX_QUEUED` questions the oldest prompt is dropped,
+  unanswered; those of a request that ended are dropped unasked). Neither the driver's
+  ``step()`` nor the records' receiver ever waits for it. A server without
+  ``/detokenize`` (404) is asked once, then never again; any other failure (an error
+  answer, a timeout, a lost server) leaves that one text unknown. Both are logged once,
+  at info level; the text stays ``(N prompt tokens)`` / empty.
 * :class:`Descriptions`: what was asked and answered for each adopted request, what a
   step tells the ledger (``StepResult.described``), and how long a record is held.
 
@@ -42,7 +44,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -72,11 +74,19 @@ Question = tuple[str, int]  # (stepview request id, PROMPT or sample index)
 
 
 class Detokenizer:
-    """One thread asking the server's ``/detokenize``, oldest question first."""
+    """One thread asking the server's ``/detokenize``: first what a held record waits for
+    (the text of requests that ended), then other prompts, each kind oldest first.
+
+    Why two queues: a burst of arrivals asks for hundreds of prompts at once, and a request
+    that ends meanwhile holds the view until its text comes, for at most :data:`HOLD_S`.
+    Behind those prompts its text would come too late, the view would be held each time,
+    and the results would lose the text of every request of the burst.
+    """
 
     def __init__(self, api: ServerApi) -> None:
         self._api = api
-        self._questions: deque[tuple[Question, list[int]]] = deque()
+        self._urgent: deque[tuple[Question, list[int]]] = deque()  # a held record's
+        self._later: deque[tuple[Question, list[int]]] = deque()  # prompts of the others
         self._ready = threading.Condition()
         self._answers: queue.SimpleQueue[tuple[Question, str | None]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -87,18 +97,21 @@ class Detokenizer:
         # queued for :meth:`answers`: what a test waits on (written by the thread only).
         self.done = 0
 
-    def ask(self, question: Question, token_ids: Sequence[int]) -> bool:
-        """Queue a question (never waits); False when nothing is asked any more."""
+    def ask(self, question: Question, token_ids: Sequence[int], *, urgent: bool = False) -> bool:
+        """Queue a question (never waits); False when nothing is asked any more.
+
+        ``urgent``: a held record waits for it. Beyond :data:`MAX_QUEUED` the oldest prompt
+        is dropped unasked (the oldest urgent question when there are only those).
+        """
         if self.off:
             return False
         with self._ready:
             if self._closed:
                 return False
-            questions = self._questions
-            if len(questions) >= MAX_QUEUED:
-                dropped, _ = questions.popleft()
+            if len(self._urgent) + len(self._later) >= MAX_QUEUED:
+                dropped, _ = (self._later or self._urgent).popleft()
                 self._answers.put((dropped, None))
-            questions.append((question, list(token_ids)))
+            (self._urgent if urgent else self._later).append((question, list(token_ids)))
             self._ready.notify()
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -106,6 +119,19 @@ class Detokenizer:
                 )
                 self._thread.start()
         return True
+
+    def hurry(self, request_ids: Collection[str]) -> None:
+        """Make the queued prompts of ``request_ids`` urgent: a held record waits for them."""
+        with self._ready:
+            self._later, taken = parted(self._later, request_ids)
+            self._urgent.extend(taken)
+
+    def forget(self, request_ids: Collection[str]) -> None:
+        """Drop the questions still queued about ``request_ids``: they ended, and a finished
+        view never changes, so their answers would only delay the questions behind them."""
+        with self._ready:
+            self._later = parted(self._later, request_ids)[0]
+            self._urgent = parted(self._urgent, request_ids)[0]
 
     def answers(self) -> list[tuple[Question, str | None]]:
         """Every answer since the last call (``None``: unknown); never waits."""
@@ -115,17 +141,18 @@ class Detokenizer:
         """Ask nothing more (a call under way ends on its own; the thread is a daemon)."""
         with self._ready:
             self._closed = True
-            self._questions.clear()
+            self._urgent.clear()
+            self._later.clear()
             self._ready.notify()
 
     def _run(self) -> None:
         while True:
             with self._ready:
-                while not self._questions and not self._closed:
+                while not (self._urgent or self._later or self._closed):
                     self._ready.wait()
                 if self._closed:
                     return
-                question, token_ids = self._questions.popleft()
+                question, token_ids = (self._urgent or self._later).popleft()
             self._answers.put((question, self._decode(token_ids)))
             self.done += 1
 
@@ -208,15 +235,24 @@ class Descriptions:
                 if not entry.prompted:
                     entry.prompted = True
                     self._ask(entry, request_id, PROMPT, intro.prompt_token_ids)
-        ending: list[str] = []
+        ending: dict[str, None] = {}
+        asks: list[tuple[_Asked, str, int, list[int]]] = []
+        prompts_queued = False
         for end in facts.ended:
             request_id, index, adopted = core.sample_of(end.req_id, own, labelled)
             if adopted:
                 entry = self._entry(request_id)
                 if index not in entry.samples and index not in entry.waiting:
-                    self._ask(entry, request_id, index, spoken_ids(end))
-                ending.append(request_id)
-        return Wait(tuple(ending), now + HOLD_S) if ending else None
+                    asks.append((entry, request_id, index, spoken_ids(end)))
+                prompts_queued = prompts_queued or PROMPT in entry.waiting
+                ending[request_id] = None
+        if not ending:
+            return None
+        if prompts_queued:
+            self.detokenizer.hurry(ending)  # their prompts first, then their completions
+        for entry, request_id, index, token_ids in asks:
+            self._ask(entry, request_id, index, token_ids, urgent=True)
+        return Wait(tuple(ending), now + HOLD_S)
 
     def ready(self, wait: Wait, now: float) -> bool:
         """True when the record held by ``wait`` may be read."""
@@ -257,11 +293,18 @@ class Descriptions:
         if asked:
             ending = [o.request_id for o in outputs if o.finished]
             ending.extend(e.request_id for e in ended)
+            unanswered: set[str] = set()
             for request_id in ending:
                 gone = asked.pop(request_id, None)
-                if gone is not None and gone.samples:
+                if gone is None:
+                    continue
+                if gone.waiting:
+                    unanswered.add(request_id)
+                if gone.samples:
                     samples = tuple(sorted(gone.samples.items()))
                     told.append(DescribedRequest(request_id, None, samples))
+            if unanswered:
+                self.detokenizer.forget(unanswered)
         return tuple(told)
 
     def _entry(self, request_id: str) -> _Asked:
@@ -270,13 +313,22 @@ class Descriptions:
         if entry is None:
             if len(asked) >= MAX_KEPT:
                 oldest = next(iter(asked))
-                del asked[oldest]
+                if asked.pop(oldest).waiting:
+                    self.detokenizer.forget((oldest,))
                 self._news.discard(oldest)
             entry = asked[request_id] = _Asked()
         return entry
 
-    def _ask(self, entry: _Asked, request_id: str, key: int, token_ids: Sequence[int]) -> None:
-        if token_ids and self.detokenizer.ask((request_id, key), token_ids):
+    def _ask(
+        self,
+        entry: _Asked,
+        request_id: str,
+        key: int,
+        token_ids: Sequence[int],
+        *,
+        urgent: bool = False,
+    ) -> None:
+        if token_ids and self.detokenizer.ask((request_id, key), token_ids, urgent=urgent):
             entry.waiting.add(key)
 
     def _collect(self) -> None:
@@ -295,6 +347,17 @@ class Descriptions:
                 entry.prompt = text
                 if entry.arrived:
                     self._news.add(request_id)
+
+
+def parted(
+    questions: deque[tuple[Question, list[int]]], request_ids: Collection[str]
+) -> tuple[deque[tuple[Question, list[int]]], list[tuple[Question, list[int]]]]:
+    """``questions`` without those about ``request_ids`` (the same deque when there are
+    none), and those, in order."""
+    taken = [item for item in questions if item[0][0] in request_ids]
+    if not taken:
+        return questions, taken
+    return deque(item for item in questions if item[0][0] not in request_ids), taken
 
 
 def spoken_ids(end: EndedFacts) -> list[int]:

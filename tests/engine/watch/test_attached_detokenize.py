@@ -33,6 +33,7 @@ A = "cmpl-0123456789abcdef-0-0123abcd"  # another client's completion, adopted a
 B0 = "0_cmpl-fedcba9876543210-0-89abcdef"  # one with n=2: its samples 0 and 1
 B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
 C = "cmpl-aaaabbbbccccdddd-0-01234567"
+D = "cmpl-1111222233334444-0-01234567"
 LOGGER = "stepview.engine.watch.detokenize"
 
 
@@ -216,9 +217,82 @@ def test_a_slow_server_never_holds_a_step_up(
     assert (done.prompt, done.completions[0].text) == ("(4 prompt tokens)", "")
     assert list(done.completions[0].token_ids) == [7, 8, 9]
 
-    fake_api.decoding.set()  # the answers come late: dropped, the finished view stays
-    wait_until(lambda: described(engine).detokenizer.done == 2)  # both answers are in
-    assert fake_api.detokenized == [list(range(100, 104)), [7, 8, 9]]  # oldest first
+    fake_api.decoding.set()  # the prompt's answer comes late: dropped, the view stays
+    wait_until(lambda: described(engine).detokenizer.done == 1)
     server.send(record(4, request(C, prompt=2, outputs=1, new=[1])))
     quick(watcher.step)
     assert watcher.finished()["01234567"] is done
+    wait_until(lambda: described(engine).detokenizer.done == 2)
+    # The completion's question, still queued when the request ended, was never asked.
+    assert fake_api.detokenized == [list(range(100, 104)), list(range(100, 102))]
+
+
+def test_questions_about_requests_that_ended_are_never_asked(
+    server: Server,
+    engine: AttachedEngine,
+    fake_api: FakeApi,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backlog does not outlive its requests: what is still queued about requests that
+    finished without their text is dropped, so the next request's text is not late too."""
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 60.0)  # late, never timed out
+    fake_api.decoding.clear()  # the server is slow: /detokenize answers when the test says
+    detokenizer = described(engine).detokenizer
+    watcher = Watcher(engine)
+    server.send(record(1, request(A, prompt=4, outputs=1, new=[7]), request(C, prompt=2)))
+    watcher.step()
+    wait_until(lambda: fake_api.posts.count("/detokenize") == 1)  # A's prompt; C's waits
+    ends = [EndedFacts(A, 2, [7, 8], "length"), EndedFacts(C, 2, [5, 6], "length")]
+    server.send(record(2, idle=True, finished=[A, C], ended=ends))
+    # Held for their completions' text: nothing to report yet.
+    wait_until(lambda: not engine.has_unfinished() and len(engine._backlog) == 1)
+    clock.now += HOLD_S  # no answer in time: both finish without their text
+    watcher.step()
+    assert {watcher.finished()[k].prompt for k in ("01234567", "aaaabbbb")} == {
+        "(4 prompt tokens)",
+        "(2 prompt tokens)",
+    }
+    # A request arriving now is asked about next: three questions were dropped unasked.
+    server.send(record(3, request(B0, prompt=3)))
+    watcher.step()
+    fake_api.decoding.set()
+    wait_until(lambda: detokenizer.done == 2)
+    assert fake_api.detokenized == [list(range(100, 104)), list(range(100, 103))]
+    server.send(record(4, request(B0, prompt=3)))
+    watcher.step()
+    assert watcher.active()["fedcba98"].prompt == fake_text(range(100, 103))
+
+
+def test_what_a_held_record_waits_for_is_asked_before_other_prompts(
+    server: Server,
+    engine: AttachedEngine,
+    fake_api: FakeApi,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst of arrivals queues their prompts; one that ends meanwhile jumps that queue,
+    its prompt and completion both, so its record is held for two answers, not for all."""
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 60.0)  # late, never timed out
+    fake_api.decoding.clear()  # /detokenize answers when the test says
+    watcher = Watcher(engine)
+    burst = (request(A, prompt=4), request(C, prompt=2), request(D, prompt=5, outputs=1, new=[7]))
+    server.send(record(1, *burst))
+    watcher.step()
+    wait_until(lambda: fake_api.posts.count("/detokenize") == 1)  # A's prompt; C's, D's wait
+    ended = EndedFacts(D, 2, [7, 8], "length")
+    server.send(record(2, *burst[:2], finished=[D], ended=[ended]))
+    wait_until(lambda: not engine.has_unfinished() and len(engine._backlog) == 1)
+    fake_api.decoding.set()
+    watcher.step()  # held until D's text came (the clock stands still)
+    done = watcher.finished()["11112222"]
+    assert (done.prompt, done.completions[0].text) == (
+        fake_text(range(100, 105)),
+        fake_text([7, 8]),
+    )
+    wait_until(lambda: described(engine).detokenizer.done == 4)
+    assert fake_api.detokenized == [
+        list(range(100, 104)),  # A's prompt, asked before D ended
+        list(range(100, 105)),  # D's prompt, hurried
+        [7, 8],  # D's completion
+        list(range(100, 102)),  # C's prompt, after all that
+    ]
