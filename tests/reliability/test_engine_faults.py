@@ -65,6 +65,11 @@ def saved(path: Path) -> dict[str, dict[str, object]]:
 # -- pilot tests on the driver ----------------------------------------------------------------
 
 
+def error_shown(app: StepviewApp) -> bool:
+    """The error screen is up and composed: pushed is not yet mounted on a busy machine."""
+    return isinstance(app.screen, ErrorScreen) and bool(app.screen.query("#error-hint"))
+
+
 async def test_step_exception_shows_the_error_keeps_results_and_quits(tmp_path: Path) -> None:
     before = running_now()
     results = tmp_path / "results.jsonl"
@@ -74,7 +79,7 @@ async def test_step_exception_shows_the_error_keeps_results_and_quits(tmp_path: 
     async with app.run_test(size=SIZE) as pilot:
         driver.send(AddRequest("quick", "hello", SamplingSpec(max_tokens=2)))
         driver.send(AddRequest("slow", "hello", SamplingSpec(max_tokens=100)))
-        await until(pilot, lambda: isinstance(app.screen, ErrorScreen))
+        await until(pilot, lambda: error_shown(app))
         message = str(app.screen.query_one("#error-message Static", Static).render())
         assert "InjectedFault: CUDA error: device-side assert triggered" in message
         hint = str(app.screen.query_one("#error-hint", Static).render())
@@ -133,7 +138,7 @@ async def test_engine_startup_failure_shows_the_error_screen_and_quits() -> None
     driver = Driver(factory)
     app = new_app(driver)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, ErrorScreen))
+        await until(pilot, lambda: error_shown(app))
         message = str(app.screen.query_one("#error-message Static", Static).render())
         assert "engine start-up failed: OSError: no such model: /models/missing" in message
         await pilot.press("a", "escape")  # nothing else works, nothing breaks
@@ -154,7 +159,7 @@ async def test_a_long_startup_error_scrolls_and_the_way_out_stays_visible() -> N
     driver = Driver(factory)
     app = new_app(driver)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, ErrorScreen))
+        await until(pilot, lambda: error_shown(app))
         await pilot.pause()
         hint = app.screen.query_one("#error-hint", Static)
         assert "press q to quit" in str(hint.render())
