@@ -115,7 +115,7 @@ class FleetApp(App[int | None]):
             cells.append(_cells(row))
             owners.append(index)
             for rank in row.ranks:
-                state = Text("up", "green") if rank.up else Text("down", "bold red")
+                state = Text("up", "green") if rank.connected else Text("down", "bold red")
                 cells.append((
                     f"  └ rank {rank.rank}", state, "", str(rank.running),
                     str(rank.waiting), percent(rank.kv_cache_usage), "", "", "", "",
@@ -128,7 +128,7 @@ class FleetApp(App[int | None]):
             # that scrolled right (with the arrow keys) to see the last columns.
             for number, values in enumerate(cells):
                 for column, value in enumerate(values):
-                    table.update_cell_at(Coordinate(number, column), value)
+                    table.update_cell_at(Coordinate(number, column), value, update_width=True)
             return
         cursor = table.cursor_row
         table.clear()

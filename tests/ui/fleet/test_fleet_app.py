@@ -147,3 +147,20 @@ async def test_a_narrow_terminal_scrolls_to_the_last_columns_and_stays_there() -
             await pilot.press("left")
         await pilot.wait_for_scheduled_animations()
         assert table.scroll_x == 0
+
+
+async def test_a_cell_that_grows_in_place_widens_its_column() -> None:
+    """Rows are updated in place (the table keeps its scroll): a server going from idle to
+    running, or its waiting from 0 to 9, must not be cut to the width the first poll had."""
+    source = StaticSource(scraped(0, 0.0, EngineState.IDLE))
+    app = FleetApp([(HTTP, source)], window=60.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        assert table_rows(app)[0][1] == "idle"
+        source.snapshot = scraped(9, 0.9)
+        app.poll()
+        await pilot.pause()
+        state, waiting = table.ordered_columns[1], table.ordered_columns[4]
+        assert state.content_width >= len("running")
+        assert waiting.content_width >= len("9 (capacity 9)")
