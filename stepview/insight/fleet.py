@@ -14,7 +14,10 @@ Where the figures come from:
   on the requests still known (active and recently finished) that were preempted in it.
 
 Tokens per second come from the snapshots' recent steps for both (generated tokens in the
-window over the window's seconds seen so far, idle ones included).
+window over the window's seconds seen so far, idle ones included). A server with several
+data-parallel ranks also has each rank's running, waiting and KV use (``/metrics``: its
+series' ``engine`` label; the plug-in: each rank's records), so that ranks out of balance
+behind one address show.
 
 **The imbalance rule** (:func:`mark_imbalance`): among servers that are up (running or idle),
 when there are two or more and their waiting counts differ by at least
@@ -33,7 +36,7 @@ from typing import Any
 
 from stepview.insight.percentiles import percentile
 from stepview.model.latency import request_latency
-from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
+from stepview.model.snapshot import EngineState, RankStatus, RequestState, StepSnapshot
 
 WAITING_SPREAD = 4
 """Waiting requests between the most and the least loaded server that count as imbalance."""
@@ -43,17 +46,6 @@ BUSIEST, IDLEST = "busiest", "idlest"
 
 _UP = frozenset({EngineState.RUNNING, EngineState.IDLE, EngineState.PAUSED})
 _QUEUED = frozenset({RequestState.WAITING, RequestState.PREEMPTED, RequestState.PENDING})
-
-
-@dataclass(frozen=True, slots=True)
-class RankRow:
-    """One data-parallel rank (engine core) of a server with the plug-in."""
-
-    rank: int
-    up: bool
-    running: int
-    waiting: int
-    kv_cache_usage: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +64,7 @@ class FleetRow:
     ttft_p99: float | None = None
     preemptions_per_min: float | None = None
     per_request: bool = False  # the plug-in publishes: Enter shows every request
-    ranks: tuple[RankRow, ...] = ()  # several ranks only
+    ranks: tuple[RankStatus, ...] = ()  # its data-parallel ranks, when it has several
     mark: str = ""  # BUSIEST, IDLEST or ""
 
     @property
@@ -94,12 +86,7 @@ def fleet_row(address: str, snapshot: StepSnapshot, window: float) -> FleetRow:
         kv_cache_usage=counters.kv_cache_usage,
         tokens_per_s=_tokens_per_s(snapshot, window),
         per_request=server is None and snapshot.info.detailed_states,
-        ranks=tuple(
-            RankRow(r.rank, r.connected, r.running, r.waiting, r.kv_cache_usage)
-            for r in snapshot.ranks
-        )
-        if len(snapshot.ranks) > 1
-        else (),
+        ranks=snapshot.ranks if len(snapshot.ranks) > 1 else (),
     )
     if state is EngineState.STARTING:
         return replace(row, model="")  # a placeholder until the server says
@@ -124,13 +111,19 @@ def _served_name(snapshot: StepSnapshot) -> str:
 
 
 def _tokens_per_s(snapshot: StepSnapshot, window: float) -> float | None:
-    """Generated tokens per second over the recent steps in the window."""
+    """Generated tokens per second over the window: idle seconds count, where the recent
+    steps reach back that far; where they do not (a busy plug-in server makes more steps in
+    the window than a snapshot keeps), over the span the steps kept cover."""
     since = snapshot.clock - window
-    steps = [step for step in snapshot.recent if step.clock > since]
-    span = min(window, snapshot.clock)  # idle seconds count: a rate over the window
-    if not steps or span <= 0:
+    recent = snapshot.recent
+    steps = [step for step in recent if step.clock > since]
+    if not steps:
         return None
-    return sum(step.generation_tokens for step in steps) / span
+    if len(steps) == len(recent) and recent[0].step > 1:  # older steps were let go
+        span = snapshot.clock - steps[0].clock
+        return sum(step.generation_tokens for step in steps[1:]) / span if span > 0 else None
+    span = min(window, snapshot.clock)
+    return sum(step.generation_tokens for step in steps) / span if span > 0 else None
 
 
 def _from_requests(snapshot: StepSnapshot, window: float) -> dict[str, Any]:
@@ -200,17 +193,19 @@ def fleet_record(row: FleetRow) -> dict[str, Any]:
         "mark": row.mark or None,
     }
     if row.ranks:
-        record["ranks"] = [
-            {
-                "rank": rank.rank,
-                "up": rank.up,
-                "running": rank.running,
-                "waiting": rank.waiting,
-                "kv_cache_usage": round(rank.kv_cache_usage, 4),
-            }
-            for rank in row.ranks
-        ]
+        record["ranks"] = [rank_record(rank) for rank in row.ranks]
     return record
+
+
+def rank_record(rank: RankStatus) -> dict[str, Any]:
+    """One data-parallel rank as a JSON object, in every ``--headless`` line that has ranks."""
+    return {
+        "rank": rank.rank,
+        "up": rank.connected,
+        "running": rank.running,
+        "waiting": rank.waiting,
+        "kv_cache_usage": round(rank.kv_cache_usage, 4),
+    }
 
 
 def _round(value: float | None, digits: int) -> float | None:

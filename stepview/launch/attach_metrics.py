@@ -23,6 +23,7 @@ from stepview.cli_args import OwnOptions
 from stepview.cli_attach import ATTACH_NICE
 from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
 from stepview.engine.watch.metrics_watch import MetricsWatch
+from stepview.insight.fleet import rank_record
 from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
@@ -116,13 +117,11 @@ def metrics_record(snapshot: StepSnapshot) -> dict[str, Any]:
         "running": counters.running,
         "waiting": counters.waiting,
         "kv_cache_usage": round(counters.kv_cache_usage, 4),
-        "generation_tokens_per_s": round(counters.generation_tokens / interval, 1)
-        if interval > 0
-        else None,
-        "prompt_tokens_per_s": round(counters.prompt_tokens / interval, 1)
-        if interval > 0
-        else None,
+        "generation_tokens_per_s": per_s(counters.generation_tokens),
+        "prompt_tokens_per_s": per_s(counters.prompt_tokens),
     }
+    if snapshot.ranks:
+        record["ranks"] = [rank_record(rank) for rank in snapshot.ranks]
     if window is None:
         return record
     record.update(

@@ -75,7 +75,9 @@ def metrics_snapshot(state: EngineState = EngineState.RUNNING) -> StepSnapshot:
         engine_state=state,
         info=EngineInfo(model=f"tiny @ {address}", attached=address, detailed_states=False),
         counters=EngineCounters(running=2, waiting=4, kv_cache_usage=0.5),
-        recent=tuple(RecentStep(i, float(i), 1.0, 2, 4, 0.5, 10) for i in range(21, 31)),
+        recent=tuple(
+            RecentStep(i, float(i), 1.0, 2, 4, 0.5, 10 if i > 20 else 0) for i in range(1, 31)
+        ),
         server=ServerWindow(
             address=address,
             span=60.0,
@@ -93,7 +95,7 @@ def test_a_metrics_row_reads_the_scrape() -> None:
     assert got.waiting_by_reason == (("capacity", 3), ("deferred", 1))
     assert (got.ttft_p50, got.ttft_p99) == (0.2, 0.8)
     assert got.preemptions_per_min == 6.0  # 3 in the 30 s seen so far
-    assert got.tokens_per_s == 100 / 30  # 10 scrapes of 10 tokens in the 30 s seen
+    assert got.tokens_per_s == 100 / 30  # 10 scrapes of 10 tokens in the 30 s seen, idle too
     assert not got.per_request
     record = fleet_record(got)
     assert record["address"] == "http://h:8000" and record["mark"] is None
@@ -125,7 +127,7 @@ def test_a_plugin_row_reads_requests() -> None:
     assert got.waiting_by_reason == (("budget", 2),)
     assert got.ttft_p50 == 1.0  # f1's 0.5 s and f2's 1.5 s; "old" is out of the window
     assert got.preemptions_per_min == 6.0  # 1 (f1) + 2 (w2) in 30 s
-    assert [(r.rank, r.up) for r in got.ranks] == [(0, True), (1, False)]
+    assert [(r.rank, r.connected) for r in got.ranks] == [(0, True), (1, False)]
     assert fleet_record(got)["ranks"][1] == {
         "rank": 1,
         "up": False,
@@ -139,3 +141,24 @@ def test_a_server_not_reached_yet_has_no_figures() -> None:
     snapshot = StepSnapshot(step=0, clock=3.0, engine_state=EngineState.STARTING)
     got = fleet_row("tcp://h:1", snapshot, 60.0)
     assert got.state == "connecting" and got.ttft_p50 is None and got.tokens_per_s is None
+
+
+def test_a_data_parallel_metrics_server_gets_a_row_per_rank() -> None:
+    ranks = (RankStatus(0, True, 2, 0, 0.25), RankStatus(1, True, 0, 4, 1.0))
+    got = fleet_row("http://h:8000", replace(metrics_snapshot(), ranks=ranks), window=60.0)
+    assert not got.per_request
+    assert [(r.rank, r.connected, r.running, r.waiting) for r in got.ranks] == [
+        (0, True, 2, 0),
+        (1, True, 0, 4),
+    ]
+    assert [r["waiting"] for r in fleet_record(got)["ranks"]] == [0, 4]
+
+
+def test_tokens_per_s_of_a_server_stepping_faster_than_the_strip_keeps() -> None:
+    """A busy plug-in server makes hundreds of steps a second and the snapshot keeps the last
+    120: they cover 1.2 s of the 60 s window, so the rate is over what they cover (the
+    tokens of the steps let go are not known), not their tokens over the whole window."""
+    recent = tuple(RecentStep(i, 100.0 + i * 0.01, 0.01, 32, 0, 0.5, 32) for i in range(1001, 1121))
+    busy = replace(metrics_snapshot(), step=1120, clock=recent[-1].clock, recent=recent)
+    got = fleet_row("http://h:8000", busy, window=60.0).tokens_per_s
+    assert got is not None and abs(got - 3200.0) < 1e-6  # 119 steps of 32 tokens in 1.19 s

@@ -7,10 +7,11 @@ server's histograms) is most of its lines and none of stepview's business.
 
 Names are vLLM 0.32's (``vllm/v1/metrics/loggers.py``). Every series carries ``engine`` (the
 data-parallel rank) and ``model_name``: figures are summed over ranks (the KV cache's use is
-their mean). A series the server does not have (an older vLLM, a metric switched off) reads as
-``None``, never 0, so that a window can tell "nothing happened" from "not known"; where an
-older vLLM used another name (``gpu_cache_usage_perc``, ``time_per_output_token_seconds``),
-that one is read instead.
+their mean); a server with several ranks also has each one's running, waiting and KV use
+(:attr:`MetricsPage.ranks`), where an imbalance between them shows. A series the server
+does not have (an older vLLM, a metric switched off) reads as ``None``, never 0, so that a
+window can tell "nothing happened" from "not known"; where an older vLLM used another name
+(``gpu_cache_usage_perc``, ``time_per_output_token_seconds``), that one is read instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TypeVar
 from prometheus_client.parser import text_string_to_metric_families
 
 from stepview.insight.histogram_window import Histogram
+from stepview.model.snapshot import RankStatus
 
 RUNNING = ("vllm:num_requests_running",)
 WAITING = ("vllm:num_requests_waiting",)
@@ -60,6 +62,7 @@ class MetricsPage:
     histograms: dict[str, Histogram] = field(default_factory=dict)
     waiting_by_reason: dict[str, float] | None = None
     finished_by_reason: dict[str, float] | None = None
+    ranks: tuple[RankStatus, ...] = ()  # each data-parallel rank's, when there are several
 
     def gauge(self, names: tuple[str, ...]) -> float | None:
         return _first(self.gauges, names)
@@ -90,6 +93,7 @@ def read_page(text: str) -> MetricsPage:
     by_reason: dict[str, dict[str, float]] = {}
     buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     sums: dict[str, float] = defaultdict(float)
+    by_engine: dict[str, dict[str, float]] = defaultdict(dict)  # engine label -> gauges
     model = ""
     for family in text_string_to_metric_families(vllm_lines(text)):
         name, kind = family.name, family.type
@@ -102,6 +106,7 @@ def read_page(text: str) -> MetricsPage:
                 reasons[labels.get(label, "")] += sample.value
             elif kind == "gauge":
                 gauges[name].append(sample.value)
+                by_engine[labels.get("engine", "")][name] = sample.value
             elif kind == "counter" and sample.name.endswith("_total"):
                 counters[name] += sample.value
             elif kind == "histogram" and sample.name.endswith("_bucket"):
@@ -119,6 +124,25 @@ def read_page(text: str) -> MetricsPage:
         histograms={name: _histogram(found.items(), sums[name]) for name, found in buckets.items()},
         waiting_by_reason=_reasons(by_reason, WAITING_BY_REASON),
         finished_by_reason=_reasons(by_reason, FINISHED),
+        ranks=_ranks(by_engine) if len(by_engine) > 1 else (),
+    )
+
+
+def _ranks(by_engine: Mapping[str, Mapping[str, float]]) -> tuple[RankStatus, ...]:
+    """Each engine's gauges, by rank (vLLM's ``engine`` label is the rank's number)."""
+    numbered = sorted(
+        ((int(label), gauges) for label, gauges in by_engine.items() if label.isdigit()),
+        key=lambda found: found[0],
+    )
+    return tuple(
+        RankStatus(
+            rank,
+            True,
+            int(_first(gauges, RUNNING) or 0),
+            int(_first(gauges, WAITING) or 0),
+            _first(gauges, KV_CACHE_USAGE) or 0.0,
+        )
+        for rank, gauges in numbered
     )
 
 

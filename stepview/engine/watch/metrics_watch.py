@@ -135,6 +135,7 @@ class MetricsWatch:
             engine_state=EngineState.DISCONNECTED,
             phase=phase,
             phase_since=self._since,
+            ranks=tuple(rank._replace(connected=False) for rank in before.ranks),
         )
 
     def _read(self, clock: float, page: MetricsPage) -> StepSnapshot:
@@ -180,6 +181,7 @@ class MetricsWatch:
             ),
             recent=tuple(self._recent),
             total_generated=self._total_generated,
+            ranks=page.ranks,
             server=ServerWindow(
                 address=self.address,
                 span=self.window,
@@ -199,7 +201,7 @@ class MetricsWatch:
                 steps_per_s=self._iterations.increase() / min(self.window, clock)
                 if clock > 0 and iterations is not None
                 else None,
-                plugin_hint=restart_hint(self.address, self._model(page)),
+                plugin_hint=restart_hint(self.address, self._model(page), len(page.ranks)),
                 kv_blocks=None if self.kv_events is None else self.kv_events.poll(clock),
             ),
         )
@@ -234,21 +236,25 @@ def _latency(name: str, window: HistogramWindow) -> Latency:
     return Latency(name, p50, p90, p99, int(observed.observations) if observed else 0)
 
 
-def restart_hint(address: str, model: ServedModel) -> str:
+def restart_hint(address: str, model: ServedModel, ranks: int = 1) -> str:
     """The line that restarts this server with the plug-in, and the watch that then follows.
 
     The model as the server loaded it (``root``) with its served name when that differs, the
-    port of ``address``; the server's other flags are its owner's to add back.
+    port of ``address``, its data-parallel size when it has several ``ranks`` (each one
+    publishes on a port of its own, all watched); the server's other flags are its owner's
+    to add back.
     """
     parts = urllib.parse.urlsplit(address)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     name = model.name or "MODEL"
     loaded = model.root or name
     served = f" --served-model-name {name}" if model.root and model.root != name else ""
+    parallel = f" --data-parallel-size {ranks}" if ranks > 1 else ""
+    watched = f" --attach-ranks {ranks}" if ranks > 1 else ""
     return (
         f"STEPVIEW_PUBLISH={PUBLISH} \\\n"
         f"  python -m vllm.entrypoints.openai.api_server --model {loaded}{served} "
-        f"--port {port} \\\n"
+        f"--port {port}{parallel} \\\n"
         f"  --scheduler-cls {PLUGIN}\n"
-        f"stepview --attach {PUBLISH} --api {address}"
+        f"stepview --attach {PUBLISH}{watched} --api {address}"
     )

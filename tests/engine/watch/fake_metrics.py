@@ -1,7 +1,8 @@
 """A vLLM server's ``/metrics`` (and ``/v1/models``), played by a stdlib HTTP server.
 
 The pages are real vLLM 0.32 captures (``tests/data/metrics``: the demo model's API server,
-idle, with 40 completions running, and after they finished), or any text a test sets.
+idle, with 40 completions running, and after they finished; and one started with
+``--data-parallel-size 2``, 150 running), or any text a test sets.
 ``stop()`` and ``start()`` play a server that goes away and comes back on the same port.
 """
 
@@ -19,7 +20,7 @@ ROOT = "/models/demo-tiny"
 
 
 def capture(name: str) -> str:
-    """A captured page: ``idle``, ``busy`` or ``after``."""
+    """A captured page: ``idle``, ``busy``, ``after`` or ``dp2-busy``."""
     return (DATA / "metrics" / f"vllm-0.32-{name}.txt").read_text()
 
 

@@ -94,6 +94,13 @@ def test_http_attach_headless_runs_with_vllm_and_torch_hidden(
         watch.err.wait_for(f"back in touch with {fake_metrics.url}", timeout=30)
         back = line_where(lambda r: r["state"] == "idle" and r["finished_total"] == 0)
         assert back["finished"] == {"length": 40}  # the window keeps what it saw
+        assert "ranks" not in back  # one engine core
+        fake_metrics.page = capture("dp2-busy")  # --data-parallel-size 2: each rank's figures
+        both = line_where(lambda r: r["running"] == 150)
+        assert [(r["rank"], r["up"], r["running"], r["waiting"]) for r in both["ranks"]] == [
+            (0, True, 75, 0),
+            (1, True, 75, 0),
+        ]
 
         watch.child.send_signal(signal.SIGINT)
         assert watch.child.wait(15) == 0, watch.err.rest()

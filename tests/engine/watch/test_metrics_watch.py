@@ -138,6 +138,13 @@ def test_the_restart_line_names_this_server(fake_metrics: FakeMetrics) -> None:
     ]
     assert attach == f"stepview --attach tcp://127.0.0.1:5570 --api {fake_metrics.url}"
 
+    fake_metrics.page = capture("dp2-busy")  # two data-parallel ranks: both restarted, watched
+    window = watch_of(fake_metrics, Clock()).scrape().server
+    assert window is not None
+    *serve, attach = window.plugin_hint.splitlines()
+    assert serve[1].endswith(f"--port {fake_metrics.port} --data-parallel-size 2 \\")
+    assert attach.startswith("stepview --attach tcp://127.0.0.1:5570 --attach-ranks 2 --api")
+
 
 def test_the_api_key_is_presented_on_metrics(fake_metrics: FakeMetrics) -> None:
     fake_metrics.api_key = "s3cret"
@@ -148,3 +155,41 @@ def test_the_api_key_is_presented_on_metrics(fake_metrics: FakeMetrics) -> None:
     assert snapshot.engine_state is EngineState.IDLE
     assert fake_metrics.authorizations[-1] == "Bearer s3cret"
     assert "s3cret" not in repr(snapshot)
+
+
+def test_a_data_parallel_server_has_a_row_per_rank(fake_metrics: FakeMetrics) -> None:
+    """vLLM labels each engine core's series ``engine="r"``: the totals are summed (KV use is
+    the ranks' mean) and each rank keeps its own figures, where an imbalance shows."""
+    clock = Clock()
+    watch = watch_of(fake_metrics, clock)
+    assert watch.scrape().ranks == ()  # one engine core: no ranks of its own
+    fake_metrics.page, clock.now = capture("dp2-busy"), 101.0  # --data-parallel-size 2
+    both = watch.scrape()
+    assert (both.counters.running, both.counters.waiting) == (150, 0)
+    assert [(r.rank, r.connected, r.running, r.waiting) for r in both.ranks] == [
+        (0, True, 75, 0),
+        (1, True, 75, 0),
+    ]
+    assert 0.44 < both.ranks[0].kv_cache_usage == both.counters.kv_cache_usage < 0.45
+
+    # Rank 1 behind: 30 waiting, its cache full; the totals and its own figures say so.
+    uneven = fake_metrics.page.replace(
+        'vllm:num_requests_waiting{engine="1",model_name="stepview-demo-tiny"} 0.0',
+        'vllm:num_requests_waiting{engine="1",model_name="stepview-demo-tiny"} 30.0',
+    ).replace(
+        'vllm:kv_cache_usage_perc{engine="1",model_name="stepview-demo-tiny"} 0.4403131115459883',
+        'vllm:kv_cache_usage_perc{engine="1",model_name="stepview-demo-tiny"} 1.0',
+    )
+    assert uneven.count("30.0") > fake_metrics.page.count("30.0")  # the page did change
+    fake_metrics.page, clock.now = uneven, 102.0
+    behind = watch.scrape()
+    assert behind.counters.waiting == 30
+    assert [(r.rank, r.waiting, r.kv_cache_usage) for r in behind.ranks] == [
+        (0, 0, 0.4403131115459883),
+        (1, 30, 1.0),
+    ]
+
+    fake_metrics.stop()  # down: each rank says so, its last figures kept
+    clock.now = 103.0
+    lost = watch.scrape()
+    assert [(r.rank, r.connected, r.waiting) for r in lost.ranks] == [(0, False, 0), (1, False, 30)]
