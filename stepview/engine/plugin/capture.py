@@ -88,6 +88,7 @@ class CoreCapture:
         # StepFacts' last fields, read once (chunked prefill ... the prefill interval)
         self._settings: tuple[bool, int, int, bool, str, int] = (True, 0, 0, False, "", 1)
         self._held = False  # this step held prefills (prefill_schedule_interval)
+        self._model = ""  # the served model's name, sent in full records
         self.rank = 0
         try:
             versions.check_scheduler(scheduler)
@@ -105,6 +106,9 @@ class CoreCapture:
             self._settings = (chunked, cap, loras, priority, *versions.settings(config))
         except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
             self._switch_off(exc)
+        # Only a name to show: where a vLLM keeps it elsewhere, the records go without it.
+        models = getattr(getattr(scheduler, "vllm_config", None), "model_config", None)
+        self._model = str(getattr(models, "served_model_name", None) or "")
 
     def arrived(self, request_id: str) -> None:
         """``add_request`` took a request: the next record names it (O(1))."""
@@ -403,6 +407,7 @@ class CoreCapture:
             _scan_head(scheduler, deferred),
             *self._settings,
             self._held,
+            model=self._model if full else "",
         )
 
     def _take_ended(self) -> list[EndedFacts]:

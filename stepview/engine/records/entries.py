@@ -339,6 +339,7 @@ def merge_records(older: StepFacts, newer: StepFacts) -> StepFacts:
     return msgspec.structs.replace(
         newer,
         full=older.full or newer.full,
+        model=newer.model or older.model,
         requests=list(requests.values()),
         finished=finished,
         ended=[*older.ended, *newer.ended],

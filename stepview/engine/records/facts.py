@@ -234,6 +234,9 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # Why the plug-in switched itself off (a vLLM it cannot read): a record with this set is
     # no step, only the word a subscriber gets in place of records (see the plug-in).
     plugin_off: str | None = None
+    # The served model's name (vLLM's ``served_model_name``), in full records only: a watch
+    # without the server's API (a fleet of plug-in servers) can still say what each one runs.
+    model: str = ""
     # Append new fields here, each with a default.
 
 

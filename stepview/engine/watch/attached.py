@@ -51,11 +51,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from stepview.engine.records.channel import ChannelState, rank_address
-from stepview.engine.records.entries import merge_records
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.records.vllm_versions import untested_warning
+from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, fold_oldest
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
-from stepview.engine.watch.detokenize import Descriptions, Detokenizer, Wait, joined_waits
+from stepview.engine.watch.detokenize import Descriptions, Detokenizer
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
 from stepview.engine.watch.watched_core import LEFT, WatchedCore
 from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
@@ -75,13 +75,6 @@ from stepview.model.snapshot import EngineCounters, EngineInfo, EngineState, Req
 log = logging.getLogger(__name__)
 
 SILENT = "lost while disconnected: gone when the server came back"
-# Records kept while the view is held (paused) or behind; past this many the oldest are read
-# as one with the next (records.entries.merge_records: nothing is lost but the steps in
-# between). A server steps 100-200 times a second: this is a view at most a second or two
-# behind. Kept longer, a stepview that cannot keep up (niced
-# on a box the server saturates) would leave the records in zmq's queues instead, whose
-# overflow drops them whole, with the ends of requests in them.
-MAX_BACKLOG = 256
 # One record per step while stepview keeps up; more than this many waiting (a fast server
 # on a busy machine, or a view held), and a step reads up to CATCH_UP_STEP of them at once,
 # for at most CATCH_UP_S (a record costs ~0.2 ms, whatever the queue; a starved process takes
@@ -130,8 +123,7 @@ class AttachedEngine:
             self.shutdown()
             raise
         self._labelled = len(self._cores) > 1
-        # Records not read yet; with what their reading waits for (see ``detokenize``).
-        self._backlog: deque[tuple[WatchedCore, StepFacts, Wait | None]] = deque()
+        self._backlog: Backlog = deque()  # records not read yet
         self._ended: list[EndedRequest] = []  # settled outside a record
         self._off: dict[int, str] = {}  # rank -> why its plug-in switched itself off
         self._versions_read: set[int] = set()  # ranks whose vLLM version was checked
@@ -317,6 +309,8 @@ class AttachedEngine:
             if records:
                 core.settle_at = None
                 core.received(records, now)
+                if any(facts.full for facts in records):
+                    self._name_model(records)
                 described = self._described
                 accept = core.stream.accept
                 for facts in records:
@@ -339,8 +333,15 @@ class AttachedEngine:
                 self._answers = [*self._answers, *answers]
         excess = len(backlog) - MAX_BACKLOG
         if excess > 0:
-            merged = self._fold_backlog(excess)
+            merged = fold_oldest(backlog, excess)
             log.info("stepview: %d records read as one with the next (view held or behind)", merged)
+
+    def _name_model(self, records: list[StepFacts]) -> None:
+        """The served model's name from a full record, for a watch the API does not describe
+        (without ``--api``: a fleet of plug-in servers still says what each one runs)."""
+        named = next((facts.model for facts in reversed(records) if facts.model), "")
+        if named and not self._info.model.startswith(f"{named} @ "):
+            self._info = replace(self._info, model=f"{named} @ {self.address}")
 
     def _without_off(self, core: WatchedCore, records: list[StepFacts]) -> list[StepFacts]:
         """``records`` less a plug-in's word that it switched itself off (a vLLM it cannot
@@ -360,25 +361,6 @@ class AttachedEngine:
             if version and warning is not None:
                 log.warning("stepview: %s", warning)
         return kept
-
-    def _fold_backlog(self, excess: int) -> int:
-        """Fold the oldest records into the next record of the same engine core until the
-        backlog is back to :data:`MAX_BACKLOG`; how many were folded. Nothing is lost but the
-        steps in between (see :func:`~stepview.engine.records.entries.merge_records`)."""
-        backlog = self._backlog
-        folded = 0
-        while folded < excess:
-            core, facts, wait = backlog.popleft()
-            for i, (other, later, later_wait) in enumerate(backlog):
-                if other is core:
-                    joined = merge_records(facts, later)
-                    backlog[i] = (core, joined, joined_waits(wait, later_wait))
-                    folded += 1
-                    break
-            else:  # the core's last record: it stays
-                backlog.appendleft((core, facts, wait))
-                break
-        return folded
 
     def _next_ready(self) -> bool:
         """True when the oldest record may be read (it waits for no text, or no longer)."""

@@ -14,6 +14,8 @@ from typing import Any
 from stepview.engine.plugin.capture import CoreCapture
 from stepview.engine.records.facts import StepFacts
 
+MODEL = "fake-served-model"  # the scheduler's vllm_config.model_config.served_model_name
+
 
 @dataclass
 class FakeRequest:
@@ -70,6 +72,7 @@ class FakeScheduler:
         for request_id, req in requests.items():
             req.request_id = req.request_id or request_id
         self.parallel_config = SimpleNamespace(data_parallel_index=0, data_parallel_rank=0)
+        self.vllm_config = SimpleNamespace(model_config=SimpleNamespace(served_model_name=MODEL))
         pool = SimpleNamespace(num_gpu_blocks=101, get_num_free_blocks=lambda: 60)
         manager = SimpleNamespace(req_to_blocks=self.blocks)
         self.kv_cache_manager = SimpleNamespace(

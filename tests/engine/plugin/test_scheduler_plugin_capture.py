@@ -22,6 +22,7 @@ from stepview.model.engine_api import SchedulerEntry
 from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import RequestState
 from tests.engine.plugin.fake_scheduler import (
+    MODEL,
     FakeQueue,
     FakeRequest,
     FakeScheduler,
@@ -270,12 +271,15 @@ def test_output_tokens_go_once_as_a_tail_and_again_after_a_fresh_subscription() 
         capture.after_schedule(scheduler, _output({"a-1": 1}))
         return sink.records[-1].requests[0]
 
+    assert sink.records[-1].full and sink.records[-1].model == MODEL  # named in full ones
     tail = again(51, 52)
     assert (tail.new_token_ids, tail.intro, tail.num_output_tokens) == ([51, 52], None, 3)
+    assert not sink.records[-1].full and sink.records[-1].model == ""  # only
     assert again().new_token_ids == []  # nothing new this step
     sink.fresh = True  # someone (re)subscribed: everything again, intro included
     whole = again(53)
     assert whole.new_token_ids == [50, 51, 52, 53] and whole.intro is not None
+    assert sink.records[-1].model == MODEL
     assert not sink.fresh
     # A request vLLM does not sample for (pooling) still gets its prompt ids.
     scheduler.requests["p-1"] = FakeRequest(RS.WAITING, 2, prompt_token_ids=[7, 8])

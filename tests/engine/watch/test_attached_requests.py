@@ -10,6 +10,7 @@ test_attached_link.py covers the link itself: connection, ranks, backlog and los
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
@@ -241,6 +242,20 @@ def test_without_api_nothing_can_be_added_or_aborted(
     view = watcher.active()["a"]
     assert view.state is S.DECODING
     assert view.error is not None and "cannot abort" in view.error
+
+
+def test_without_api_the_model_is_named_by_a_full_record(
+    server: Server, engine: AttachedEngine
+) -> None:
+    """A fleet of plug-in servers watched without their APIs still says what each runs."""
+    watcher = Watcher(engine)
+    assert engine.info.model == f"vLLM server at {server.address}"
+    server.send(record(1, request("a-0123abcd")))  # a plug-in older than the name
+    watcher.step()
+    assert engine.info.model == f"vLLM server at {server.address}"
+    server.send(msgspec.structs.replace(record(2, request("a-0123abcd")), model="qwen-7b"))
+    watcher.step()
+    assert engine.info.model == f"qwen-7b @ {server.address}"
 
 
 def test_random_client_ids_are_shortened_for_the_id_column() -> None:
