@@ -10,11 +10,13 @@ Where each part runs, and so where its code lives:
     are read, shared by the other four. See :mod:`stepview.engine`.
 ``model/``
     plain data every part shares, importing no vLLM, no Textual and no other stepview package:
-    snapshots, commands, sampling rules, wait reasons, alerts, per-request latency, the
-    protocols between the driver, its engines, its sinks and the UI.
+    snapshots, commands, chat messages, sampling rules, wait reasons, alerts, per-request
+    latency, the protocols between the driver, its engines, its sinks and the UI.
 ``insight/``
-    analysis of snapshots (timelines, percentiles, alerts, run comparison, Chrome traces):
-    the same answers live, in a replay and in a summary.
+    analysis of snapshots (timelines, percentiles, alerts, run comparison, Chrome traces, a
+    fleet's rows, ``/metrics`` windows): the same answers live, in a replay and in a summary.
+``metrics/``
+    Prometheus metrics of a run (``--metrics-port``): what vLLM's own ``/metrics`` cannot say.
 ``trace/``
     recording a run and playing it back without vLLM.
 ``files/``
@@ -22,12 +24,17 @@ Where each part runs, and so where its code lives:
 ``ui/``
     the Textual app, which reads snapshots and never imports vLLM or the engine.
 ``launch/``
-    one module per mode of the command line (TUI, headless, replay, attach, compare,
-    summary), and what they share: exit codes, paths, logging, the app runner.
+    one module per mode of the command line (TUI, headless, replay, attach, fleet, compare,
+    summary), and what they share: exit codes, paths, logging, the app runner, the flight
+    recorder.
 ``testing/``
     test doubles and fixed scenes (a fake engine, hand-made snapshots) for the tests, the
     screenshots and the UI benchmark; nothing that ships a run imports it.
 
 ``cli.py`` parses stepview's own flags (vLLM's stay with vLLM's parser, ``cli_args.py``) and
-dispatches to a mode. The layers are checked by import-linter (``pyproject.toml``).
+dispatches to a mode; ``__main__.py`` makes ``python -m stepview`` the same command. Two groups
+of flags have modules of their own, for the value types they share: ``cli_attach.py`` (which
+server ``--attach`` watches, and how) and ``cli_watch.py`` (a stepview left running beside a
+server: bounds, rotation, flight recorder, metrics). The layers are checked by import-linter
+(``pyproject.toml``).
 """

@@ -11,13 +11,20 @@
     side by side or as a table.
 ``attach`` / ``attach_headless``
     a running server watched in the TUI, or without one until Ctrl+C.
+``attach_metrics``
+    a server without the plug-in watched through its ``/metrics`` alone
+    (``--attach http://HOST:PORT``), in the TUI or as one JSON line per scrape.
+``fleet``
+    several servers at once (``--attach A --attach B``): the fleet screen, one server's full
+    view from it, or one JSON line per server per scrape.
 
 What they share: ``outputs`` (the files a live run writes: opened before the engine starts,
 reported and exported at the end), ``exits`` (exit codes, one-line messages, leaving the
 process), ``paths`` (default files and the check of named ones), ``logs`` (the log file),
 ``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past
 an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
-TUI needs) and ``help``.
+TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,
+its notices, ``SIGUSR1`` in every live mode) and ``help``.
 
 Only ``cli`` imports this package, and it does so lazily, module by module: the TUI must be
 drawing before anything heavy is imported, so this ``__init__`` imports nothing.

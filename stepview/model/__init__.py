@@ -5,11 +5,22 @@ What crosses a thread or a process is a value from here, never a live engine obj
 ``snapshot``
     :class:`~stepview.model.snapshot.StepSnapshot`, the frozen picture of the engine after one
     step, and what it holds: request views, completions, timings, counters, the engine's info.
-``commands``
-    what the UI (or a headless run) asks the driver to do: add, abort, pause, step, stop.
-``engine_api`` / ``source`` / ``sink``
+``active`` / ``recent``
+    the requests a snapshot holds, built at O(changes): those not finished, in chunks shared
+    between snapshots; the latest finished, in a bounded window, with a count of all.
+``latency``
+    one request's latency figures (queue, TTFT, ITL, end-to-end, decode rate), each defined
+    once for the panes, the panel, the records and the CSV.
+``server_window``
+    what a ``/metrics`` scrape of a server without the plug-in adds to a snapshot: windowed
+    latency percentiles, why requests wait, how to get the per-request view.
+``commands`` / ``chat``
+    what the UI (or a headless run) asks the driver to do: add, abort, pause, step, stop; and
+    a chat request's messages, which only the engine can turn into a prompt.
+``engine_api`` / ``source`` / ``sink`` / ``flight``
     the protocols around the driver: the engines it drives or watches, the sources the UI
-    reads snapshots from, the sinks it hands every snapshot to.
+    reads snapshots from, the sinks it hands every snapshot to, and the flight recorder as
+    the UI and the launcher ask it for a recording.
 ``sampling`` / ``load`` / ``prompts``
     sampling parameters checked by vLLM's rules, a synthetic load's plan, the seed prompts
     and the lines of a prompts file.

@@ -7,6 +7,9 @@
     hand-made snapshots (a run caught mid-way; a short story of chunked prefill and a
     preemption), sources that stand still, and the app set up for a repeatable picture with
     the key presses that lead to each pictured view.
+``fleet_scene``
+    a fixed fleet of four servers (overloaded, two ranks, one down) for the fleet screen's
+    picture.
 
 Nothing a real run uses imports this package (import-linter checks it). The SVG snapshot
 tests and ``scripts/screenshots.py`` draw the same scenes, so a README picture changes only

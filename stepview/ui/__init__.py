@@ -14,10 +14,14 @@
     the step view (``v``) and the latency panel (``t``).
 ``compare/``
     the second app: two recorded runs on one step clock (``--replay A --compare B``).
+``fleet/``
+    several servers watched at once (``--attach A --attach B``): the fleet screen, and one
+    server's full view from it.
 
 Shared by them all: ``format`` (every text drawn from a request), ``bindings`` (the keys and
 which apply), ``footer``, ``scrub`` (where the shown snapshot sits in time), ``drafts``
-(clones and forks for the add form) and ``theme``.
+(clones and forks for the add form), ``theme`` and ``terminal`` (Textual's terminal driver,
+made safe for a hang-up: no second writer thread on a terminal that is gone).
 """
 
 from stepview.ui.app import StepviewApp

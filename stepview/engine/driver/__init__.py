@@ -10,6 +10,12 @@ engine the UI tests use. Imports no vLLM and no Textual.
 ``ledger`` / ``tracks``
     every request from accepted to finished: states from the scheduler's entries, outputs
     folded in at O(new tokens), one new frozen view per request that changed.
+``figures``
+    the figures of the steps so far (status bar, sparklines, the clocks of a run's totals), at
+    O(1) per step.
+``chat_prompts``
+    a chat request's messages turned into its prompt by the engine's chat template, as the
+    driver accepts it (only the engine holds the template; only this thread calls the engine).
 ``adoption``
     how requests a watched server's other clients sent enter the ledger and leave it.
 ``books``

@@ -8,11 +8,21 @@
     how the plug-in's records reach it, with the engine core in this process (a listener)
     or in its own (a private ipc subscription), matched to the step whose outputs they go with.
 ``engine_args``
-    vLLM's flags parsed by vLLM's own parser, plus the built-in model's CPU-friendly defaults.
+    vLLM's flags parsed by vLLM's own parser, plus the built-in models' CPU-friendly defaults.
 ``environment``
     what must be set before ``import vllm``, and keeping vLLM's output off the terminal.
-``tiny_model``
-    the built-in model with random weights: real scheduling on any CPU, no download.
+``builtin_models``
+    which built-in model runs when ``--model`` names none (``demo-smollm2``; ``demo-tiny`` when
+    asked, or when SmolLM2's package is missing), with its engine defaults; imports no vLLM.
+``tiny_model`` / ``smollm2`` / ``model_cache``
+    the two built-in models: random weights (real scheduling on any CPU, no download), and
+    SmolLM2-135M-Instruct converted once from its GGUF file; both built once into the user
+    cache, atomically, and rebuilt when broken.
+``phases``
+    start-up progress from vLLM's own log lines: the phases the loading view names.
+``vllm_times``
+    vLLM's own times for a request (first scheduled, first token), read from its stats once
+    per request, so queue time does not include the prefill.
 ``live``
     the live source: a driver whose engine is built (slowly) on the driver thread.
 ``shutdown``

@@ -12,6 +12,15 @@ per step is the least that tells what happened, and nothing at all while nobody 
 ``capture``
     what the record holds and how it is built from the scheduler's state; never raises into
     vLLM (a failure switches the plug-in off, with one log line).
+``times``
+    vLLM's own times for a request (first scheduled, first token), put in the records on the
+    records' wall clock, for a client that never sees the core's outputs.
+``intro``
+    a request's prompt token ids and sampling parameters, sent once to a client that did not
+    add the request.
+``vllm_versions``
+    the rules that differ between vLLM versions applied to the live scheduler, what the
+    capture reads checked when the scheduler is built, and the off switch told to listeners.
 ``config``
     where the records go (the in-process listener or a publisher, from ``STEPVIEW_PUBLISH``)
     and which class the plug-in extends.
@@ -23,6 +32,6 @@ per step is the least that tells what happened, and nothing at all while nobody 
     (engine-core id to the caller's id; pausing a core in its own process): kept here so that
     one room holds everything that depends on vLLM's internals.
 
-Nothing here imports Textual or any of stepview's UI; ``scheduler`` and ``capture`` import
-vLLM and run only where vLLM runs.
+Nothing here imports Textual or any of stepview's UI; ``scheduler``, ``capture``, ``times`` and
+``vllm_versions`` import vLLM and run only where vLLM runs.
 """

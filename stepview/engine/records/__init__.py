@@ -10,9 +10,15 @@ on a laptop can read a GPU box's records with msgspec and pyzmq alone.
 ``channel``
     the transport: addresses (one per data-parallel rank), heartbeats, the subscriber and its
     connection state, the sink protocol the plug-in hands records to.
+``curve``
+    zmq's CURVE on the channel: encrypted, and only for the watches the server's owner allows
+    (so a watch from another machine needs no ssh tunnel); also makes the key pairs.
 ``entries``
     a record read for one client: per request of the caller's, its state, prefill progress,
     preemptions, KV blocks and why it waits.
 ``waiting_reasons``
     vLLM's scheduling rules, restated over one record: why each waiting request got nothing.
+``vllm_versions``
+    the vLLM versions stepview is tested on and the scheduling rules that differ between
+    them, so the plug-in and the waiting reasons both select by the version a server runs.
 """

@@ -8,15 +8,22 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
 ``attached``
     :class:`~stepview.engine.watch.attached.AttachedEngine`: the records' backlog, the link to
     each rank (lost, back, restarted), adding prompts through the API.
-``watched_core``
-    one engine core (data-parallel rank): its records read into the driver's steps.
+``backlog``
+    the records received and not read yet, folded oldest first past a bound.
+``watched_core`` / ``core_steps``
+    one engine core (data-parallel rank): its records read into the driver's steps, with
+    vLLM's own times for its requests.
 ``adopting``
     other clients' requests as first seen: short ids, prompt ids, sampling parameters.
 ``metrics_page`` / ``metrics_watch`` / ``metrics_source``
     a server without the plug-in (``--attach http://HOST:PORT``): its Prometheus page read,
     one :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` per server making
     snapshots, and the thread that feeds them to the TUI.
-``server_api`` / ``detokenize``
+``kv_event_wire`` / ``kv_blocks`` / ``kv_events_watch``
+    the server's KV-cache events (``--kv-events``): decoded without vLLM, folded into block
+    churn and prefix reuse, subscribed to beside ``/metrics``.
+``server_api`` / ``detokenize`` / ``api_key``
     the server's OpenAI-compatible API: prompts sent with the form's parameters, other
-    clients' token ids turned into text by the server's own ``/detokenize``.
+    clients' token ids turned into text by the server's own ``/detokenize``, the key a
+    server started with ``--api-key`` wants (never shown).
 """
