@@ -62,7 +62,7 @@ from stepview.ui.main.server_panel import ServerPanel
 from stepview.ui.main.status_bar import StatusBar
 from stepview.ui.main.step_navigation import timeline_for
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
-from stepview.ui.terminal import driver_class
+from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 from stepview.ui.views.latency_view import LatencyScreen
 from stepview.ui.views.step_view import StepScreen

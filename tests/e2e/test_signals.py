@@ -126,7 +126,7 @@ def test_hang_up_keeps_the_trace_and_results_intact(
     count, ids = shown_finished(before)
     term.hang_up()
     # The kernel sends a hung-up foreground group SIGCONT with the SIGHUP; sent again here so
-    # that the race it starts (Textual resuming onto a terminal that is gone: ui/terminal.py)
+    # that the race it starts (Textual resuming onto a terminal that is gone: ui/terminal_driver.py)
     # is run every time, not one run in five.
     stepview.send_signal(signal.SIGCONT)
     wait_gone(stepview, timeout=QUIT_WITHIN_S)

@@ -24,8 +24,8 @@ from stepview.insight.compare import Comparison, compare_runs
 from stepview.insight.compare_report import difference_line
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.store import Trace
-from stepview.ui.format import rate_value, throughput
-from stepview.ui.terminal import driver_class
+from stepview.ui.display import rate_value, throughput
+from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
 SIDE_BY_SIDE_MIN = 100
@@ -101,7 +101,7 @@ class CompareApp(App[None]):
     ]
 
     def __init__(self, trace_a: Trace, trace_b: Trace) -> None:
-        # The main app's theme (stepview.ui.theme) and terminal driver (stepview.ui.terminal).
+        # The main app's theme (stepview.ui.theme) and terminal driver (ui.terminal_driver).
         super().__init__(driver_class=driver_class(), ansi_color=True)
         self.theme = THEME
         self._traces = (trace_a, trace_b)

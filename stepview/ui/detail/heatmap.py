@@ -21,8 +21,8 @@ from typing import NamedTuple
 from textual.content import Content
 
 from stepview.model.snapshot import LogprobEntry, PositionLogprobs, RequestView
+from stepview.ui.display import NEWLINE_MARK, one_line, token_repr
 from stepview.ui.drafts import token_texts
-from stepview.ui.format import NEWLINE_MARK, one_line, token_repr
 
 Run = str | tuple[str, str]
 """Text, or text and its style: what :meth:`Content.assemble` takes."""

@@ -40,9 +40,7 @@ from stepview.ui.detail.heatmap import (
     token_panel,
 )
 from stepview.ui.detail.strip import Row, StepChosen, StripTracker, row_at, rows_of, strip_parts
-from stepview.ui.drafts import AskToAdd, fork_of, token_texts
-from stepview.ui.footer import FittingFooter
-from stepview.ui.format import (
+from stepview.ui.display import (
     finish_reasons,
     multi_line,
     one_line,
@@ -50,6 +48,8 @@ from stepview.ui.format import (
     seconds,
     state_detail,
 )
+from stepview.ui.drafts import AskToAdd, fork_of, token_texts
+from stepview.ui.footer import FittingFooter
 
 _Part = str | tuple[str, str]
 _HEADING = "bold $primary"

@@ -26,7 +26,7 @@ from stepview.insight.segments import DECODE, PREEMPTED, PREFILL, WAITING, Segme
 from stepview.insight.stretches import Stretch, breakdown, label, stretches
 from stepview.insight.timeline import RequestTimeline, TimelineTracker
 from stepview.model.snapshot import StepSnapshot
-from stepview.ui.format import percent
+from stepview.ui.display import percent
 
 STATE_STYLES: Final = {
     WAITING: "$warning",

@@ -30,8 +30,8 @@ from stepview.insight.fleet import (
     mark_imbalance,
 )
 from stepview.model.source import SnapshotSource
-from stepview.ui.format import percent, rate_value, seconds
-from stepview.ui.terminal import driver_class
+from stepview.ui.display import percent, rate_value, seconds
+from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
 COLUMNS = (

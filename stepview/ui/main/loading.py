@@ -22,8 +22,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from stepview.model.snapshot import StepSnapshot
+from stepview.ui.display import multi_line, one_line
 from stepview.ui.footer import FittingFooter
-from stepview.ui.format import multi_line, one_line
 
 
 class LoadingView(Widget):

@@ -29,7 +29,7 @@ from stepview.model.chat import headline
 from stepview.model.recent import Finished
 from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import RequestState, RequestView, reason_of
-from stepview.ui.format import id_cell, latency_cell, one_line, state_cell
+from stepview.ui.display import id_cell, latency_cell, one_line, state_cell
 from stepview.ui.main.filtering import RequestFilter
 
 # Characters of a prompt a row ever looks at (the cell is never wider).

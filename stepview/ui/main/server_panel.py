@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.widget import Widget
 
 from stepview.model.server_window import KvBlocks, Latency, ServerWindow
-from stepview.ui.format import percent, seconds
+from stepview.ui.display import percent, seconds
 
 LATENCY_NAMES = {
     "ttft": "time to first token",

@@ -27,7 +27,7 @@ from textual.widget import Widget
 from stepview.model.alerts import Alert
 from stepview.model.flight import FlightDump
 from stepview.model.snapshot import EngineState, StepSnapshot
-from stepview.ui.format import (
+from stepview.ui.display import (
     one_line,
     percent,
     rate_value,

@@ -25,8 +25,8 @@ from textual.widgets import Sparkline, Static
 from stepview.insight.percentiles import METRICS, QUANTILES, LatencyStats
 from stepview.model.recent import total_of
 from stepview.model.snapshot import StepSnapshot
+from stepview.ui.display import aligned, rate_value, seconds
 from stepview.ui.footer import FittingFooter
-from stepview.ui.format import aligned, rate_value, seconds
 
 _MUTED: Final = "$text-muted"
 _COLUMNS: Final = (*(name for name, _ in QUANTILES), "max")

@@ -25,8 +25,8 @@ from textual.widgets import Static
 from stepview.model.recent import since, total_of
 from stepview.model.scheduling import StepBudget
 from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
+from stepview.ui.display import aligned, one_line, percent, seconds
 from stepview.ui.footer import FittingFooter
-from stepview.ui.format import aligned, one_line, percent, seconds
 
 _Part = str | tuple[str, str]
 _MUTED: Final = "$text-muted"

@@ -17,7 +17,7 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView
 from stepview.testing.snapshots import completion, request
 from stepview.ui.detail.screen import describe
-from stepview.ui.format import latency_cell, rate_value, seconds
+from stepview.ui.display import latency_cell, rate_value, seconds
 from stepview.ui.views.latency_view import LABELS, latency_table
 
 # 0.8 s queued, 1.2 s of prefill, then 31 more tokens in 1 s: 31.0 tok/s decoding, where

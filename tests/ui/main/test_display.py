@@ -8,7 +8,7 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, KV_CACHE, NOT_ADMITTED, TOKEN_BUDGET, WaitReason
 from stepview.model.snapshot import RecentStep, RequestState
 from stepview.testing.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
-from stepview.ui.format import (
+from stepview.ui.display import (
     NEWLINE_MARK,
     REPLACEMENT,
     id_cell,
