@@ -39,7 +39,7 @@ not change keeps its object, so the driver can also tell "unchanged" by identity
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
 import msgspec
@@ -320,59 +320,76 @@ class RecordStream:
 
 
 def merge_records(older: StepFacts, newer: StepFacts) -> StepFacts:
-    """Two consecutive records of one engine core as one: what a reader that read both would
-    know, for a reader too far behind to read every step (it loses the step in between, not
-    a fact). O(what the two records name).
+    """Two consecutive records of one engine core as one (:func:`merge_many`)."""
+    return merge_many((older, newer))
 
-    The step's own figures are the newer's; each request's facts are its newest, its output
-    token tail the two joined, its intro kept; the ends and departures of both are kept, so
-    a request may both be named and leave in one record (a reader takes in what it names
-    before it lets go of what left). Merged onto a full record, it stays full.
+
+def merge_many(records: Sequence[StepFacts]) -> StepFacts:
+    """Consecutive records of one engine core, oldest first, as one: what a reader that read
+    them all would know, for a reader too far behind to read every step (it loses the steps
+    in between, not a fact).
+
+    The step's own figures are the newest's; each request's facts are its newest, its output
+    token tails joined, its intro kept; the ends and departures of all are kept, so a request
+    may both be named and leave in one record (a reader takes in what it names before it
+    lets go of what left). Merged onto a full record, it stays full.
+
+    One pass, O(what the records name): a watch thousands of records behind folds them at
+    once. Folding them two at a time copied the growing record, and each request's growing
+    token tail, for every one: quadratic, and a starved watch spent minutes in it.
     """
-    requests = {req.req_id: req for req in older.requests}
-    for req in newer.requests:
-        before = requests.get(req.req_id)
-        if before is not None:
-            req = _joined(before, req)
-        requests[req.req_id] = req
-    finished = [i for i in older.finished if i not in newer.finished] + list(newer.finished)
+    if len(records) == 1:
+        return records[0]
+    named: dict[str, list[RequestFacts]] = {}  # each request's facts, oldest first
+    finished: dict[str, None] = {}  # in order of leaving (the last time said)
+    ended: list[EndedFacts] = []
+    for facts in records:
+        for req in facts.requests:
+            found = named.get(req.req_id)
+            if found is None:
+                named[req.req_id] = [req]
+            else:
+                found.append(req)
+        for request_id in facts.finished:
+            finished.pop(request_id, None)
+            finished[request_id] = None
+        ended.extend(facts.ended)
     return msgspec.structs.replace(
-        newer,
-        full=older.full or newer.full,
-        model=newer.model or older.model,
-        requests=list(requests.values()),
-        finished=finished,
-        ended=[*older.ended, *newer.ended],
+        records[-1],
+        full=any(facts.full for facts in records),
+        model=next((facts.model for facts in reversed(records) if facts.model), ""),
+        requests=[_joined(seen) for seen in named.values()],
+        finished=list(finished),
+        ended=ended,
     )
 
 
-def _joined(older: RequestFacts, newer: RequestFacts) -> RequestFacts:
-    """``newer`` with ``older``'s token tail in front of its own, and ``older``'s intro and
-    vLLM's times where ``newer`` has none."""
-    tokens = newer.new_token_ids
-    old_tokens = older.new_token_ids
-    if old_tokens:
-        old_end = older.num_output_tokens
-        start = newer.num_output_tokens - len(tokens)
-        if start >= old_end:  # contiguous (the usual case) or a gap the reader notices
-            tokens = [*old_tokens, *tokens] if start == old_end else tokens
-        elif start > old_end - len(old_tokens):  # overlapping: the older part not resent
-            tokens = [*old_tokens[: start - (old_end - len(old_tokens))], *tokens]
-        else:  # the newer tail starts earlier (after a resubscription): it holds it all
-            tokens = list(tokens)
-    intro = newer.intro if newer.intro is not None else older.intro
-    scheduled_at = newer.scheduled_at or older.scheduled_at  # vLLM's times: once each
-    first_token_at = newer.first_token_at or older.first_token_at
-    if (
-        tokens is newer.new_token_ids
-        and intro is newer.intro
-        and scheduled_at == newer.scheduled_at
-        and first_token_at == newer.first_token_at
-    ):
-        return newer
+def _joined(seen: list[RequestFacts]) -> RequestFacts:
+    """A request's facts from consecutive records as one: the newest, with the token tails
+    joined in one list, and the oldest intro and vLLM's times where a newer one has none."""
+    newest = seen[-1]
+    if len(seen) == 1:
+        return newest
+    first = seen[0]
+    tail, end = list(first.new_token_ids), first.num_output_tokens
+    intro, scheduled_at, first_token_at = first.intro, first.scheduled_at, first.first_token_at
+    for req in seen[1:]:
+        tokens = req.new_token_ids
+        start = req.num_output_tokens - len(tokens)
+        if tail and start == end:  # contiguous: the usual case
+            tail.extend(tokens)
+        elif tail and end - len(tail) < start < end:  # overlapping: the older part not resent
+            del tail[start - (end - len(tail)) :]
+            tail.extend(tokens)
+        else:  # a gap (the reader notices), none before, or a tail holding it all (resent)
+            tail = list(tokens)
+        end = req.num_output_tokens
+        intro = req.intro if req.intro is not None else intro
+        scheduled_at = req.scheduled_at or scheduled_at  # vLLM's times: once each
+        first_token_at = req.first_token_at or first_token_at
     return msgspec.structs.replace(
-        newer,
-        new_token_ids=tokens,
+        newest,
+        new_token_ids=tail,
         intro=intro,
         scheduled_at=scheduled_at,
         first_token_at=first_token_at,

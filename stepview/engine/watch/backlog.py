@@ -2,7 +2,7 @@
 
 Records wait here while the view is held (paused, or waiting for a request's text from the
 server's API) or behind. Past :data:`MAX_BACKLOG` the oldest are read as one with the next
-of the same engine core (:func:`~stepview.engine.records.entries.merge_records`): nothing
+of the same engine core (:func:`~stepview.engine.records.entries.merge_many`): nothing
 is lost but the steps in between. A server steps 100-200 times a second: this is a view at
 most a second or two behind. Kept longer, a stepview that cannot keep up (niced on a box the
 server saturates) would leave the records in zmq's queues instead, whose overflow drops them
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from stepview.engine.records.entries import merge_records
+from stepview.engine.records.entries import merge_many
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.detokenize import Wait, joined_waits
 from stepview.engine.watch.watched_core import WatchedCore
@@ -26,18 +26,33 @@ Backlog = deque[tuple[WatchedCore, StepFacts, Wait | None]]
 
 
 def fold_oldest(backlog: Backlog, excess: int) -> int:
-    """Fold the oldest records into the next record of the same engine core, ``excess`` of
-    them at most; how many were folded (fewer when a core's last record is the oldest)."""
-    folded = 0
-    while folded < excess:
+    """Fold the ``excess`` oldest records into the next record of their engine core (a core
+    with no later record keeps one, the merge of its own); how many records were folded.
+
+    One merge per core (:func:`~stepview.engine.records.entries.merge_many`), linear in what
+    the records name: the excess is thousands of records when a starved watch reads a burst.
+    """
+    taken: dict[WatchedCore, list[tuple[StepFacts, Wait | None]]] = {}
+    for _ in range(min(excess, len(backlog))):
         core, facts, wait = backlog.popleft()
-        for i, (other, later, later_wait) in enumerate(backlog):
-            if other is core:
-                joined = merge_records(facts, later)
-                backlog[i] = (core, joined, joined_waits(wait, later_wait))
-                folded += 1
+        taken.setdefault(core, []).append((facts, wait))
+    folded = 0
+    for i, (core, later, later_wait) in enumerate(backlog):
+        older = taken.pop(core, None)
+        if older is not None:
+            backlog[i] = (core, *_merged([*older, (later, later_wait)]))
+            folded += len(older)
+            if not taken:
                 break
-        else:  # the core's last record: it stays
-            backlog.appendleft((core, facts, wait))
-            break
+    for core, older in reversed(taken.items()):  # the core's last records: one stays
+        backlog.appendleft((core, *_merged(older)))
+        folded += len(older) - 1
     return folded
+
+
+def _merged(records: list[tuple[StepFacts, Wait | None]]) -> tuple[StepFacts, Wait | None]:
+    """Records of one core as one, waiting for what any of them waited for."""
+    wait: Wait | None = None
+    for _, later in records:
+        wait = joined_waits(wait, later)
+    return merge_many([facts for facts, _ in records]), wait

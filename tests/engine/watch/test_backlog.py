@@ -1,0 +1,37 @@
+"""The backlog folds its oldest records into the next of their engine core, one merge each."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from stepview.engine.watch.backlog import Backlog, fold_oldest
+from stepview.engine.watch.detokenize import Wait
+from stepview.engine.watch.watched_core import WatchedCore
+from tests.engine.watch.attach_helpers import record, request
+
+A, B = cast(WatchedCore, object()), cast(WatchedCore, object())  # two ranks' cores
+
+
+def backlog_of(*named: tuple[WatchedCore, int, Wait | None]) -> Backlog:
+    return Backlog(
+        (core, record(step, request(f"r{step}"), full=False, seq=step), wait)
+        for core, step, wait in named
+    )
+
+
+def steps(backlog: Backlog) -> list[tuple[WatchedCore, int, list[str]]]:
+    return [(core, facts.step, [r.req_id for r in facts.requests]) for core, facts, _ in backlog]
+
+
+def test_the_oldest_fold_into_the_next_record_of_their_own_core() -> None:
+    held = Wait(("r1",), 5.0)
+    backlog = backlog_of((A, 1, held), (B, 1, None), (A, 2, None), (A, 3, None), (B, 2, None))
+    assert fold_oldest(backlog, 3) == 3
+    assert steps(backlog) == [(A, 3, ["r1", "r2", "r3"]), (B, 2, ["r1", "r2"])]
+    assert backlog[0][2] == held  # what a folded record waited for, its merge waits for
+
+
+def test_a_core_with_no_later_record_keeps_one() -> None:
+    backlog = backlog_of((A, 1, None), (A, 2, None), (B, 1, None))
+    assert fold_oldest(backlog, 2) == 1
+    assert steps(backlog) == [(A, 2, ["r1", "r2"]), (B, 1, ["r1"])]
