@@ -8,6 +8,7 @@ asked for. The server runs in a process group of its own and is killed whole.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -84,17 +85,29 @@ class ApiServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start the server and wait until it answers; if it dies or does not answer in
+        time, kill it (a caller whose set-up fails has nothing to clean up) and say how its
+        log ends (CI shows only the message)."""
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 self.command, env=self.env, stdout=out, stderr=out, start_new_session=True
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
+        started = time.monotonic()
         while not self.healthy():
+            why = None
             if self.process.poll() is not None:
-                raise RuntimeError(f"the server died; see {self.log}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start; see {self.log}")
+                why = f"died (exit {self.process.returncode})"
+            elif time.monotonic() - started > START_TIMEOUT_S:
+                why = f"did not answer in {START_TIMEOUT_S:.0f} s"
+            if why is not None:
+                self.kill()
+                raise RuntimeError(f"the server {why}; {self.log} ends:\n{self.log_tail()}")
             time.sleep(0.5)
+
+    def log_tail(self, lines: int = 8) -> str:
+        """The last lines of the server's log."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
 
     def healthy(self) -> bool:
         try:
@@ -114,9 +127,11 @@ class ApiServer:
         )
 
     def kill(self) -> None:
+        """Kill the server's whole process group: its engine core may outlive the server."""
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait(30)
 
 
