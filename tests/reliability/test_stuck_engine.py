@@ -197,7 +197,9 @@ def test_headless_sigterm_with_the_engine_core_stopped(tmp_path: Path, watch: Wa
     took = wait_gone(stepview, timeout=QUIT_WITHIN_S)
     out, err = proc.communicate(timeout=5)
     assert proc.returncode == 1, err
-    assert alive(engine) == []
+    # SIGKILLed by stepview as it quit; on a loaded machine the kernel takes the worker down
+    # when it next gets a CPU (seen: still 'running' the moment stepview was gone).
+    assert left_behind(engine, timeout=5.0) == []
     assert left_behind(run.close()) == []
     printed = [first["id"], *(json.loads(line)["id"] for line in out.splitlines())]
     unfinished = assert_every_request_recorded(results, set(printed))
@@ -267,7 +269,9 @@ def tui_with_the_core_stopped(
     else:
         term.keys(quit_with)
     took = wait_gone(stepview, timeout=QUIT_WITHIN_S)
-    assert alive(engine) == []
+    # SIGKILLed by stepview as it quit; on a loaded machine the kernel takes the worker down
+    # when it next gets a CPU (seen: still 'running' the moment stepview was gone).
+    assert left_behind(engine, timeout=5.0) == []
     code = term.wait_for_exit(timeout=3)
     screen = term.screen().replace("\n", "")
     if "did not stop in time" in screen:
