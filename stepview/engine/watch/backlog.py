@@ -52,7 +52,4 @@ def fold_oldest(backlog: Backlog, excess: int) -> int:
 
 def _merged(records: list[tuple[StepFacts, Wait | None]]) -> tuple[StepFacts, Wait | None]:
     """Records of one core as one, waiting for what any of them waited for."""
-    wait: Wait | None = None
-    for _, later in records:
-        wait = joined_waits(wait, later)
-    return merge_many([facts for facts, _ in records]), wait
+    return merge_many([facts for facts, _ in records]), joined_waits(w for _, w in records)

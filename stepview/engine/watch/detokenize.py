@@ -44,7 +44,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -373,8 +373,11 @@ def spoken_ids(end: EndedFacts) -> list[int]:
     return ids
 
 
-def joined_waits(older: Wait | None, newer: Wait | None) -> Wait | None:
-    """What a record folded from two waits for: both's requests, until the later deadline."""
-    if older is None or newer is None:
-        return newer or older
-    return Wait((*older.request_ids, *newer.request_ids), max(older.until, newer.until))
+def joined_waits(waits: Iterable[Wait | None]) -> Wait | None:
+    """What a record folded from several waits for: all their requests, until the latest
+    deadline (gathered in one pass: a fold joins thousands)."""
+    found = [wait for wait in waits if wait is not None]
+    if len(found) < 2:
+        return found[0] if found else None
+    ids = tuple(request_id for wait in found for request_id in wait.request_ids)
+    return Wait(ids, max(wait.until for wait in found))

@@ -35,3 +35,10 @@ def test_a_core_with_no_later_record_keeps_one() -> None:
     backlog = backlog_of((A, 1, None), (A, 2, None), (B, 1, None))
     assert fold_oldest(backlog, 2) == 1
     assert steps(backlog) == [(A, 2, ["r1", "r2"]), (B, 1, ["r1"])]
+
+
+def test_a_fold_waits_for_everything_its_records_waited_for() -> None:
+    first, second = Wait(("r1",), 5.0), Wait(("r2", "r9"), 4.0)
+    backlog = backlog_of((A, 1, first), (A, 2, second), (A, 3, None))
+    assert fold_oldest(backlog, 2) == 2
+    assert backlog[0][2] == Wait(("r1", "r2", "r9"), 5.0)  # every request, the later deadline
