@@ -32,12 +32,20 @@ def open_terminal(tmp_path: Path) -> Iterator[OpenTerminal]:
         terminal.close()
 
 
-def write_workload(path: Path, count: int, longest: int = 480) -> Path:
+def write_workload(path: Path, count: int, longest: int = 480, ramp: int | None = None) -> Path:
     """``count`` prompts ``r0``... whose lengths ramp up to ``longest`` tokens, so requests
-    keep finishing one after another for a while (seeded: every run is the same)."""
+    keep finishing one after another for a while (seeded: every run is the same).
+
+    With ``ramp``, only the first ``ramp`` requests ramp up; every later one asks for exactly
+    ``longest`` tokens with ``ignore_eos``: a few finish early, and the rest is a fixed
+    amount of work however fast the machine is and wherever the random model says end."""
+    span = max(1, (count if ramp is None else ramp) - 1)
     with path.open("w", encoding="utf-8") as out:
         for i in range(count):
-            params = {"max_tokens": 8 + (longest - 8) * i // max(1, count - 1), "seed": i}
+            params: dict[str, object] = {"max_tokens": 8 + (longest - 8) * min(i, span) // span}
+            if ramp is not None and i >= ramp:
+                params["ignore_eos"] = True
+            params["seed"] = i
             out.write(json.dumps({"id": f"r{i}", "prompt": f"story {i} about", "params": params}))
             out.write("\n")
     return path

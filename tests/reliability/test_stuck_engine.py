@@ -33,10 +33,12 @@ from tests.e2e.test_signals import mid_run, shown_finished, step_of
 QUIT_WITHIN_S = 5.0
 MULTIPROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
 IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-# Enough work that the core cannot finish it all before the test stops it, even when a busy
-# machine leaves the TUI far behind the engine (CI once saw the first mid-run screen at 190 of
-# 200 finished, and the core ran out of requests before the stop).
-REQUESTS = 400
+# Enough work that the core cannot finish it all before the test stops it, however far a
+# busy machine leaves the TUI behind the engine: the first RAMP requests finish one after
+# another early on, and every later one generates 480 tokens whatever the random model says
+# (CI saw a run of 400 ramped requests end, ~14 s, before the screen first showed it running).
+REQUESTS = 600
+RAMP = 16
 
 
 class ProcessWatch:
@@ -151,7 +153,7 @@ def start_headless(
     tmp_path: Path, env: dict[str, str], count: int = REQUESTS
 ) -> tuple[subprocess.Popen[str], Path]:
     results = tmp_path / "results.jsonl"
-    workload = write_workload(tmp_path / "workload.jsonl", count)
+    workload = write_workload(tmp_path / "workload.jsonl", count, ramp=min(RAMP, count))
     argv = [STEPVIEW, "--headless", "--json", "--prompts", str(workload), "--results", str(results)]
     proc = subprocess.Popen(
         [*argv, "--log-file", str(tmp_path / "log.txt")],
@@ -246,7 +248,7 @@ def test_in_process_engine_leaves_no_helper_after_sigterm_mid_run(
 
 def start_tui(term: Terminal, tmp_path: Path) -> Path:
     results = tmp_path / "results.jsonl"
-    workload = write_workload(tmp_path / "workload.jsonl", REQUESTS)
+    workload = write_workload(tmp_path / "workload.jsonl", REQUESTS, ramp=RAMP)
     argv = [STEPVIEW, "--prompts", str(workload), "--results", str(results)]
     term.run([*argv, "--log-file", str(tmp_path / "log.txt")])
     return results
