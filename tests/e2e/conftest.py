@@ -49,3 +49,15 @@ def write_workload(path: Path, count: int, longest: int = 480, ramp: int | None 
             out.write(json.dumps({"id": f"r{i}", "prompt": f"story {i} about", "params": params}))
             out.write("\n")
     return path
+
+
+LONG_RUN = 600
+"""Requests in a run a test interrupts mid-way (:func:`write_long_run`)."""
+
+
+def write_long_run(path: Path) -> Path:
+    """A run that is still going however far a busy machine leaves the screen behind the
+    engine: 16 requests ramp up and finish one after another early on, and each of the
+    other 584 generates 480 tokens whatever the random model says (CI saw a run of 400
+    ramped requests end, ~14 s of engine work, before tmux first showed the TUI running)."""
+    return write_workload(path, LONG_RUN, ramp=16)

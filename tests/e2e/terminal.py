@@ -67,6 +67,7 @@ class Terminal:
         self.socket = f"stepview-test-{os.getpid()}-{next(_servers)}"
         self.width = width
         self.height = height
+        self.met_at = 0.0  # see wait_for
         # The first tmux command starts the server, which passes this environment on.
         self.tmux(
             "new-session",
@@ -149,14 +150,21 @@ class Terminal:
         return self.tmux("display-message", "-p", "-t", "main", f"#{{{name}}}").strip()
 
     def wait_for(self, condition: Callable[[str], bool], timeout: float = 60.0) -> str:
-        """Poll the screen until ``condition(screen)``; fail showing the last screen."""
+        """Poll the screen until ``condition(screen)``; fail showing the last screen.
+
+        :attr:`met_at` is then when the capture that met it was asked for: tmux, starved of
+        CPU beside an engine, can take seconds to answer, and that is tmux's time, not the
+        app's."""
         deadline = time.monotonic() + timeout
+        asked = time.monotonic()
         screen = self.screen()
         while not condition(screen):
             if time.monotonic() > deadline:
                 raise AssertionError(f"screen condition not met in {timeout}s:\n{screen}")
             time.sleep(0.05)
+            asked = time.monotonic()
             screen = self.screen()
+        self.met_at = asked
         return screen
 
     def wait_for_text(self, text: str, timeout: float = 60.0) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from stepview.model.snapshot import EngineState
 from stepview.trace.reader import load_trace
-from tests.e2e.conftest import OpenTerminal, write_workload
+from tests.e2e.conftest import LONG_RUN, OpenTerminal, write_long_run
 from tests.e2e.terminal import PROMPT, STEPVIEW, Terminal, alive, process_tree, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -49,7 +49,7 @@ def results_of(path: Path) -> dict[str, dict[str, object]]:
 
 def start_run(term: Terminal, tmp_path: Path, *extra: str) -> Path:
     results = tmp_path / "results.jsonl"
-    workload = write_workload(tmp_path / "workload.jsonl", 200)
+    workload = write_long_run(tmp_path / "workload.jsonl")
     term.run(
         [
             STEPVIEW,
@@ -87,7 +87,7 @@ def interrupt_mid_run(open_terminal: OpenTerminal, tmp_path: Path, interrupt: st
         stepview.send_signal(signal.SIGTERM)
     wait_gone(stepview, timeout=QUIT_WITHIN_S)  # fails if it takes longer
     assert alive(tree) == []
-    assert term.wait_for_exit(timeout=3) == 0
+    assert term.wait_for_exit(timeout=15) == 0
     assert_terminal_restored(term)
     screen = term.screen().replace("\n", "")
     assert f"stepview: finished requests saved in {results}" in screen
@@ -96,9 +96,9 @@ def interrupt_mid_run(open_terminal: OpenTerminal, tmp_path: Path, interrupt: st
     finished = {rid: r for rid, r in saved.items() if r["state"] != "unfinished"}
     assert ids and ids <= set(finished)
     assert len(finished) >= count
-    assert len(finished) < 200  # it really was interrupted mid-run
-    assert len(saved) == 200 and list(saved)[: len(finished)] == list(finished)
-    assert f"({200 - len(finished)} unfinished requests recorded there too)" in screen
+    assert len(finished) < LONG_RUN  # it really was interrupted mid-run
+    assert len(saved) == LONG_RUN and list(saved)[: len(finished)] == list(finished)
+    assert f"({LONG_RUN - len(finished)} unfinished requests recorded there too)" in screen
 
 
 def test_ctrl_c_mid_run_quits_within_5s_keeping_every_result(
@@ -176,7 +176,7 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
     term.wait_for(lambda s: len(s.splitlines()[0].rstrip()) > 150, timeout=10)
     term.keys("q")
     wait_gone(stepview, timeout=QUIT_WITHIN_S)
-    assert term.wait_for_exit(timeout=3) == 0
+    assert term.wait_for_exit(timeout=15) == 0
     assert_terminal_restored(term)
 
 

@@ -18,7 +18,7 @@ threading.Event().wait(30)  # stuck, as Textual's writer was on a terminal that 
 
 DONE_IN_TIME = """
 from stepview.launch.runner import arm_exit_watchdog
-arm_exit_watchdog(5.0, 129)
+arm_exit_watchdog(60.0, 129)
 print("left by itself")
 """
 
@@ -33,7 +33,8 @@ def test_a_stuck_process_leaves_with_the_signal_code() -> None:
 def test_a_process_that_leaves_by_itself_is_not_held_by_the_watchdog() -> None:
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", DONE_IN_TIME], capture_output=True, text=True, timeout=20
+        [sys.executable, "-c", DONE_IN_TIME], capture_output=True, text=True, timeout=90
     )
     assert done.returncode == 0 and done.stdout.strip() == "left by itself"
-    assert time.monotonic() - started < 4.5  # a daemon timer: it does not keep the process
+    # A daemon timer: it does not keep the process (held, it would take 60 s).
+    assert time.monotonic() - started < 30

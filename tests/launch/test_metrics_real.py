@@ -23,8 +23,9 @@ def stepview(tmp_path: Path, *args: str) -> list[str]:
 
 
 def test_scraped_while_a_live_run_works_through_its_queue(tmp_path: Path) -> None:
-    # Two running slots for 24 requests of 48 tokens: most of the run, most of them wait.
-    load = ["--load", "24", "--rate", "inf", "--input-len", "8:16", "--output-len", "48:48"]
+    # Two running slots for 24 requests of 300 tokens: most of the run (seconds even on a
+    # quiet machine), most of them wait.
+    load = ["--load", "24", "--rate", "inf", "--input-len", "8:16", "--output-len", "300:300"]
     args = ["--headless", "--json", *load, "--max-num-seqs", "2", "--metrics-port", "0"]
     with watching(stepview(tmp_path, *args), env=command_env()) as run:
         url = run.err.wait_for("serving metrics at", timeout=60).rsplit(" ", 1)[-1]
@@ -33,6 +34,7 @@ def test_scraped_while_a_live_run_works_through_its_queue(tmp_path: Path) -> Non
             lambda s: (
                 waiting(s).get("max_num_seqs", 0) >= 10 and value(s, "stepview_steps_total") > 5
             ),
+            timeout=180,  # the metrics are served before the engine is built
         )
         assert set(waiting(samples)) <= {"max_num_seqs", "token_budget", "kv_cache", "unknown"}
         assert value(samples, "stepview_budget_tokens_total", kind="prefill") > 0

@@ -35,7 +35,7 @@ def waiting(samples: Samples) -> dict[str, float]:
     return out
 
 
-def scraped_until(url: str, condition: Callable[[Samples], bool]) -> Samples:
+def scraped_until(url: str, condition: Callable[[Samples], bool], timeout: float = 15.0) -> Samples:
     """Scrape until ``condition`` holds (the watch reads each record a moment after it is
     sent); the last scrape."""
     last: list[Samples] = []
@@ -44,7 +44,7 @@ def scraped_until(url: str, condition: Callable[[Samples], bool]) -> Samples:
         last[:] = [scrape(url)]
         return condition(last[0])
 
-    wait_until(holds, timeout=15)
+    wait_until(holds, timeout=timeout)
     return last[0]
 
 

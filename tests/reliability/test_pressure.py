@@ -141,13 +141,13 @@ def test_ten_thousand_prompts_from_a_file_all_finish_and_the_app_stays_responsiv
     tree = process_tree(stepview)
     asked = time.monotonic()
     term.keys("?")
-    term.wait_for_text("Keys", timeout=5)
-    answered = time.monotonic() - asked
+    term.wait_for_text("Keys", timeout=30)  # the bound is below, on the app's own time
+    answered = term.met_at - asked  # not counting tmux's own time to answer the last capture
     term.keys("Escape")
     term.wait_for(lambda s: f"Finished {count}" in s, timeout=180)
     term.keys("q")
     wait_gone(stepview, timeout=5)
-    assert term.wait_for_exit(timeout=3) == 0
+    assert term.wait_for_exit(timeout=15) == 0
     assert alive(tree) == []
     records = [json.loads(line) for line in results.read_text().splitlines()]
     assert len(records) == count

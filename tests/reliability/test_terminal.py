@@ -101,7 +101,7 @@ def test_stdin_from_dev_null_reads_keys_from_the_terminal(
     assert process.cpu_percent(None) < 50  # was two threads at ~100 % each
     term.keys("q")
     wait_gone(stepview, timeout=10)
-    assert term.wait_for_exit(timeout=5) == 0
+    assert term.wait_for_exit(timeout=15) == 0
     assert alive(tree) == []
     assert term.flag("alternate_on") == "0"
 

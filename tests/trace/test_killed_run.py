@@ -12,9 +12,11 @@ from pathlib import Path
 from stepview.trace.reader import load_trace
 
 # Runs the driver until killed. A last sink prints each finished id only after the results
-# writer and the recorder (earlier sinks) have written and flushed it.
+# writer and the recorder (earlier sinks) have written and flushed it, and from the twelfth
+# on holds the driver there: the kill lands mid-run however late the test reads the ids.
 CHILD = """
 import sys
+import threading
 from stepview.engine.driver.loop import Driver
 from stepview.testing.fake_engine import FakeEngine
 from stepview.files.results_file import ResultsWriter
@@ -25,9 +27,14 @@ from stepview.model.sampling import SamplingSpec
 class Announce:
     error = None
 
+    announced = 0
+
     def on_snapshot(self, snapshot, finished):
         for view in finished:
             print(view.request_id, flush=True)
+            self.announced += 1
+        if self.announced >= 12:
+            threading.Event().wait()
 
     def close(self):
         pass

@@ -97,7 +97,9 @@ def test_pause_and_single_step_hold_a_core_in_its_own_process(
         assert subscriber.wait_connected(10)
         records: list[StepFacts] = []
         for i in range(3):
-            spec = SamplingSpec(temperature=0.0, max_tokens=48)
+            # Long enough that the core, which steps on its own, cannot finish before the
+            # pause reaches it even when the test process is descheduled for a second.
+            spec = SamplingSpec(temperature=0.0, max_tokens=400, ignore_eos=True)
             driver.send(AddRequest(f"h{i}", f"hold number {i}", spec))
 
         # Paused from the start: the driver went round with the requests and took no step,

@@ -109,7 +109,9 @@ def test_an_engine_that_never_came_up_still_has_its_processes_ended(
     processes = EngineProcesses()
     processes.engine_starting()
     core = spawn(children, SLEEPER)  # hung in start-up: engine_up() never came
-    assert processes.end().killed and core.wait(5) == -signal.SIGTERM
+    # SIGTERM ends it; on a loaded machine it may not get the CPU to die within the grace,
+    # and SIGKILL follows: ended either way.
+    assert processes.end().killed and core.wait(5) in (-signal.SIGTERM, -signal.SIGKILL)
 
 
 def test_no_engine_started_means_nothing_is_touched(

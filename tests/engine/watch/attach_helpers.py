@@ -162,14 +162,15 @@ def warm_up(engine: Engine, seen: Callable[[str, float], bool], tries: int = 20)
 
     A core reads new subscriptions only when it steps, and sends a record only to those it
     has read: from a request seen whole on, every record reaches the watcher, without
-    guessing how long a subscription takes to get there.
+    guessing how long a subscription takes to get there. Each try waits a second longer than
+    the one before: a watcher that lags (a busy machine) still sees one, only later.
     """
     for i in range(tries):
         request_id = f"warm-up-{i}"
         engine.add_request(request_id, "x", SamplingSpec(temperature=0.0, max_tokens=1))
         while engine.has_unfinished():
             engine.step()
-        if seen(request_id, 2.0):  # if not, its record went before the subscription: again
+        if seen(request_id, 2.0 + i):  # if not, it went before the subscription: again
             return
     raise AssertionError(f"none of {tries} requests reached the watcher")
 
@@ -324,6 +325,11 @@ class Watch:
         )
         assert self.child.stdout is not None and self.child.stderr is not None
         self.out, self.err = Lines(self.child.stdout), Lines(self.child.stderr)
+
+
+EXIT_S = 60.0
+"""How long a watch may take to end once told to (or once its reader is gone): a niced watch
+on a busy machine is slow to go."""
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from stepview.engine.records.facts import EndedFacts
 from stepview.engine.watch.attached import api_client_id
 from tests.engine.watch.attach_helpers import (
     ANSWER,
+    EXIT_S,
     Lines,
     Server,
     record,
@@ -83,7 +84,7 @@ def test_watches_headless_until_ctrl_c(server: Server, tmp_path: Path) -> None:
         watch.err.wait_for("back in touch with")
 
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 0
+        assert watch.child.wait(EXIT_S) == 0
         lines = watch.err.rest()
         stopped = f"stopped watching (1 unfinished request, recorded in {results})"
         assert any(stopped in line for line in lines), lines
@@ -132,7 +133,7 @@ def test_with_prompts_it_ends_when_they_are_answered_not_before(
         fake_api.release.set()
         mine = json.loads(watch.out.wait_for('"id": "mine"'))
         assert (mine["state"], mine["completions"][0]["text"]) == ("finished", " world!")
-        assert watch.child.wait(15) == 0
+        assert watch.child.wait(EXIT_S) == 0
 
 
 def test_an_address_nobody_publishes_on_says_what_to_check_and_fails(tmp_path: Path) -> None:
@@ -141,7 +142,7 @@ def test_an_address_nobody_publishes_on_says_what_to_check_and_fails(tmp_path: P
         hint = watch.err.wait_for("waiting for the server's records")
         assert f"STEPVIEW_PUBLISH={address}" in hint and "--scheduler-cls" in hint
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(60) == 1  # a niced watch on a busy machine is slow to go
+        assert watch.child.wait(EXIT_S) == 1
         rest = watch.err.rest()
         assert "stepview: stopped watching: nothing ever came from the server" in rest, rest
         assert not any("TTFT" in line for line in rest)  # no empty latency table
@@ -163,7 +164,7 @@ def test_under_nohup_a_hang_up_does_not_end_the_watch(server: Server, tmp_path: 
         watch.out.wait_for('"id": "after"')
         assert watch.child.poll() is None, watch.err.rest()
         watch.child.send_signal(signal.SIGTERM)  # a stop it does not ignore
-        assert watch.child.wait(15) == 0
+        assert watch.child.wait(EXIT_S) == 0
         assert any("stopped watching" in line for line in watch.err.rest())
 
 
@@ -191,7 +192,7 @@ def test_its_own_prompt_lost_with_the_server_fails_the_run(
         server.restart()  # a new core: what ran in the old one is lost (no answer comes)
         lost = json.loads(watch.out.wait_for('"id": "mine"', timeout=30))
         assert (lost["state"], lost["completions"][0]["token_ids"]) == ("aborted", [7])
-        assert watch.child.wait(15) == 1  # its only prompt was not answered
+        assert watch.child.wait(EXIT_S) == 1  # its only prompt was not answered
     assert "mine" in csv.read_text()  # the export is written all the same
 
 
@@ -213,7 +214,7 @@ def test_a_reader_that_goes_away_ends_the_watch_quietly(server: Server, tmp_path
             record(1, request("a-0123abcd", outputs=1, new=[7])),
             record(2, finished=["a-0123abcd"], ended=[EndedFacts("a-0123abcd", 1, [7], "stop")]),
         )
-        assert child.wait(15) == 141
+        assert child.wait(EXIT_S) == 141
         assert not any("Traceback" in line for line in err.rest())
     finally:
         if child.poll() is None:

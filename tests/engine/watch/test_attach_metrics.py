@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 from tests.engine.watch.attach_helpers import (
+    EXIT_S,
     PREEMPTED,
     WAITING,
     Server,
@@ -60,4 +61,4 @@ def test_the_metrics_follow_the_server_while_it_runs(server: Server, tmp_path: P
         assert samples[("stepview_view_behind_seconds", frozenset())] == 0
 
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 0
+        assert watch.child.wait(EXIT_S) == 0

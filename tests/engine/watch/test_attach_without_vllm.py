@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from stepview.engine.records.facts import EndedFacts
-from tests.engine.watch.attach_helpers import Server, record, request, watch_command, watching
+from tests.engine.watch.attach_helpers import (
+    EXIT_S,
+    Server,
+    record,
+    request,
+    watch_command,
+    watching,
+)
 from tests.engine.watch.fake_api import FakeApi
 from tests.engine.watch.fake_metrics import FakeMetrics, capture
 from tests.helpers import ROOT
@@ -46,7 +53,7 @@ def test_attach_headless_runs_with_vllm_and_torch_hidden(
         done = json.loads(watch.out.wait_for('"id": "a"'))
         assert (done["state"], done["completions"][0]["token_ids"]) == ("finished", [7, 8])
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 0, watch.err.rest()
+        assert watch.child.wait(EXIT_S) == 0, watch.err.rest()
         lines = watch.err.rest()
         assert not any("hidden by tests/hide_vllm" in line for line in lines), lines
         assert any("TTFT" in line for line in lines), lines
@@ -103,7 +110,7 @@ def test_http_attach_headless_runs_with_vllm_and_torch_hidden(
         ]
 
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 0, watch.err.rest()
+        assert watch.child.wait(EXIT_S) == 0, watch.err.rest()
         errors = watch.err.rest()
     assert not any("hidden by tests/hide_vllm" in line for line in errors), errors
     assert not any("s3cret" in line for line in errors + watch.out.seen)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
-from tests.engine.watch.attach_helpers import watching
+from tests.engine.watch.attach_helpers import EXIT_S, watching
 from tests.engine.watch.test_metrics_attach_real import next_record
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
@@ -81,4 +81,4 @@ def test_block_churn_and_prefix_reuse_from_a_real_servers_kv_events(
         print(json.dumps(reused))  # for the record (-s)
 
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 0, watch.err.rest()
+        assert watch.child.wait(EXIT_S) == 0, watch.err.rest()

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
-from tests.engine.watch.attach_helpers import Watch, watching
+from tests.engine.watch.attach_helpers import EXIT_S, Watch, watching
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 CLIENTS = 6
@@ -155,4 +155,4 @@ def test_headless_metrics_watch_of_an_unmodified_server(server: ApiServer, tmp_p
         print(json.dumps(busy), json.dumps(done), sep="\n")  # for the record (-s)
 
         watch.child.send_signal(signal.SIGINT)
-        assert watch.child.wait(15) == 0, watch.err.rest()
+        assert watch.child.wait(EXIT_S) == 0, watch.err.rest()
