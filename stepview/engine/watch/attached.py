@@ -132,7 +132,7 @@ class AttachedEngine:
         self._awaiting: set[str] = set()  # stepview ids sent via the API, no answer yet
         self._info = EngineInfo(model=f"vLLM server at {address}", attached=address)
         self._served: ServedModel | None = None  # the API's answer, handed over once
-        self._described = None if api is None else Descriptions(Detokenizer(api))
+        self._described = None if api is None else Descriptions(Detokenizer(api, clock))
         if api is not None:
             threading.Thread(
                 target=self._look_up_model, args=(api,), name="stepview-api-model", daemon=True

@@ -24,13 +24,15 @@ When the text is known:
   (it carries all the sample's token ids). The results file writes a request's record once,
   when it finishes, and a finished view never changes: the text has to be there by then.
   So a record that ends adopted requests is held unread until the server has answered for
-  them (their completions, and their prompt if it is still being asked), at most
-  :data:`HOLD_S` after the record was received. Steps are dated by when they happened
-  (the record's time), not when they were read, so holding costs the view a round trip of
-  lag, never wrong timings. Past :data:`HOLD_S` (a slow or lost server) the request
-  finishes without the text, and text coming later is dropped: a results record carries
-  the text only when it was known when the request finished. Every record is read once
-  either way, so no result is lost or written twice.
+  them (their completions, and their prompt if it is still being asked): :data:`HOLD_S`
+  after the record was received, and beyond that for as long as the server keeps answering
+  (an answer in each :data:`HOLD_S`: a busy server working through a burst, or a watch
+  starved of CPU), up to :data:`HOLD_MAX_S`. Steps are dated by when they happened (the
+  record's time), not when they were read, so holding costs the view a round trip of lag,
+  never wrong timings. Past that (a stalled or lost server) the request finishes without
+  the text, and text coming later is dropped: a results record carries the text only when
+  it was known when the request finished. Every record is read once either way, so no
+  result is lost or written twice.
 
 The text is vLLM's decoding: special tokens included (a prompt's BOS, a chat template's
 markers: what the model was given), as ``/detokenize`` has no ``skip_special_tokens``; a
@@ -44,7 +46,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -67,8 +69,10 @@ PROMPT = -1
 MAX_QUEUED = 256
 # Adopted requests followed at most (one whose end was never read is dropped oldest first).
 MAX_KEPT = 4096
-# How long a record that ends adopted requests waits for their text, from its reception.
+# How long a record that ends adopted requests waits for their text, from its reception ...
 HOLD_S = 1.0
+# ... and at most, while the server still answers a question in every HOLD_S.
+HOLD_MAX_S = 5.0
 
 Question = tuple[str, int]  # (stepview request id, PROMPT or sample index)
 
@@ -83,8 +87,10 @@ class Detokenizer:
     and the results would lose the text of every request of the burst.
     """
 
-    def __init__(self, api: ServerApi) -> None:
+    def __init__(self, api: ServerApi, clock: Callable[[], float]) -> None:
+        """``clock``: the attached engine's, the one records are held by."""
         self._api = api
+        self._clock = clock
         self._urgent: deque[tuple[Question, list[int]]] = deque()  # a held record's
         self._later: deque[tuple[Question, list[int]]] = deque()  # prompts of the others
         self._ready = threading.Condition()
@@ -96,6 +102,7 @@ class Detokenizer:
         # Questions the thread is done with (answered, failed or timed out), their answers
         # queued for :meth:`answers`: what a test waits on (written by the thread only).
         self.done = 0
+        self.answered_at: float | None = None  # when the thread was last done with one
 
     def ask(self, question: Question, token_ids: Sequence[int], *, urgent: bool = False) -> bool:
         """Queue a question (never waits); False when nothing is asked any more.
@@ -154,6 +161,7 @@ class Detokenizer:
                     return
                 question, token_ids = (self._urgent or self._later).popleft()
             self._answers.put((question, self._decode(token_ids)))
+            self.answered_at = self._clock()
             self.done += 1
 
     def _decode(self, token_ids: list[int]) -> str | None:
@@ -255,9 +263,15 @@ class Descriptions:
         return Wait(tuple(ending), now + HOLD_S)
 
     def ready(self, wait: Wait, now: float) -> bool:
-        """True when the record held by ``wait`` may be read."""
+        """True when the record held by ``wait`` may be read: its questions are answered,
+        or the server stalled (no answer in the last :data:`HOLD_S`), or it was held long
+        enough (see the module's docstring)."""
         if now >= wait.until:
-            return True
+            answered = self.detokenizer.answered_at
+            if answered is None or now - answered >= HOLD_S:
+                return True
+            if now >= wait.until - HOLD_S + HOLD_MAX_S:
+                return True
         self._collect()
         asked = self._asked
         for request_id in wait.request_ids:

@@ -208,17 +208,24 @@ class ServerApi:
         vLLM's ``POST /detokenize`` (``{"model", "tokens"}`` -> ``{"prompt": text}``)
         decodes special tokens too (it has no ``skip_special_tokens``). Calls are small and
         many, so one kept-alive connection serves them all; it is opened afresh after a
-        failure. Raises :class:`ApiError` (``status`` 404: no such endpoint, or model).
+        failure. The server closes a kept-alive connection that stays idle
+        (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, 5 s), and the first call after such a pause finds
+        it reset: that call is made once more on a new connection, as HTTP clients do with a
+        pooled connection (the call only reads). Raises :class:`ApiError` (``status`` 404:
+        no such endpoint, or model).
         """
         body = {"model": self.model().name, "tokens": list(token_ids)}
         conn = self._detokenizing
+        kept = conn is not None
         if conn is None:
             conn = self._detokenizing = self._connection(DETOKENIZE_TIMEOUT_S)
         try:
             answer = self._call(conn, "POST", "/detokenize", body)
-        except ApiError:
+        except ApiError as exc:
             conn.close()
             self._detokenizing = None
+            if kept and isinstance(exc.__cause__, ConnectionError):
+                return self.detokenize(token_ids)  # on a new connection: at most once more
             raise
         text = answer.get("prompt") if isinstance(answer, dict) else None
         if not isinstance(text, str):

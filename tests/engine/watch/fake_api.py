@@ -34,8 +34,11 @@ class FakeApi:
     token lists decoded.
 
     ``release`` holds completions' answers; ``decoding`` holds ``/detokenize`` answers
-    (set: answered at once); ``has_detokenize`` False plays a server without that route;
-    ``detokenize_status`` other than 200 answers with that error.
+    (set: answered at once), and ``one_by_one``, when given, lets them through one per
+    ``release()``; ``has_detokenize`` False plays a server without that route;
+    ``detokenize_status`` other than 200 answers with that error; ``hang_up`` closes each
+    connection right after a ``/detokenize`` answer without saying so, as uvicorn closes a
+    kept-alive connection that stayed idle.
     """
 
     def __init__(self) -> None:
@@ -47,6 +50,8 @@ class FakeApi:
         self.decoding.set()
         self.has_detokenize = True
         self.detokenize_status = 200
+        self.hang_up = False
+        self.one_by_one: threading.Semaphore | None = None
         self.refuse: str | None = None
         self.answer: dict[str, Any] = {}
         self.api_key: str | None = None  # set: /v1 routes want it, as vLLM's --api-key does
@@ -111,6 +116,8 @@ class FakeApi:
 
             def _detokenize(self, body: dict[str, Any]) -> None:
                 api.decoding.wait()
+                if api.one_by_one is not None:
+                    api.one_by_one.acquire()
                 api.detokenized.append(list(body["tokens"]))
                 if body.get("model") not in (None, MODEL):
                     message = f"The model `{body['model']}` does not exist."
@@ -120,6 +127,7 @@ class FakeApi:
                     self._send(status, _error("it went wrong", "InternalServerError", status))
                 else:
                     self._send(200, {"prompt": fake_text(body["tokens"])})
+                self.close_connection = api.hang_up
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -13,6 +13,7 @@ after it: nothing depends on the machine's speed.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
@@ -22,7 +23,7 @@ from stepview.engine.records.facts import EndedFacts, split_internal_id
 from stepview.engine.watch import server_api
 from stepview.engine.watch.adopting import short_id
 from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.detokenize import HOLD_S, Descriptions
+from stepview.engine.watch.detokenize import HOLD_MAX_S, HOLD_S, Descriptions
 from stepview.engine.watch.server_api import ServerApi
 from stepview.files.records import request_record
 from stepview.model.snapshot import RequestView
@@ -296,3 +297,51 @@ def test_what_a_held_record_waits_for_is_asked_before_other_prompts(
         [7, 8],  # D's completion
         list(range(100, 102)),  # C's prompt, after all that
     ]
+
+
+def test_a_connection_the_server_closed_while_idle_is_opened_again(
+    api: ServerApi, fake_api: FakeApi
+) -> None:
+    """vLLM's server closes a kept-alive connection after 5 s idle, and the next call finds
+    it reset. Seen in a busy run: a completion decoded more than 5 s after its prompt lost
+    its text. That call is made again, once, on a new connection."""
+    fake_api.hang_up = True
+    assert api.detokenize([1, 2]) == fake_text([1, 2])
+    assert api.detokenize([3]) == fake_text([3])  # on the connection the server closed
+    assert fake_api.detokenized == [[1, 2], [3]]
+
+
+def test_a_record_is_held_while_the_server_keeps_answering_up_to_a_bound(
+    server: Server,
+    engine: AttachedEngine,
+    fake_api: FakeApi,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy server (or a watch starved of CPU) answers slowly but steadily: the record
+    that ends three requests waits past :data:`HOLD_S` while answers keep coming, and no
+    longer than :data:`HOLD_MAX_S`. Before, two answers 0.9 s apart lost every text."""
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 60.0)  # late, never timed out
+    fake_api.one_by_one = gate = threading.Semaphore(0)
+    detokenizer = described(engine).detokenizer
+    watcher = Watcher(engine)
+    ids = (A, C, D)
+    server.send(record(1, *(request(i, prompt=3, outputs=1, new=[7]) for i in ids)))
+    watcher.step()
+    ends = [EndedFacts(i, 2, [7, 8], "length") for i in ids]
+    server.send(record(2, idle=True, finished=list(ids), ended=ends))
+    # Received at clock.now and held: six questions (three prompts hurried, three completions).
+    wait_until(lambda: not engine.has_unfinished() and len(engine._backlog) == 1)
+    step = 0.9 * HOLD_S
+    for answered in range(1, 6):  # five answers, each within HOLD_S of the last
+        clock.now += step
+        gate.release()
+        wait_until(lambda n=answered: detokenizer.done == n)
+        assert not engine.has_unfinished(), f"released after {answered} answers"
+    clock.now += HOLD_MAX_S - 5 * step  # the sixth has not come: held long enough
+    watcher.step()
+    done = watcher.finished()
+    texts = [(done[k].prompt, done[k].completions[0].text) for k in ("01234567", "aaaabbbb")]
+    assert texts == [(fake_text(range(100, 103)), fake_text([7, 8]))] * 2
+    last = done["11112222"]  # its completion was the sixth question
+    assert (last.prompt, last.completions[0].text) == (fake_text(range(100, 103)), "")
