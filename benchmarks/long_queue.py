@@ -34,7 +34,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tmux_pane import Tmux, stepview_command
-from vllm_server import MODEL_NAME, ApiServer, complete, free_port, server_command, server_env
+
+from stepview.testing.vllm_server import (
+    MODEL_NAME,
+    ApiServer,
+    complete,
+    free_port,
+    server_command,
+    server_env,
+)
 
 BEHIND = "stepview_view_behind_seconds"
 POLL_S = 0.25

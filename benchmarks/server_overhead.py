@@ -39,7 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tmux_pane import Tmux, stepview_command
-from vllm_server import (
+
+from stepview.testing.vllm_server import (
     ApiServer,
     complete,
     free_port,

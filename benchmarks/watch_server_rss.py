@@ -28,8 +28,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
 from stepview.engine.own.tiny_model import ensure_tiny_model
+from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
 
 CLIENTS = 3
 PROMPTS = ["The ship sailed at dawn", "Write a list of ten colours", "Tell me about the sea"]

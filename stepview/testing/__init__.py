@@ -1,4 +1,4 @@
-"""Test doubles and fixed scenes: for the tests, the README's screenshots and the UI benchmark.
+"""Test doubles, fixed scenes and a real server: for the tests, screenshots and benchmarks.
 
 ``fake_engine``
     a deterministic engine with vLLM's scheduling policy in miniature, which writes the record
@@ -10,8 +10,12 @@
 ``fleet_scene``
     a fixed fleet of four servers (overloaded, two ranks, one down) for the fleet screen's
     picture.
+``vllm_server``
+    vLLM's real API server on the demo model with stepview's plug-in, as the README starts it,
+    for the real-server tests and the server benchmarks; killed whole, whatever happens.
 
 Nothing a real run uses imports this package (import-linter checks it). The SVG snapshot
 tests and ``scripts/screenshots.py`` draw the same scenes, so a README picture changes only
-when the UI does. No engine and no clock: the same scene draws the same screen anywhere.
+when the UI does. The scenes need no engine and no clock: the same scene draws the same
+screen anywhere (only ``vllm_server`` starts a real engine, in a server of its own).
 """

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchmarks import vllm_server
-from benchmarks.vllm_server import ApiServer, free_port
+from stepview.testing import vllm_server
+from stepview.testing.vllm_server import ApiServer, free_port
 
 # A "server" that starts a child (the engine core's place) and never answers.
 SILENT = (

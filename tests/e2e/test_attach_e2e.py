@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.vllm_server import (
+from stepview.engine.watch.watched_core import LEFT
+from stepview.testing.vllm_server import (
     MODEL_NAME,
     ApiServer,
     complete,
@@ -31,7 +32,6 @@ from benchmarks.vllm_server import (
     server_command,
     server_env,
 )
-from stepview.engine.watch.watched_core import LEFT
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import STEPVIEW
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
 from tests.engine.watch.attach_helpers import watching
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.vllm_server import ApiServer, free_port, server_command, server_env
 from stepview.engine.records.curve import make_keys
+from stepview.testing.vllm_server import ApiServer, free_port, server_command, server_env
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 KEY = "sk-stepview-test-5e1f"

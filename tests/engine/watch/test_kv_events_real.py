@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
 from tests.engine.watch.attach_helpers import EXIT_S, watching
 from tests.engine.watch.test_metrics_attach_real import next_record
 

