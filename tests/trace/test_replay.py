@@ -193,10 +193,9 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
 ) -> None:
     path = tmp_path / "big.jsonl"
     write_trace(path, paced_snapshots(60_000, seconds_apart=0.001))
-    # A slow disk: loading takes 600 chunks x 2 ms or more, whatever the speed of the parser
-    # (the sleep is the disk's pace, part of what is tested: stop() lands while it reads).
-    # It stalls at the tenth chunk until the test has looked, so "not loaded yet" is a state
-    # the test holds, not a race with the parser.
+    # A disk that stalls: the file is read in 600 chunks of 100 lines, and the tenth waits until
+    # the test lets it go, so "playing, not loaded yet" is a state the test holds, not a race
+    # with the parser; and the chunks read tell whether stop() waited for the rest of the file.
     monkeypatch.setattr("stepview.trace.replay.LOAD_CHUNK", 100)
     read = TraceReader.read
     stalled, go_on = threading.Event(), threading.Event()
@@ -207,8 +206,7 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
         chunks += 1
         if chunks == 10:
             stalled.set()
-            go_on.wait(30)
-        time.sleep(0.002)
+            go_on.wait(60)
         return read(self, max_lines)
 
     monkeypatch.setattr(TraceReader, "read", slow_read)
@@ -222,11 +220,18 @@ def test_replay_source_reads_a_big_trace_while_playing_and_stops_at_once(
         status = source.status
         assert not status.loaded
         assert 0 < status.count < 60_000
+        stopper = threading.Thread(target=source.stop, kwargs={"timeout": 60})
+        stopper.start()
+        # The stalled chunk goes on only once stop() has asked the thread to end, so whether
+        # another chunk is read after it says whether stopping waits for the rest of the file.
+        assert source._stopping.wait(30)
+        go_on.set()
+        stopper.join(60)  # a failsafe: stop() returns when the replay thread has ended
+        assert not stopper.is_alive() and not source.alive
+        assert chunks == 10  # the chunk under way when stop() came, and not one after it
     finally:
         go_on.set()
-        started = time.monotonic()
         source.stop()
-        assert time.monotonic() - started < 1.0
     assert not source.alive
 
 
