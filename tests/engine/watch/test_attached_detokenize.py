@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar, cast
 
 import pytest
 
@@ -36,6 +36,8 @@ B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
 C = "cmpl-aaaabbbbccccdddd-0-01234567"
 D = "cmpl-1111222233334444-0-01234567"
 LOGGER = "stepview.engine.watch.detokenize"
+FAILSAFE_S = 60.0  # far beyond any step, far below the server timeout a waiting step would wait
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -183,6 +185,30 @@ def test_a_server_that_does_not_answer_in_time_leaves_token_counts(
     assert "timed out" in logged
 
 
+def returns_while_held(fake_api: FakeApi, call: Callable[[], T]) -> T:
+    """``call()``, which must return while the fake still holds ``/detokenize``'s answer: the
+    test lets it go only afterwards, so a call that waited for the server would wait until
+    the server's timeout (10 minutes here). The join's bound is only a failsafe."""
+    assert not fake_api.decoding.is_set()
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="step-under-test", daemon=True)
+    thread.start()
+    thread.join(FAILSAFE_S)
+    assert not thread.is_alive(), "a step waited for the server's answer"
+    assert not fake_api.decoding.is_set()  # the answer was still held when it returned
+    ((returned, value),) = outcome
+    if not returned:
+        raise cast(BaseException, value)
+    return cast(T, value)
+
+
 def test_a_slow_server_never_holds_a_step_up(
     server: Server,
     engine: AttachedEngine,
@@ -190,39 +216,42 @@ def test_a_slow_server_never_holds_a_step_up(
     clock: Clock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 60.0)  # late, never timed out
+    monkeypatch.setattr(server_api, "DETOKENIZE_TIMEOUT_S", 600.0)  # late, never timed out
     fake_api.decoding.clear()  # /detokenize answers when the test says
     watcher = Watcher(engine)
 
-    def quick(call: object) -> object:
-        assert callable(call)
-        started = time.monotonic()
-        value = call()
-        assert time.monotonic() - started < 1.0, "a step waited for the server"
-        return value
+    def step() -> None:
+        returns_while_held(fake_api, watcher.step)
 
     server.send(record(1, request(A, prompt=4, outputs=1, new=[7])))
-    quick(watcher.step)
+    step()
     wait_until(lambda: fake_api.posts.count("/detokenize") == 1)  # the server has it
     server.send(record(2, request(A, prompt=4, outputs=2, new=[8])))
-    quick(watcher.step)  # never waits for a prompt's text
+    step()  # never waits for a prompt's text
     assert watcher.active()["01234567"].prompt == "(4 prompt tokens)"
 
     ended = EndedFacts(A, 3, [7, 8, 9], "length")
     server.send(record(3, idle=True, finished=[A], ended=[ended]))
     # Held for its completion's text, without waiting: nothing to report yet.
-    wait_until(lambda: not quick(engine.has_unfinished) and len(engine._backlog) == 1)
+    wait_until(
+        lambda: (
+            not returns_while_held(fake_api, engine.has_unfinished) and len(engine._backlog) == 1
+        )
+    )
     clock.now += HOLD_S  # no answer in time: it finishes without the text
-    quick(watcher.step)
+    step()
     done = watcher.finished()["01234567"]
     assert (done.prompt, done.completions[0].text) == ("(4 prompt tokens)", "")
     assert list(done.completions[0].token_ids) == [7, 8, 9]
 
     fake_api.decoding.set()  # the prompt's answer comes late: dropped, the view stays
     wait_until(lambda: described(engine).detokenizer.done == 1)
+    fake_api.decoding.clear()  # held again, for the next request's prompt
     server.send(record(4, request(C, prompt=2, outputs=1, new=[1])))
-    quick(watcher.step)
+    step()
     assert watcher.finished()["01234567"] is done
+    wait_until(lambda: fake_api.posts.count("/detokenize") == 2)  # the server has C's prompt
+    fake_api.decoding.set()
     wait_until(lambda: described(engine).detokenizer.done == 2)
     # The completion's question, still queued when the request ended, was never asked.
     assert fake_api.detokenized == [list(range(100, 104)), list(range(100, 102))]
