@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -143,9 +142,13 @@ def test_sigterm_mid_run_exits_cleanly_with_whole_lines(tmp_path: Path) -> None:
     first = proc.stdout.readline()  # blocks until the first request finished
     assert json.loads(first)["state"] == "finished"
     proc.send_signal(signal.SIGTERM)
-    start = time.monotonic()
-    out, err = proc.communicate(timeout=10)
-    assert time.monotonic() - start < 5
+    try:
+        # A failsafe only: a run that ignored SIGTERM would finish all 400 and fail below.
+        out, err = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.returncode == 1
     assert "interrupted" in err
     printed = [json.loads(x) for x in [first, *out.splitlines()]]  # every line is whole JSON
@@ -157,6 +160,7 @@ def test_sigterm_mid_run_exits_cleanly_with_whole_lines(tmp_path: Path) -> None:
     unfinished = saved[len(done) :]
     assert len(saved) == 400 and all(r["state"] == "unfinished" for r in unfinished)
     assert f"({len(unfinished)} unfinished requests, recorded in {results})" in err
+    # Promptly: it stopped in the middle of requests under way, not after finishing them.
     assert any(r["completions"] and r["completions"][0]["token_ids"] for r in unfinished)
 
 
@@ -192,16 +196,19 @@ def test_reader_going_away_stops_at_once_quietly_keeping_the_results(tmp_path: P
     assert proc.stdout is not None and proc.stderr is not None
     first = json.loads(proc.stdout.readline())  # what head -1 reads, then it goes away
     proc.stdout.close()
-    closed = time.monotonic()
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=30)
-    assert time.monotonic() - closed < 5
+    try:
+        # A failsafe only: a run that kept going would finish all 30 and fail below.
+        err = proc.communicate(timeout=600)[1].decode()
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     assert proc.returncode == 141
     assert err == ""
     saved = [json.loads(line) for line in results.read_text().splitlines()]
     assert saved[0]["id"] == first["id"] and len(saved) == 30
     assert sorted(r["id"] for r in saved) == sorted(f"r{i}" for i in range(30))
-    assert {r["state"] for r in saved} == {"finished", "unfinished"}
+    assert {r["state"] for r in saved} == {"finished", "unfinished"}  # at once: not run out
     assert "Traceback" not in (tmp_path / "log.txt").read_text()
     header = json.loads(trace.read_text().splitlines()[0])
     assert header["engine_args"]["max_num_seqs"] == 2
