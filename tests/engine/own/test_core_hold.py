@@ -106,7 +106,7 @@ def test_pause_and_single_step_hold_a_core_in_its_own_process(
         # and the core makes none either, however long it is held: the hold is what is
         # tested (its records' times say below that nothing came from it).
         assert went_round(driver).step == 0
-        time.sleep(1.0)
+        time.sleep(1.0)  # the hold under test: the window in which the core must not step
 
         # Each single step: the core makes one step, and the driver shows it.
         marks = []  # when each single step was asked for, then when the run was resumed
