@@ -25,7 +25,7 @@ request; its cost is printed apart). The last line is ``scaling: capture_us=A,B,
 publish_us=... view_us=... watch_us=... driver_us=...`` (the four sizes in order); the line
 before it, each size's share of a step.
 
-Usage: ``python benchmarks/capture_cost.py [--requests 64,512,2048,8192] [--max-tokens 16]``
+Usage: ``python -m benchmarks capture_cost [--requests 64,512,2048,8192] [--max-tokens 16]``
 (``--quick``: 16 requests only, for a smoke test); run it with nothing else heavy on the
 machine (``flock /tmp/stepview-engine.lock ...`` on a shared one).
 """
@@ -37,15 +37,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from benchmarks.children import child_env, module_command
 from benchmarks.workload import BENCH_ENV, workload
 
 SIZES = (64, 512, 2048, 8192)
@@ -191,9 +189,11 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
 
 def _child(requests: int, max_tokens: int) -> dict[str, Any]:
     """One size in a fresh process (one engine per process; memory and caches start fresh)."""
-    env = {**os.environ, **BENCH_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = child_env({**os.environ, **BENCH_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
     done = subprocess.run(
-        [sys.executable, __file__, "--one", str(requests), "--max-tokens", str(max_tokens)],
+        module_command(
+            "benchmarks.capture_cost", "--one", str(requests), "--max-tokens", str(max_tokens)
+        ),
         capture_output=True,
         text=True,
         env=env,

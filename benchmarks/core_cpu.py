@@ -29,13 +29,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from workload import BENCH_ENV, CHILD_TIMEOUT_S, POLL_S, workload, write_workload
+from benchmarks.children import child_env, module_command
+from benchmarks.workload import BENCH_ENV, CHILD_TIMEOUT_S, POLL_S, workload, write_workload
 
 VARIANTS = ("bare", "driver@mp")
 
@@ -120,8 +120,10 @@ def _until(condition: Callable[[], bool], driver: object) -> None:
 
 def run_child(variant: str, workload_path: Path, workdir: Path) -> dict[str, float]:
     """One fresh process for ``variant``; what it measured."""
-    env = {**os.environ, **BENCH_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
-    command = [sys.executable, __file__, "--child", variant, str(workload_path), str(workdir)]
+    env = child_env({**os.environ, **BENCH_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"})
+    command = module_command(
+        "benchmarks.core_cpu", "--child", variant, str(workload_path), str(workdir)
+    )
     done = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False
     )

@@ -48,7 +48,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from overhead_runs import (
+from benchmarks.overhead_runs import (
     MULTIPROCESSING_ENV,
     Measurement,
     child_main,
@@ -56,8 +56,7 @@ from overhead_runs import (
     run_child,
     run_tui,
 )
-from workload import BENCH_ENV, workload, write_workload
-
+from benchmarks.workload import BENCH_ENV, workload, write_workload
 from stepview.engine.own.environment import DEFAULT_MULTIPROCESSING
 
 BASE_VARIANTS = ("bare", "bare-inproc", "driver", "driver+record", "tui")

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stepview.cli_watch import FLIGHT_MAX_MB
 from stepview.engine.driver.loop import Driver
@@ -84,11 +82,11 @@ def measure(batch: int, steps: int, folder: Path) -> tuple[float, float]:
     return per_step, statistics.median(times[warm:]) / 1000
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = (8, 16) if args.quick else (64, 1000)
     steps = 40 if args.quick else args.steps
     figures: dict[int, tuple[float, float]] = {}
@@ -110,7 +108,8 @@ def main() -> None:
         f"flight_size: mb_per_min_{small}={mb[small]:.1f} mb_per_min_{big}={mb[big]:.1f} "
         f"us_per_step_{small}={figures[small][1]:.0f} us_per_step_{big}={figures[big][1]:.0f}"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

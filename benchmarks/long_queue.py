@@ -33,8 +33,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from tmux_pane import Tmux, stepview_command
-
+from benchmarks.tmux_pane import Tmux, stepview_command
 from stepview.testing.vllm_server import (
     MODEL_NAME,
     ApiServer,

@@ -12,15 +12,14 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tmux_pane import Tmux, count_lines, stepview_command, wait_for
-from workload import CHILD_TIMEOUT_S, POLL_S
-
+from benchmarks.children import child_env, module_command
+from benchmarks.tmux_pane import Tmux, count_lines, stepview_command, wait_for
+from benchmarks.workload import CHILD_TIMEOUT_S, POLL_S
 from stepview.engine.driver import run_stats
 from stepview.files.prompts_file import read_prompts
 from stepview.model.commands import AddRequest
@@ -198,19 +197,13 @@ def child_main(variant: str, workload_path: Path, workdir: Path) -> None:
 
 def run_child(variant: str, workload_path: Path, workdir: Path, env: dict[str, str]) -> Measurement:
     """One driver or bare variant in a fresh process (one vLLM engine per process)."""
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve().with_name("engine_overhead.py")),
-        "--child",
-        variant,
-        "--workload",
-        str(workload_path),
-        "--workdir",
-        str(workdir),
-    ]
+    command = module_command(
+        "benchmarks.engine_overhead",
+        *("--child", variant, "--workload", str(workload_path), "--workdir", str(workdir)),
+    )
     done = subprocess.run(
         command,
-        env=env_for(env, variant),
+        env=child_env(env_for(env, variant)),
         capture_output=True,
         text=True,
         timeout=CHILD_TIMEOUT_S,

@@ -38,8 +38,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tmux_pane import Tmux, stepview_command
-
+from benchmarks.tmux_pane import Tmux, stepview_command
 from stepview.testing.vllm_server import (
     ApiServer,
     complete,

@@ -30,7 +30,6 @@ import pty
 import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import termios
 import threading
@@ -41,7 +40,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ui_scale_source import HISTORY_SIZE, SPECS, ScriptedSource, build_snapshots, prompt_text
+from benchmarks.children import child_env, module_command
+from benchmarks.ui_scale_source import (
+    HISTORY_SIZE,
+    SPECS,
+    ScriptedSource,
+    build_snapshots,
+    prompt_text,
+)
 
 SIZE = (120, 40)
 WARMUP_S = 1.5  # first frames (layout of 11,000 rows) before the measured window opens
@@ -197,18 +203,14 @@ def _in_pty(command: list[str], env: dict[str, str], timeout: float) -> Reads:
 
 
 def _child(mode: str, args: argparse.Namespace, out: Path) -> tuple[dict[str, Any], Reads]:
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--child",
-        mode,
-        "--out",
-        str(out),
+    command = module_command(
+        "benchmarks.ui_scale",
+        *("--child", mode, "--out", str(out)),
         *("--running", str(args.running), "--waiting", str(args.waiting)),
         *("--finished", str(args.finished), "--snapshots", str(args.snapshots)),
         *("--rate", str(args.rate)),
-    ]
-    env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    )
+    env = child_env({**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"})
     reads = _in_pty(command, env, timeout=600)
     return json.loads(out.read_text()), reads
 

@@ -31,12 +31,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records.facts import (
@@ -201,12 +200,12 @@ def rss_mb(process: psutil.Process) -> float:
     return process.memory_info().rss / 2**20
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--tokens-per-step", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="2 000 requests: a smoke test")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     total = 2000 if args.quick else args.requests
     marks = [total // 100, total // 10, total]
     with tempfile.TemporaryDirectory(prefix="stepview-soak-") as tmp:
@@ -278,7 +277,8 @@ def main() -> None:
         f"watch_memory: rss_mb_{label(marks[0])}={a:.1f} rss_mb_{label(marks[1])}={b:.1f} "
         f"rss_mb_{label(marks[2])}={c:.1f}"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -22,11 +22,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stepview.engine.own.tiny_model import ensure_tiny_model
 from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
@@ -52,11 +51,11 @@ def clients(port: int, stop: threading.Event, done: list[int]) -> list[threading
     return [threading.Thread(target=client, args=(n,), daemon=True) for n in range(CLIENTS)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="one minute: a smoke test")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     minutes = 1 if args.quick else args.minutes
     work = Path(tempfile.mkdtemp(prefix="stepview-rss-"))
     port, publish = free_port(), f"ipc://{work}/facts.sock"
@@ -123,7 +122,8 @@ def main() -> None:
         f"rss_mb_last={rss[-1]:.1f} rss_mb_max={max(rss):.1f} "
         f"flight={'ok' if recorded else 'missing'}"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -2,7 +2,8 @@
 
 Only the shape of the output is checked, never a timing: CI machines are shared and a timed
 assertion would fail for reasons that have nothing to do with the change under test. The
-figures themselves are for people (``benchmarks/*.py`` without ``--quick``; README).
+figures themselves are for people (``python -m benchmarks NAME`` without ``--quick``; README).
+Each runs as a user runs it, ``python -m benchmarks NAME --quick`` from the repository root.
 """
 
 from __future__ import annotations
@@ -11,24 +12,26 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.helpers import ROOT
+
 NUMBER = r"\d+(?:\.\d+)?"
 
 
-def run_quick(script: str, timeout: float) -> list[str]:
-    """Run ``benchmarks/<script> --quick``; its stdout lines (fails on a non-zero exit)."""
+def run_quick(name: str, timeout: float) -> list[str]:
+    """Run ``python -m benchmarks NAME --quick`` from the repository root; its stdout lines
+    (fails on a non-zero exit)."""
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        [sys.executable, "-m", "benchmarks", name, "--quick"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
-    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     return done.stdout.splitlines()
 
 
@@ -42,7 +45,7 @@ def assert_has_line(lines: list[str], pattern: str) -> None:
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the tui variant runs stepview in tmux")
 def test_engine_overhead_quick() -> None:
-    lines = run_quick("engine_overhead.py", timeout=240)
+    lines = run_quick("engine_overhead", timeout=240)
     for variant in ("bare", "bare-inproc", "driver", "driver+record", "tui"):
         figures = rf"{re.escape(variant)}\s+(?:{NUMBER}\s+){{6}}{NUMBER}%\s+{NUMBER}"
         assert_has_line(lines, figures)
@@ -66,7 +69,7 @@ def test_engine_overhead_quick() -> None:
 
 
 def test_ui_scale_quick() -> None:
-    lines = run_quick("ui_scale.py", timeout=180)
+    lines = run_quick("ui_scale", timeout=180)
     ms = rf"p50={NUMBER}ms p95={NUMBER}ms max={NUMBER}ms"
     assert_has_line(lines, rf"snapshot-to-screen: {ms} \(n=\d+\)")
     assert_has_line(lines, rf"publish-to-screen: {ms} \(incl\. poll wait\)")
@@ -85,7 +88,7 @@ def test_ui_scale_quick() -> None:
     shutil.which("tmux") is None, reason="the attached variant runs stepview in tmux"
 )
 def test_server_overhead_quick() -> None:
-    lines = run_quick("server_overhead.py", timeout=600)
+    lines = run_quick("server_overhead", timeout=600)
     for variant in ("alone", "plugin", "attached"):
         assert_has_line(lines, rf"{variant}\s+median\s+{NUMBER} tok/s\s+\({NUMBER}\)")
     assert re.fullmatch(rf"ratios: plugin/alone={NUMBER} attached/alone={NUMBER}", lines[-1])
@@ -93,7 +96,7 @@ def test_server_overhead_quick() -> None:
 
 @pytest.mark.engine
 def test_capture_cost_quick() -> None:
-    lines = run_quick("capture_cost.py", timeout=240)
+    lines = run_quick("capture_cost", timeout=240)
     per_step = rf"{NUMBER} \({NUMBER}%\)"
     assert_has_line(lines, rf"\s+16\s+{NUMBER}\s+{per_step}(\s+{per_step}){{4}}")
     assert_has_line(lines, rf"the first, full record .*: 16: {NUMBER} ms")
@@ -103,7 +106,7 @@ def test_capture_cost_quick() -> None:
 
 
 def test_flight_size_quick() -> None:
-    lines = run_quick("flight_size.py", timeout=120)
+    lines = run_quick("flight_size", timeout=120)
     per_batch = (
         rf"\s*\d+ decoding: +{NUMBER} KB/step, +{NUMBER} us/step to encode, +{NUMBER} MB/min"
     )
@@ -117,7 +120,7 @@ def test_flight_size_quick() -> None:
 
 def test_watch_memory_quick() -> None:
     """No vLLM: a synthetic core publishes, the watch subscribes (the quick loop runs it)."""
-    lines = run_quick("watch_memory.py", timeout=300)
+    lines = run_quick("watch_memory", timeout=300)
     assert_has_line(lines, rf" +2000 requests  rss +{NUMBER} MB +\d+ s")
     assert_has_line(lines, r"exit code 0; 2000 requests in the results file")
     assert re.fullmatch(
@@ -127,7 +130,7 @@ def test_watch_memory_quick() -> None:
 
 @pytest.mark.engine
 def test_watch_server_rss_quick() -> None:
-    lines = run_quick("watch_server_rss.py", timeout=600)
+    lines = run_quick("watch_server_rss", timeout=600)
     assert_has_line(lines, rf"minute +1: watch rss +{NUMBER} MB, \d+ requests")
     assert_has_line(lines, r"watch exit code 0; \d+ requests in its results file; files in .*")
     assert re.fullmatch(
@@ -139,7 +142,7 @@ def test_watch_server_rss_quick() -> None:
 
 @pytest.mark.engine
 def test_core_cpu_quick() -> None:
-    lines = run_quick("core_cpu.py", timeout=300)
+    lines = run_quick("core_cpu", timeout=300)
     for variant in ("bare", "driver@mp"):
         assert_has_line(
             lines,
@@ -153,7 +156,7 @@ def test_core_cpu_quick() -> None:
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the attached rounds run stepview in tmux")
 def test_long_queue_quick() -> None:
-    lines = run_quick("long_queue.py", timeout=600)
+    lines = run_quick("long_queue", timeout=600)
     assert_has_line(
         lines,
         rf"  pair 1: plugin {NUMBER} tok/s, attached {NUMBER} tok/s \(ratio {NUMBER}\); "

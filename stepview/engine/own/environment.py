@@ -35,8 +35,8 @@ DEFAULT_MULTIPROCESSING = "0"
 """stepview's default for ``VLLM_ENABLE_V1_MULTIPROCESSING`` when the user sets none: "0" keeps
 the engine core in stepview's process, "1" gives it its own (vLLM's default). Both show every
 request's state (the scheduler plug-in reports either way); the default is whichever the
-benchmark (``benchmarks/engine_overhead.py --modes mp``) shows costs the engine less with the
-TUI running: in-process on the 2-core machine it was measured on (tui 2161-2445 tok/s against
+benchmark (``python -m benchmarks engine_overhead --modes mp``) shows costs the engine less with
+the TUI running: in-process on the 2-core machine it was measured on (tui 2161-2445 tok/s against
 tui@mp 1960-2415; the README's Performance section)."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,0 +1,79 @@
+"""What stepview costs, measured side by side: ``python -m benchmarks NAME [args...]``.
+
+Run from the repository root (``python -m`` finds this package on the path, and the root is
+on it only as the current directory); ``python -m benchmarks --list`` names them all. None
+is a timed test: each prints its figures, and ``tests/bench/`` checks only that each runs
+(``--quick``, or smaller) and prints its lines in the format below. The benchmarks that start
+an engine take the machine to themselves: run them alone (``flock
+/tmp/stepview-engine.lock ...`` on a shared one). Each module's docstring says what it
+measures, how, and why it is counted that way.
+
+The benchmarks, and the last line each prints:
+
+``engine_overhead``
+    vLLM's bare loop against stepview's driver, driver + recording and the full TUI in tmux,
+    on one seeded workload: ``ratios: driver/bare=X tui/bare=Y``.
+``core_cpu``
+    the CPU time stepview's plug-in adds to an engine core in its own process, in interleaved
+    pairs: ``core cpu: driver@mp/bare=X (median of N pairs)``.
+``capture_cost``
+    stepview's work per engine step (capture, publish, view, watch, driver) with 64 to 8 192
+    requests held: ``scaling: capture_us=A,B,C,D publish_us=... view_us=... watch_us=...
+    driver_us=...``.
+``server_overhead``
+    vLLM's API server's throughput alone, with the plug-in, and with ``stepview --attach``
+    watching: ``ratios: plugin/alone=X attached/alone=Y``.
+``long_queue``
+    a real server holding thousands of waiting requests, watched: how far behind the view
+    falls and what it costs: ``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z``.
+``ui_scale``
+    the TUI with 1 000 running and 10 000 finished requests on a real terminal (no vLLM):
+    one labelled line per figure, ``history: N bytes per request per step (...)`` last.
+``flight_size``
+    the flight recorder's bytes per minute and encoding time per step by batch size, on the
+    fake engine (no vLLM): ``flight_size: mb_per_min_64=A mb_per_min_1000=B
+    us_per_step_64=C us_per_step_1000=D``.
+``watch_memory``
+    an attached headless watch fed a million requests by a synthetic core (no vLLM), its
+    memory as they pass: ``watch_memory: rss_mb_10k=A rss_mb_100k=B rss_mb_1m=C``.
+``watch_server_rss``
+    an attached headless watch beside a real server under a steady load, its memory by
+    minute: ``watch_server_rss: minutes=M requests=N rss_mb_first=A rss_mb_last=B
+    rss_mb_max=C flight=ok|missing``.
+
+What they share (not runnable on their own):
+
+``workload``
+    the seeded workload and the environment the engine benchmarks run it under: their figures
+    compare only if they measure the same work.
+``overhead_runs``
+    one run of one ``engine_overhead`` variant: the child processes and the TUI in tmux.
+``tmux_pane``
+    stepview in a private tmux server, as a user runs it.
+``ui_scale_source``
+    the prepared snapshots ``ui_scale`` publishes at a fixed rate.
+``children``
+    how a benchmark starts a fresh Python (``python -m benchmarks.x``, the root on
+    ``PYTHONPATH``), so it runs from any directory.
+``__main__``
+    the ``python -m benchmarks`` command.
+
+vLLM's API server the server benchmarks start is :mod:`stepview.testing.vllm_server`, shared
+with the real-server tests.
+"""
+
+from __future__ import annotations
+
+BENCHMARKS = (
+    "capture_cost",
+    "core_cpu",
+    "engine_overhead",
+    "flight_size",
+    "long_queue",
+    "server_overhead",
+    "ui_scale",
+    "watch_memory",
+    "watch_server_rss",
+)
+"""The modules ``python -m benchmarks NAME`` runs (each has ``main(argv) -> int``); the rest
+of the package is what they share."""
