@@ -17,6 +17,9 @@ and every figure below is the UI's own:
   run, since tracing slows everything down);
 * history: bytes that one request costs per step kept in the driver's history
   (``Driver(history_size=...)``, on the deterministic fake engine: no vLLM needed).
+
+``--quick`` prints the same lines at a small size (50 running, 500 finished, 60 snapshots, a
+history run of 16 requests): a smoke test of the plumbing in ~15 s, not a figure at scale.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ from benchmarks.ui_scale_source import (
 SIZE = (120, 40)
 WARMUP_S = 1.5  # first frames (layout of 11,000 rows) before the measured window opens
 Reads = list[tuple[float, int]]  # (time, bytes) of each read from the terminal
+QUICK = {"running": 50, "waiting": 10, "finished": 500, "snapshots": 60}
+"""``--quick``'s sizes: every line printed, at a size that says nothing about scale."""
+QUICK_HISTORY = (16, 16)  # requests, max_tokens of the history run with --quick
 
 
 # -- the child: the app in the pty -------------------------------------------------------------
@@ -280,15 +286,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--finished", type=int, default=10_000)
     parser.add_argument("--snapshots", type=int, default=300, help="snapshots published")
     parser.add_argument("--rate", type=float, default=100.0, help="snapshots per second")
-    parser.add_argument("--quick", action="store_true", help="CI smoke: 60 snapshots")
+    small = ", ".join(f"{value} {name}" for name, value in QUICK.items())
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke test: every line at a small size ({small}; flags given win), not at scale",
+    )
     parser.add_argument("--child", choices=("ui", "memory"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         args.out.write_text(json.dumps(run_app_child(args)))
         return 0
-    if args.quick:
-        args.snapshots = 60
+    if args.quick:  # building and laying out 11 000 requests was most of a 50 s smoke test
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args(argv)
     print(
         f"ui_scale: {args.running} running, {args.waiting} waiting, {args.finished} finished; "
         f"{args.snapshots} snapshots at {args.rate:.0f}/s into a {SIZE[0]}x{SIZE[1]} pty",
@@ -297,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="stepview-ui-scale-") as tmp:
         ui, reads = _child("ui", args, Path(tmp) / "ui.json")
         memory, _ = _child("memory", args, Path(tmp) / "memory.json")
-    report(ui, reads, memory, history_bytes())
+    report(ui, reads, memory, history_bytes(*QUICK_HISTORY) if args.quick else history_bytes())
     return 0
 
 

@@ -3,7 +3,9 @@
 Only the shape of the output is checked, never a timing: CI machines are shared and a timed
 assertion would fail for reasons that have nothing to do with the change under test. The
 figures themselves are for people (``python -m benchmarks NAME`` without ``--quick``; README).
-Each runs as a user runs it, ``python -m benchmarks NAME --quick`` from the repository root.
+Each runs as a user runs it, ``python -m benchmarks NAME --quick`` from the repository root,
+at the smallest size that still prints every line: the vLLM ones are mostly engine start-up
+(one engine per child process), which no smaller load shortens.
 """
 
 from __future__ import annotations
@@ -121,10 +123,10 @@ def test_flight_size_quick() -> None:
 def test_watch_memory_quick() -> None:
     """No vLLM: a synthetic core publishes, the watch subscribes (the quick loop runs it)."""
     lines = run_quick("watch_memory", timeout=300)
-    assert_has_line(lines, rf" +2000 requests  rss +{NUMBER} MB +\d+ s")
-    assert_has_line(lines, r"exit code 0; 2000 requests in the results file")
+    assert_has_line(lines, rf" +500 requests  rss +{NUMBER} MB +\d+ s")
+    assert_has_line(lines, r"exit code 0; 500 requests in the results file")
     assert re.fullmatch(
-        rf"watch_memory: rss_mb_20={NUMBER} rss_mb_200={NUMBER} rss_mb_2k={NUMBER}", lines[-1]
+        rf"watch_memory: rss_mb_5={NUMBER} rss_mb_50={NUMBER} rss_mb_500={NUMBER}", lines[-1]
     ), lines[-1]
 
 
