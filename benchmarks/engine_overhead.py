@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="CI smoke: 1 round of 16 requests x 16 tokens (< 1 min)",
+        help="smoke test: 1 round of 16 requests x 16 tokens (still five engine start-ups)",
     )
     parser.add_argument(
         "--modes",

@@ -46,8 +46,12 @@ def assert_has_line(lines: list[str], pattern: str) -> None:
 @pytest.mark.engine
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the tui variant runs stepview in tmux")
+@pytest.mark.timeout(600)
 def test_engine_overhead_quick() -> None:
-    lines = run_quick("engine_overhead", timeout=240)
+    # Five engine start-ups, one after another (four children and the TUI's): 212 s, and once
+    # over 240 s, beside another test run on 2 cores. The figures are not checked; a budget
+    # that a busy machine outruns fails for nothing to do with the change.
+    lines = run_quick("engine_overhead", timeout=540)
     for variant in ("bare", "bare-inproc", "driver", "driver+record", "tui"):
         figures = rf"{re.escape(variant)}\s+(?:{NUMBER}\s+){{6}}{NUMBER}%\s+{NUMBER}"
         assert_has_line(lines, figures)
