@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from stepview.cli_watch import FLIGHT_MAX_MB
+from stepview.cli.watch import FLIGHT_MAX_MB
 from stepview.engine.driver.loop import Driver
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec

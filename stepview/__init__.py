@@ -23,6 +23,10 @@ Where each part runs, and so where its code lives:
     the files a run reads and leaves for people: prompts in; results, CSV out.
 ``ui/``
     the Textual app, which reads snapshots and never imports vLLM or the engine.
+``cli/``
+    the command line: parses stepview's own flags (vLLM's stay with vLLM's parser), refuses
+    those that cannot go together and dispatches to a mode of ``launch/``; its ``main`` is the
+    ``stepview`` command.
 ``launch/``
     one module per mode of the command line (TUI, headless, replay, attach, fleet, compare,
     summary), and what they share: exit codes, paths, logging, the app runner, the flight
@@ -31,10 +35,6 @@ Where each part runs, and so where its code lives:
     test doubles and fixed scenes (a fake engine, hand-made snapshots) for the tests, the
     screenshots and the UI benchmark; nothing that ships a run imports it.
 
-``cli.py`` parses stepview's own flags (vLLM's stay with vLLM's parser, ``cli_args.py``) and
-dispatches to a mode; ``__main__.py`` makes ``python -m stepview`` the same command. Two groups
-of flags have modules of their own, for the value types they share: ``cli_attach.py`` (which
-server ``--attach`` watches, and how) and ``cli_watch.py`` (a stepview left running beside a
-server: bounds, rotation, flight recorder, metrics). The layers are checked by import-linter
-(``pyproject.toml``).
+``__main__.py`` makes ``python -m stepview`` the same command. The layers are checked by
+import-linter (``pyproject.toml``).
 """

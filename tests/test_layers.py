@@ -31,6 +31,8 @@ BREAKS = [
     ("metrics/waiting.py", "import stepview.engine.driver.loop", "Metrics read snapshots"),
     ("metrics/exporter.py", "import vllm", "Only the scheduler plug-in"),
     ("model/grow.py", "import stepview.model.snapshot", "No import cycle"),
+    ("launch/help.py", "import stepview.cli.dispatch", "never the dispatcher"),
+    ("cli/args.py", "import stepview.launch.exits", "command line's dispatcher imports"),
 ]
 
 

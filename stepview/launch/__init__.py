@@ -1,6 +1,6 @@
 """Running stepview once the command line is parsed: one module per mode, and what they share.
 
-``cli.py`` parses and dispatches to one of the modes, which are siblings:
+:mod:`stepview.cli` parses and dispatches to one of the modes, which are siblings:
 
 ``tui``
     the live engine in the TUI (the default command).
@@ -26,6 +26,6 @@ an engine that did not stop by then: its processes killed), ``terminal`` (the te
 TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,
 its notices, ``SIGUSR1`` in every live mode) and ``help``.
 
-Only ``cli`` imports this package, and it does so lazily, module by module: the TUI must be
-drawing before anything heavy is imported, so this ``__init__`` imports nothing.
+Only :mod:`stepview.cli` imports this package, and it does so lazily, module by module: the
+TUI must be drawing before anything heavy is imported, so this ``__init__`` imports nothing.
 """

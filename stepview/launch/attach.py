@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stepview.cli_args import OwnOptions
-from stepview.cli_attach import ATTACH_NICE
+from stepview.cli.args import OwnOptions
+from stepview.cli.attach import ATTACH_NICE
 from stepview.files.prompts_file import PromptsFileError, read_prompts
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight

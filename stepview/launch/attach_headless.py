@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from stepview.cli_args import OwnOptions
+from stepview.cli.args import OwnOptions
 from stepview.engine.driver.loop import Driver, EngineFactory
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import notice

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from stepview.cli_args import OwnOptions
-from stepview.cli_attach import ATTACH_NICE
+from stepview.cli.args import OwnOptions
+from stepview.cli.attach import ATTACH_NICE
 from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
 from stepview.engine.watch.metrics_watch import MetricsWatch
 from stepview.insight.fleet import rank_record

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepview.cli_args import OwnOptions
+from stepview.cli.args import OwnOptions
 from stepview.files.csv_export import export_results, export_snapshot
 from stepview.insight.alerts import Thresholds
 from stepview.insight.chrome_trace import export_timelines

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from stepview.cli_args import OwnOptions
-from stepview.cli_attach import ATTACH_NICE, is_metrics_address
+from stepview.cli.args import OwnOptions
+from stepview.cli.attach import ATTACH_NICE, is_metrics_address
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
 from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, check_address, lower_priority
 from stepview.launch.attach_headless import LinkNotices

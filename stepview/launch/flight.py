@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from stepview.cli_args import OwnOptions
+from stepview.cli.args import OwnOptions
 from stepview.launch.exits import notice
 from stepview.launch.paths import output_path_problem
 from stepview.model.flight import ON_SIGNAL, FlightControl, FlightDump

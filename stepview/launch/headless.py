@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from stepview.cli_args import OwnOptions, own_option_names
+from stepview.cli.args import OwnOptions, own_option_names
 from stepview.engine.driver.loop import Driver
 from stepview.files.prompts_file import PromptsFileError, prompt_commands
 from stepview.files.records import Annotate, format_request_output, request_record

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from stepview.cli_args import help_parser
+from stepview.cli.args import help_parser
 from stepview.launch.exits import EXIT_OK
 from stepview.launch.paths import default_log_path
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepview.cli_args import OwnOptions
+from stepview.cli.args import OwnOptions
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import fail, notice, unfinished_note
 from stepview.launch.export import export_run

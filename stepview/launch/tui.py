@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepview.cli_args import OwnOptions, own_option_names
+from stepview.cli.args import OwnOptions, own_option_names
 from stepview.files.prompts_file import PromptsFileError
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
 from stepview.launch.export import exports_insight

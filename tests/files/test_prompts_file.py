@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 from stepview.files.prompts_file import STDIN, PromptsFileError, read_timed_prompts
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec

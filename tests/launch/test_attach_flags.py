@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stepview.cli import main
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 from stepview.launch.attach import check_address
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stepview.cli import main
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 
 
 def test_one_address_is_the_single_view_as_ever() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepview.cli import main
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 
 
 def test_the_flag_is_read_with_stepviews_own() -> None:

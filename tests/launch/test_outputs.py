@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 from stepview.engine.driver.loop import Driver
 from stepview.insight.run import RunInsight
 from stepview.launch.outputs import RunOutputs, open_outputs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 
 
 def test_speed_and_paused_are_read_and_default_to_normal_playback() -> None:

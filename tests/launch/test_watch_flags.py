@@ -1,4 +1,4 @@
-"""The flags of a watch left running (:mod:`stepview.cli_watch`): their values and conflicts."""
+"""The flags of a watch left running (:mod:`stepview.cli.watch`): their values and conflicts."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import pytest
 
 from stepview.cli import main
-from stepview.cli_args import parse_own_args
-from stepview.cli_watch import duration, size
+from stepview.cli.args import parse_own_args
+from stepview.cli.watch import duration, size
 
 
 @pytest.mark.parametrize(

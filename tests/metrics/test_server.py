@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stepview.cli import main
-from stepview.cli_args import help_parser, parse_own_args
+from stepview.cli.args import help_parser, parse_own_args
 from stepview.metrics.exporter import MetricsExporter
 from stepview.metrics.server import MetricsServer, MetricsUnavailable
 

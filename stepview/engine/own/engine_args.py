@@ -7,7 +7,7 @@ parallel, the Ray executor, quantization, ...), and they pass through to
 CPU-friendly defaults (sized KV cache, eager mode, ...) that any explicit flag overrides.
 
 The parser here holds vLLM's flags only: stepview's own flags are parsed apart, before
-(``stepview.cli_args``), and never reach vLLM or the trace header's ``engine_args``.
+(``stepview.cli.args``), and never reach vLLM or the trace header's ``engine_args``.
 
 vLLM's parser prints hundreds of lines of usage on a bad flag; stepview turns that into one
 line naming the flag (:class:`UsageError`). The set of vLLM's option names is cached per vLLM

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.cli_args import stepview_parser
+from stepview.cli.args import stepview_parser
 from stepview.engine.driver.loop import Driver
 from stepview.engine.own.engine_args import EngineArgsHolder, parse_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine

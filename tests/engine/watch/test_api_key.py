@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.cli_args import parse_own_args
+from stepview.cli.args import parse_own_args
 from stepview.engine.watch.api_key import ApiKey, resolve_api_key
 from stepview.engine.watch.server_api import ApiError, ServerApi
 from tests.engine.watch.fake_api import FakeApi

@@ -1,7 +1,7 @@
 """The flags of ``--attach``: which server to watch, and how (the ``attach`` flags of
 ``stepview --help``).
 
-Kept apart from :mod:`stepview.cli_args` (which adds them to its parser's group) so that the
+Kept apart from :mod:`stepview.cli.args` (which adds them to its parser's group) so that the
 ways of watching a server, through the plug-in's records (``tcp://``, ``ipc://``) or the
 server's ``/metrics`` alone (``http://``), have their flags and their value types together.
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stepview.cli_watch import whole_number
+from stepview.cli.watch import whole_number
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
 ATTACH_NICE = 10

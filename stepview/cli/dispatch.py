@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from stepview.cli_args import OwnOptions, parse_own_args, stated_max_model_len
-from stepview.cli_attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
-from stepview.cli_watch import FLIGHT_MAX_MB
+from stepview.cli.args import OwnOptions, parse_own_args, stated_max_model_len
+from stepview.cli.attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
+from stepview.cli.watch import FLIGHT_MAX_MB
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 
 STDIN_PROMPTS_IN_TUI = (
@@ -263,7 +263,3 @@ def _metrics_conflict(own: OwnOptions) -> str | None:
         "/metrics (no requests); restart the server with stepview's plug-in and attach to "
         "its STEPVIEW_PUBLISH address for those"
     )
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """The flags of a stepview left running beside a server: bounds, rotation, flight recorder,
 metrics (the ``leaving it running`` group of ``stepview --help``).
 
-Kept apart from :mod:`stepview.cli_args` (which adds this group to its parser) because they
+Kept apart from :mod:`stepview.cli.args` (which adds this group to its parser) because they
 share their value types: sizes (``100M``), durations (``10m``) and ports, each refused with a
 message naming the flag, as argparse does for a ``type=``.
 """

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from stepview.cli_attach import add_attach_args, attach_addresses
-from stepview.cli_watch import add_watch_args, whole_number
+from stepview.cli.attach import add_attach_args, attach_addresses
+from stepview.cli.watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
 from stepview.trace.playback import check_speed

@@ -1,0 +1,25 @@
+"""The ``stepview`` command line: stepview's own flags, and the mode they choose.
+
+vLLM's ~340 engine flags stay with vLLM's parser; what is here needs no vLLM, so a mistake is
+answered at once and the TUI draws before ``import vllm``. By responsibility:
+
+``dispatch``
+    :func:`main`, the ``stepview`` command (``stepview.cli:main`` in ``pyproject.toml``, and
+    ``python -m stepview``): parses, refuses, then imports and runs the one mode of
+    :mod:`stepview.launch` chosen.
+``args``
+    the parser of stepview's own flags and :class:`~stepview.cli.args.OwnOptions`, what every
+    mode reads; the first half of ``--help``.
+``attach`` / ``watch``
+    two groups of flags with modules of their own, for the value types they share: which
+    server ``--attach`` watches, and how; and a stepview left running beside a server
+    (bounds, rotation, flight recorder, metrics).
+
+The modes in :mod:`stepview.launch` read ``args``, ``attach`` and ``watch`` (the options they
+run with), and ``dispatch`` imports the modes: import-linter keeps those three below the launch
+package and ``dispatch`` above it (``pyproject.toml``).
+"""
+
+from stepview.cli.dispatch import main
+
+__all__ = ["main"]
