@@ -10,6 +10,8 @@ answered at once and the TUI draws before ``import vllm``. By responsibility:
 ``args``
     the parser of stepview's own flags and :class:`~stepview.cli.args.OwnOptions`, what every
     mode reads; the first half of ``--help``.
+``conflicts``
+    which flags cannot go together, or with the engine flags given: the one-line refusals.
 ``attach`` / ``watch``
     two groups of flags with modules of their own, for the value types they share: which
     server ``--attach`` watches, and how; and a stepview left running beside a server
