@@ -56,7 +56,7 @@ def _history_bytes_per_request_step(tmp_path: Path, script: Callable[[Driver], N
         history = driver.history()
         request_steps = sum(len(s.active) for s in history)
         del history
-        driver._history.clear()
+        driver._out._history.clear()
         return (with_history - traced()) / request_steps
 
 

@@ -5,8 +5,12 @@ vLLM's ``llm_engine_example`` loop (add, step, read the outputs) on a worker thr
 engine the UI tests use. Imports no vLLM and no Textual.
 
 ``loop``
-    :class:`~stepview.engine.driver.loop.Driver`: the thread, the command queue, the stop
-    deadline, the step figures and publishing snapshots to the UI and the sinks.
+    :class:`~stepview.engine.driver.loop.Driver`: the thread, the loop, the stop deadline and
+    the step figures.
+``inbox`` / ``publishing``
+    the driver's way in and way out, where other threads meet it: the commands they send
+    (and requests due later); each snapshot built, given its alerts, kept for the UI and
+    handed to the sinks.
 ``ledger`` / ``tracks``
     every request from accepted to finished: states from the scheduler's entries, outputs
     folded in at O(new tokens), one new frozen view per request that changed.

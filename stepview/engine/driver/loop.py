@@ -16,28 +16,28 @@ protocol, so the same code runs the real engine and the deterministic fake used 
 It also watches engines it does not drive (a :class:`WatchedEngine`: ``stepview --attach``):
 the same loop then reports each step the server made, pausing only holds the view, and the
 engine state (and its phase line) follow what the engine says of its link.
-The driver keeps the thread, the command queue, the loop, the stop deadline, the step
-figures and publishing; what happens to each request is the :class:`RequestLedger`'s. An
-engine that stops answering holds the thread in ``step()``: :meth:`Driver.abandon` ends the
-run from another thread (:mod:`stepview.engine.driver.books`).
+The driver keeps the thread, the loop, the stop deadline and the step figures; what happens
+to each request is the :class:`RequestLedger`'s, the way in (commands, requests due later) the
+:class:`~stepview.engine.driver.inbox.Inbox`'s, and the way out (what a snapshot holds, who gets
+it) the :class:`~stepview.engine.driver.publishing.Publisher`'s. An engine that stops
+answering holds the thread in ``step()``: :meth:`Driver.abandon` ends the run from another
+thread (:mod:`stepview.engine.driver.books`).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
-from stepview.engine.driver.arrivals import ArrivalQueue
 from stepview.engine.driver.books import Books
 from stepview.engine.driver.figures import StepFigures
+from stepview.engine.driver.inbox import Inbox
 from stepview.engine.driver.ledger import UNFINISHED_WHY, UNWATCHED_WHY, RequestLedger
 from stepview.engine.driver.pacing import Pacing, quiet_too_long
+from stepview.engine.driver.publishing import Publisher
 from stepview.engine.driver.run_stats import RunStats, hand_over
 from stepview.engine.driver.step_faults import explain_step_failure
 from stepview.insight.run import RunInsight
@@ -55,19 +55,12 @@ from stepview.model.engine_api import Engine, LinkState, StepResult, WatchedEngi
 from stepview.model.errors import describe
 from stepview.model.recent import KEEP_FINISHED
 from stepview.model.sink import SnapshotSink
-from stepview.model.snapshot import (
-    EngineInfo,
-    EngineState,
-    RequestState,
-    StepSnapshot,
-)
+from stepview.model.snapshot import EngineState, RequestState, StepSnapshot
 
 log = logging.getLogger(__name__)
 
 PhaseCallback = Callable[[str], None]
 EngineFactory = Callable[[PhaseCallback], Engine]
-
-IDLE_WAIT_S = 0.05  # how long the loop blocks on the command queue with nothing to step
 
 
 class Driver:
@@ -94,24 +87,25 @@ class Driver:
         """
         self.read_only = read_only
         self.insight = insight if insight is not None else RunInsight()
-        self._insight_on: RunInsight | None = self.insight
         self._factory = engine_factory
         self._clock = clock
         self._t0 = clock()
         self._admit_per_step = admit_per_step
-        self._sinks = list(sinks)
-        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="stepview-driver", daemon=True)
-        self._history: deque[StepSnapshot] = deque(maxlen=max(1, history_size))
-        self._history_lock = threading.Lock()
         # Driver-thread state.
         self._engine: Engine | None = None
         self._watched: WatchedEngine | None = None
-        self._link: LinkState | None = None  # the watched engine's, as last published
-        self._info = EngineInfo()
         self._ledger = RequestLedger(self._now, keep_finished)
-        self._arrivals = ArrivalQueue()  # requests scheduled to arrive later
+        self._inbox = Inbox(self._now)  # commands, and requests scheduled to arrive later
         self._figures = StepFigures(clock)
+        self._out = Publisher(
+            self._ledger,
+            self._figures,
+            self._inbox.arrivals,
+            sinks=sinks,
+            insight=self.insight,
+            history_size=history_size,
+        )
         self._pacing = Pacing(start_paused)
         self._stopping = False
         self._books = Books()
@@ -119,11 +113,8 @@ class Driver:
         self.hopeless: Callable[[], bool] = lambda: False  # stop() need not wait (own/live)
         self._failed: str | None = None
         self._unfinished = 0
-        self.startup_exception: BaseException | None = None
         # What the engine factory raised, if it failed (e.g. a usage error in vLLM's flags).
-        self._phase = "starting"
-        self._phase_since = 0.0
-        self._latest = StepSnapshot(step=0, clock=0.0, engine_state=EngineState.STARTING)
+        self.startup_exception: BaseException | None = None
 
     # -- SnapshotSource ----------------------------------------------------------------------
 
@@ -135,14 +126,13 @@ class Driver:
         self._thread.start()
 
     def latest(self) -> StepSnapshot:
-        return self._latest
+        return self._out.latest
 
     def history(self) -> Sequence[StepSnapshot]:
-        with self._history_lock:
-            return tuple(self._history)
+        return self._out.history()
 
     def send(self, command: Command) -> None:
-        self._commands.put(command)
+        self._inbox.send(command)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the thread to stop and wait for it, at most ``timeout`` s after the *first* ask.
@@ -152,7 +142,7 @@ class Driver:
         now = time.monotonic()
         if self._stop_deadline is None:
             self._stop_deadline = now + timeout
-        self._commands.put(Shutdown())
+        self._inbox.send(Shutdown())
         end = min(now + timeout, self._stop_deadline)
         while self._thread.is_alive() and time.monotonic() < end and not self.hopeless():
             self._thread.join(max(0.0, min(0.1, end - time.monotonic())))
@@ -197,7 +187,7 @@ class Driver:
     def link(self) -> LinkState | None:
         """A watched engine's link as of the latest snapshot (how far behind the view is, its
         ranks); None for an engine stepview drives. Read it on the driver thread (a sink)."""
-        return self._link
+        return self._out.link
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -239,7 +229,7 @@ class Driver:
                 engine = self._engine = self._factory(self._phase_from_factory)
             if self._books.abandoned:
                 return None  # the run went on without it
-            self._info = engine.info
+            self._out.info = engine.info
             if isinstance(engine, WatchedEngine):
                 self._watched = engine
             self._pacing.engine_started(getattr(engine, "core_hold", None))
@@ -270,8 +260,8 @@ class Driver:
             why = UNFINISHED_WHY if self._watched is None else UNWATCHED_WHY
             self._unfinished = self._ledger.end_in_flight(why, RequestState.UNFINISHED)
             self._publish(EngineState.STOPPED)
-        self._arrivals.clear()  # requests that never arrived were never in the run
-        self._close_sinks()
+        self._inbox.arrivals.clear()  # requests that never arrived were never in the run
+        self._out.close_sinks()
 
     def _loop(self, engine: Engine) -> None:
         while True:
@@ -288,7 +278,7 @@ class Driver:
                     self._publish(EngineState.PAUSED)
                 continue  # a watched engine's news waits too: pausing holds the view
             watched = self._watched
-            if watched is not None and (watched.link() != self._link or watched.info != self._info):
+            if watched is not None and self._out.is_news(watched):
                 dirty = True  # reached, lost, busy or idle, described: news without a step
             admitted = self._ledger.admit(engine, self._admit_per_step)
             if engine.has_unfinished():
@@ -302,7 +292,7 @@ class Driver:
                 self._figures.end(start, result)
                 self._apply(result)
                 self._publish(self._idle_state())
-            elif dirty or admitted or quiet_too_long(bool(watched), self._latest, self._now()):
+            elif dirty or admitted or quiet_too_long(bool(watched), self._out.latest, self._now()):
                 pacing.nothing_to_step()
                 self._publish(self._idle_state())
 
@@ -311,11 +301,7 @@ class Driver:
             return EngineState.PAUSED
         watched = self._watched
         if watched is not None:
-            # A watched engine steps by itself: busy or not is its to say.
-            link = self._link = watched.link()
-            self._info = watched.info
-            self._phase = link.message
-            return link.state
+            return self._out.follow(watched)  # it steps by itself: busy or not is its to say
         engine = self._engine
         busy = self._ledger.has_pending or (engine is not None and engine.has_unfinished())
         return EngineState.RUNNING if busy else EngineState.IDLE
@@ -329,26 +315,19 @@ class Driver:
     # -- commands ----------------------------------------------------------------------------
 
     def _drain_commands(self, block: bool) -> bool:
-        """Handle every queued command; when ``block``, wait a little for the first one."""
+        """Handle every queued command (:meth:`Inbox.take`); True if there was any."""
         handled = False
-        try:
-            if block:
-                # Not past the next scheduled arrival: it is added when its time comes.
-                wait = self._arrivals.wait(self._now(), IDLE_WAIT_S)
-                self._handle(self._commands.get(timeout=wait))
-                handled = True
-            while True:
-                self._handle(self._commands.get_nowait())
-                handled = True
-        except queue.Empty:
-            return handled
+        for command in self._inbox.take(block):
+            self._handle(command)
+            handled = True
+        return handled
 
     def _handle(self, command: Command) -> None:
         match command:
             case AddRequest():
                 self._accept(command)
             case Schedule():
-                self._arrivals.schedule(command, self._now())
+                self._inbox.arrivals.schedule(command, self._now())
             case Abort(request_id=request_id):
                 self._abort(request_id)
             case Pause():
@@ -368,7 +347,7 @@ class Driver:
 
     def _arrive(self) -> bool:
         """Accept the scheduled requests whose time has come; True if any did."""
-        due = self._arrivals.due(self._now())
+        due = self._inbox.arrivals.due(self._now())
         for command in due:
             self._accept(command)
         return bool(due)
@@ -392,59 +371,9 @@ class Driver:
     # -- publishing --------------------------------------------------------------------------
 
     def _set_phase(self, phase: str) -> None:
-        self._phase = phase
-        self._phase_since = self._now()
+        self._out.phase = phase
+        self._out.phase_since = self._now()
         self._publish(EngineState.STARTING)
 
     def _publish(self, state: EngineState) -> None:
-        """Build the snapshot from the driver's state, naming every field (a test holds it to
-        StepSnapshot's), add the insight's alerts, hand it to the readers and the sinks."""
-        phase = self._failed if state is EngineState.ERROR else self._phase
-        figures = self._figures
-        snapshot = StepSnapshot(
-            step=figures.step,
-            clock=self._now(),
-            engine_state=state,
-            info=self._info,
-            phase=phase or "",
-            phase_since=self._phase_since,
-            step_time=figures.step_time,
-            counters=figures.counters,
-            active=self._ledger.active(),
-            finished=self._ledger.finished(),
-            recent=tuple(figures.recent),
-            total_generated=figures.total_generated,
-            ranks=() if self._link is None else self._link.ranks,
-            budget=figures.budget,
-            queue_reasons=figures.queue_reasons,
-            arrivals=self._arrivals.count,
-            server=None,  # an engine's, or the plug-in's records: not a /metrics watch
-        )
-        snapshot = self._with_alerts(snapshot)
-        self._latest = snapshot
-        with self._history_lock:
-            self._history.append(snapshot)
-        finished = self._ledger.take_finished()
-        for sink in self._sinks:
-            sink.on_snapshot(snapshot, finished)
-
-    def _with_alerts(self, snapshot: StepSnapshot) -> StepSnapshot:
-        """Feed the insight; the snapshot with the alerts that hold (a failing insight is
-        dropped with a log line, never the engine)."""
-        insight = self._insight_on
-        if insight is None:
-            return snapshot
-        try:
-            alerts = insight.observe(snapshot)
-        except Exception:
-            log.exception("run insight failed at step %d; it is turned off", snapshot.step)
-            self._insight_on = None
-            return snapshot
-        return replace(snapshot, alerts=alerts) if alerts else snapshot
-
-    def _close_sinks(self) -> None:
-        for sink in self._sinks:
-            try:
-                sink.close()
-            except Exception:
-                log.exception("closing %r failed", sink)
+        self._out.publish(state, self._now(), self._failed)

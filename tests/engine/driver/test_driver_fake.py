@@ -289,8 +289,8 @@ def test_the_driver_names_every_field_of_the_snapshots_it_publishes(
 ) -> None:
     """The driver is where a snapshot's values come from, each from its own state, so it names
     every field (the insight's ``alerts`` are added after): a field added to StepSnapshot is
-    then a decision in ``_publish``, not a default nobody set. Traces and replays copy the
-    driver's snapshots whole (tests/trace/test_step_fields.py)."""
+    then a decision in ``Publisher.publish``, not a default nobody set. Traces and replays copy
+    the driver's snapshots whole (tests/trace/test_step_fields.py)."""
     d = make_driver()
     named: list[frozenset[str]] = []
 
@@ -298,7 +298,7 @@ def test_the_driver_names_every_field_of_the_snapshots_it_publishes(
         named.append(frozenset(values))
         return StepSnapshot(**values)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("stepview.engine.driver.loop.StepSnapshot", recording)
+    monkeypatch.setattr("stepview.engine.driver.publishing.StepSnapshot", recording)
     d.start()
     try:
         add(d, "r1", max_tokens=2)
@@ -308,4 +308,4 @@ def test_the_driver_names_every_field_of_the_snapshots_it_publishes(
     expected = frozenset(f.name for f in fields(StepSnapshot)) - {"alerts"}
     assert named
     for names in named:
-        assert names == expected, f"_publish leaves out {sorted(expected - names)}"
+        assert names == expected, f"Publisher.publish leaves out {sorted(expected - names)}"
