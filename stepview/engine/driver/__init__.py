@@ -11,9 +11,9 @@ engine the UI tests use. Imports no vLLM and no Textual.
     the driver's way in and way out, where other threads meet it: the commands they send
     (and requests due later); each snapshot built, given its alerts, kept for the UI and
     handed to the sinks.
-``ledger`` / ``tracks``
-    every request from accepted to finished: states from the scheduler's entries, outputs
-    folded in at O(new tokens), one new frozen view per request that changed.
+``ledger`` / ``tracks`` / ``freezing``
+    every request from accepted to finished: outputs folded in at O(new tokens), then one new
+    frozen view per request that changed, its state and dates from the scheduler's entries.
 ``figures``
     the figures of the steps so far (status bar, sparklines, the clocks of a run's totals), at
     O(1) per step.

@@ -16,9 +16,10 @@ How a request's state is derived, each step:
   ``ABORTED`` on an abort (or when the engine failed under it), ``REJECTED`` when the engine
   refused it; ``UNFINISHED`` when the run ended first (:meth:`RequestLedger.end_in_flight`).
 
-A watched engine (``stepview --attach``) also reports requests stepview did not add and
-requests that ended without an output; :mod:`stepview.engine.driver.adoption` says how those enter
-and leave.
+The scheduler's part of that, and every date a step gives a request, are worked out as its
+new view is frozen (:mod:`stepview.engine.driver.freezing`). A watched engine
+(``stepview --attach``) also reports requests stepview did not add and requests that ended
+without an output; :mod:`stepview.engine.driver.adoption` says how those enter and leave.
 
 Work per step is what the step changed: a request that made no progress keeps the same
 :class:`RequestView` object, and token lists grow in place behind frozen views.
@@ -33,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 from stepview.engine.driver.adoption import adopted_view, ended_view
 from stepview.engine.driver.chat_prompts import prompt_of
+from stepview.engine.driver.freezing import freeze, shows_news
 from stepview.engine.driver.tracks import Track, fold_output, take_described_text
 from stepview.model.active import ActiveBuilder, ActiveViews
 from stepview.model.commands import AddRequest
@@ -254,24 +256,14 @@ class RequestLedger:
                 if track is None or entry is track.entry or not track.in_engine:
                     continue
                 track.entry = entry
-                view = track.view
-                if (
-                    entry.state is view.state
-                    and entry.computed_prompt_tokens == view.computed_prompt_tokens
-                    and entry.num_preemptions == view.num_preemptions
-                    and entry.scheduled_tokens == view.scheduled_tokens
-                    and entry.kv_blocks == view.kv_blocks
-                    and entry.cached_prompt_tokens == view.cached_prompt_tokens
-                    and entry.queue == view.queue
-                    and entry.wait_reason == view.wait_reason
-                ):
+                if not shows_news(entry, track.view):
                     continue
                 track.new_entry = entry
                 touched[request_id] = track
         if result.described:
             self._describe(result.described, touched)
         for track in touched.values():
-            self._show(track, _freeze(track, now, scheduled is not None))
+            self._show(track, freeze(track, now, scheduled is not None))
         for request_id in finished_ids:
             view = self._drop(request_id).view
             timings = view.timings
@@ -361,89 +353,4 @@ def kept(view: RequestView) -> RequestView:
     return view._replace(
         prompt_token_ids=packed(view.prompt_token_ids),
         completions=tuple(c._replace(token_ids=packed(c.token_ids)) for c in view.completions),
-    )
-
-
-def _freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
-    """The track's new frozen view after a step, and the per-step marks cleared.
-
-    State comes from the scheduler's entry when the engine has one; without a scheduler
-    view, a request that produced output is decoding.
-    """
-    view = track.view
-    timings = view.timings
-    state = view.state
-    prompt_token_ids = view.prompt_token_ids
-    prompt_tokens = view.prompt_tokens
-    computed = view.computed_prompt_tokens
-    preemptions = view.num_preemptions
-    completions = view.completions
-    reason, scheduled, blocks = view.wait_reason, view.scheduled_tokens, view.kv_blocks
-    cached = view.cached_prompt_tokens
-    queue = view.queue
-    if track.moved:
-        if track.prompt_token_ids is not None:
-            prompt_token_ids = track.prompt_token_ids
-            prompt_tokens = len(prompt_token_ids)
-        if track.got_tokens and timings.first_token is None:
-            stamp = track.stamp
-            if stamp is None:
-                timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
-            else:  # vLLM's own times: scheduled at its step's start, not at its end
-                scheduled_at = max(timings.arrival, now - stamp.scheduled_ago)
-                first_at = max(scheduled_at, now - stamp.first_token_ago)
-                timings = Timings(timings.arrival, scheduled_at, first_at, timings.finished)
-        samples = track.completions
-        if len(samples) == 1:  # n=1, the common case: no sort
-            only = next(iter(samples.values())).view
-            completions = () if only is None else (only,)
-        else:
-            completions = tuple(
-                [ct.view for _, ct in sorted(samples.items()) if ct.view is not None]
-            )
-    entry = track.new_entry
-    if entry is not None:
-        state = entry.state
-        if timings.scheduled is None and state.pane == "running":
-            timings = Timings(timings.arrival, now, timings.first_token, timings.finished)
-        prompt_tokens = entry.prompt_tokens
-        computed = entry.computed_prompt_tokens
-        preemptions = entry.num_preemptions
-        reason, scheduled, blocks = entry.wait_reason, entry.scheduled_tokens, entry.kv_blocks
-        cached = entry.cached_prompt_tokens
-        queue = entry.queue
-    elif track.moved and not scheduler_known and state is not RequestState.DECODING:
-        state = RequestState.DECODING
-        if timings.scheduled is None:
-            timings = Timings(
-                timings.arrival, timings.first_token, timings.first_token, timings.finished
-            )
-        computed = prompt_tokens
-    prompt_logprobs = view.prompt_logprobs
-    if track.prompt_logprobs is not None:
-        prompt_logprobs = track.prompt_logprobs
-    track.moved = track.got_tokens = False
-    track.new_entry = track.stamp = None
-    track.prompt_token_ids = track.prompt_logprobs = None
-    return RequestView(
-        view.request_id,
-        view.prompt,
-        view.spec,
-        state,
-        timings,
-        prompt_tokens,
-        computed,
-        preemptions,
-        prompt_token_ids,
-        prompt_logprobs,
-        completions,
-        view.error,
-        reason,
-        scheduled,
-        blocks,
-        max(blocks, view.peak_kv_blocks),
-        cached,
-        lineage=view.lineage,
-        queue=queue,
-        messages=view.messages,
     )

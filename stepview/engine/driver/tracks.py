@@ -1,8 +1,9 @@
 """The ledger's mutable per-request tracks, and how one engine output is folded into them.
 
-Kept apart from :mod:`stepview.engine.driver.ledger` (which decides states and freezes views) so
-each stays a size one can read: this is the part that copies what is new in vLLM's growing,
-cumulative outputs, O(new tokens) per step.
+Kept apart from :mod:`stepview.engine.driver.ledger` (which decides which requests a step
+touched) and :mod:`~stepview.engine.driver.freezing` (which freezes their views) so each stays
+a size one can read: this is the part that copies what is new in vLLM's growing, cumulative
+outputs, O(new tokens) per step.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def fold_output(track: Track, update: OutputUpdate) -> bool:
             if len(new_logprobs) > have:
                 logprobs.extend(new_logprobs[have:])
         ct.take_text(update_c.text)
-        # Positional (here and in _freeze): with keywords the call costs twice as much, and
+        # Positional (here and in freezing.freeze): with keywords the call costs twice as much, and
         # this runs for every sample of every running request, every step.
         ct.view = Completion(
             update_c.index,
