@@ -8,7 +8,8 @@ and caches the strip by request *identity*. A snapshot keeps the very same
 for as long as its view object is the one shown; only rows of active requests, whose
 latency column counts with the snapshot clock, are redrawn every step. After each snapshot
 the widget compares what every screen line would show with what it last drew and repaints
-only the lines that differ, which keeps the bytes sent over ssh small.
+only the lines that differ, which keeps the bytes sent over ssh small. What a row says, cell
+by cell, is :mod:`stepview.ui.main.request_rows`'s.
 """
 
 from __future__ import annotations
@@ -25,16 +26,12 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from stepview.model.chat import headline
 from stepview.model.recent import Finished
 from stepview.model.scheduling import WaitReason
-from stepview.model.snapshot import RequestState, RequestView, reason_of
-from stepview.ui.display import id_cell, latency_cell, one_line, state_cell
+from stepview.model.snapshot import RequestView, reason_of
 from stepview.ui.main.filtering import RequestFilter
+from stepview.ui.main.request_rows import header_text, row_text
 
-# Characters of a prompt a row ever looks at (the cell is never wider).
-_PROMPT_PREVIEW = 300
-_PANE_STYLES = {"pending": "waiting", "running": "active"}  # a state's style by pane
 # Formatted rows kept; a few screens' worth is plenty since rows are cheap to redo.
 _CACHE_ROWS = 512
 
@@ -50,39 +47,6 @@ def _extends(old: Sequence[RequestView], new: Sequence[RequestView]) -> bool:
     """
     n = len(old)
     return len(new) >= n and (n == 0 or new[n - 1] is old[n - 1])
-
-
-class Columns:
-    """Column widths for a pane width: the prompt takes what the others leave."""
-
-    __slots__ = ("id", "latency", "params", "prompt", "state", "width")
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        wide = width >= 110
-        # Whole ids at 90 columns: load1-12 and a server's 8 hex digits (longer: the end).
-        self.id = 10 if wide else 8 if width >= 90 else 6
-        self.params = 18 if wide else 13
-        # Room for why a request waits, and behind whom: "waiting·behind load1-12".
-        self.state = 26 if wide else 23 if width >= 90 else 17
-        self.latency = 24 if wide else 21
-        rest = width - self.id - self.params - self.state - self.latency - 4
-        if rest < 12:  # very narrow: the prompt matters more than the latency
-            self.latency = 0
-            rest = width - self.id - self.params - self.state - 3
-        self.prompt = max(0, rest)
-
-    def cells(self) -> list[tuple[str, int]]:
-        return [
-            ("id", self.id),
-            ("prompt", self.prompt),
-            ("params", self.params),
-            ("state", self.state),
-            ("latency", self.latency),
-        ]
-
-
-_BAD_STATES = frozenset({RequestState.ABORTED, RequestState.REJECTED})
 
 
 class RequestTable(ScrollView, can_focus=True):
@@ -390,12 +354,7 @@ class RequestTable(ScrollView, can_focus=True):
         return strip.apply_style(self.rich_style)
 
     def _header(self, width: int) -> Strip:
-        style = self._style("header")
-        text = Text(no_wrap=True, end="")
-        for name, size in Columns(width).cells():
-            if size:
-                text.append(name.ljust(size)[:size] + " ", style)
-        text.truncate(width, pad=True)
+        text = header_text(width, self._style("header"))
         return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
 
     def _empty_line(self, width: int) -> Strip:
@@ -417,32 +376,5 @@ class RequestTable(ScrollView, can_focus=True):
         return strip
 
     def _format_row(self, view: RequestView, width: int) -> Strip:
-        cols = Columns(width)
-        state = view.state
-        if state in _BAD_STATES:
-            state_style = self._style("failed")
-        else:
-            state_style = self._style(_PANE_STYLES.get(state.pane, "dim"))
-        prompt = one_line(headline(view.prompt, view.messages), _PROMPT_PREVIEW)
-        if view.lineage is not None:  # a clone's prompt is its parent's: say whose
-            prompt = f"{one_line(view.lineage.label(), 40)} · {prompt}"
-        cells: list[tuple[str, int, Style | str]] = [
-            (id_cell(view.request_id, cols.id), cols.id, self._style("id")),
-            (prompt, cols.prompt, ""),
-            (view.spec.summary(), cols.params, self._style("dim")),
-            (state_cell(view, cols.state, self._reason(view)), cols.state, state_style),
-            (latency_cell(view, self._now), cols.latency, self._style("dim")),
-        ]
-        text = Text(no_wrap=True, end="")
-        for value, size, style in cells:
-            if not size:
-                continue
-            cell = Text(value, style=style, no_wrap=True, end="")
-            cell.truncate(size, overflow="ellipsis", pad=True)
-            # The gap after a cell takes the cell's style: a plain gap would join the next
-            # plain cell into one run starting with a space, which librsvg-drawn screenshots
-            # drop ("decoding 12 tokttft 100ms").
-            cell.append(" ")
-            text.append_text(cell)
-        text.truncate(width, pad=True)
+        text = row_text(view, width, self._now, self._reason(view), self._style)
         return Strip(text.render(self.app.console), width)
