@@ -29,9 +29,8 @@ from typing import ClassVar
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
-from textual.containers import Center, Middle, Vertical
+from textual.containers import Center, Middle
 from textual.screen import ModalScreen
-from textual.widgets import Input
 
 from stepview.model.commands import Abort, Pause, Resume, SingleStep
 from stepview.model.flight import ON_KEY, FlightControl
@@ -40,7 +39,6 @@ from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 from stepview.ui.bindings import (
     APP_BINDINGS,
     MAIN_ACTIONS,
-    NEWCOMER_HINT,
     Over,
     action_enabled,
 )
@@ -51,12 +49,11 @@ from stepview.ui.dialogs.goto import GoToStep
 from stepview.ui.dialogs.help import app_help
 from stepview.ui.drafts import AskToAdd, clone_of
 from stepview.ui.footer import FittingFooter
+from stepview.ui.main import draw_budget
 from stepview.ui.main.aborts import AbortTracker, Notice
-from stepview.ui.main.draw_budget import over_budget
-from stepview.ui.main.filter_bar import FilterBar
-from stepview.ui.main.filtering import RequestFilter
 from stepview.ui.main.flight_key import FlightKey
 from stepview.ui.main.loading import ErrorScreen, LoadingView
+from stepview.ui.main.panes import RequestPanes
 from stepview.ui.main.request_table import RequestTable
 from stepview.ui.main.server_panel import ServerPanel
 from stepview.ui.main.status_bar import StatusBar
@@ -81,16 +78,8 @@ class StepviewApp(App[None]):
     POLL_HZ: ClassVar[float] = 15.0
     """How often ``source.latest()`` is pulled; above ~15 Hz the terminal, not the engine,
     becomes the bottleneck over ssh."""
-    CPU_BUDGET: ClassVar[float] = 0.05
-    """Default ``cpu_budget`` of a live run: the share of one core the UI may spend drawing
-    new snapshots while the engine runs.
-
-    The UI thread and the engine thread share Python's GIL: every millisecond spent drawing
-    is a millisecond an engine step waits (measured: a UI at 20 % of a core made steps 30 %
-    slower). Above the budget a tick is skipped, so a huge batch redraws less often instead
-    of slowing the engine it shows; keys and scrolling are not affected."""
-    MAX_SKIP_S: ClassVar[float] = 0.5
-    """Whatever the budget, a new snapshot is shown at least this often (2 Hz)."""
+    CPU_BUDGET: ClassVar[float] = draw_budget.CPU_BUDGET
+    """Default ``cpu_budget`` of a live run (why: :mod:`stepview.ui.main.draw_budget`)."""
 
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
@@ -123,13 +112,10 @@ class StepviewApp(App[None]):
         self.shown: StepSnapshot | None = None
         """The snapshot on screen: everything drawn is computed from it, and only from it."""
         self._pulled: StepSnapshot | None = None
-        self.cpu_budget = cpu_budget
-        self._budget_mark = (0.0, 0.0)  # (wall, UI-thread CPU) when a snapshot was last taken
+        self._budget = draw_budget.DrawBudget(cpu_budget)
         self.adder = Adder(self, source, lambda: self._pulled)
         self._quitting = False
         self._error_reported = ""
-        self._filter = RequestFilter()
-        self._focus_before_filter: RequestTable | None = None
         self.theme = THEME
 
     # -- layout ----------------------------------------------------------------------------
@@ -139,11 +125,7 @@ class StepviewApp(App[None]):
         with Middle(id="loading"), Center():
             yield LoadingView()
         yield ServerPanel(id="server")  # a server watched through its /metrics alone
-        with Vertical(id="panes"):
-            yield RequestTable("Pending", id="pending")
-            yield RequestTable("Running", id="running")
-            yield RequestTable("Finished", id="finished", append_only=True)
-            yield FilterBar(id="filter")
+        yield RequestPanes(id="panes")  # Pending, Running, Finished and the filter bar
         yield FittingFooter()
 
     def on_mount(self) -> None:
@@ -151,16 +133,13 @@ class StepviewApp(App[None]):
         self._status = self.query_one(StatusBar)
         self._server = self.query_one(ServerPanel)
         self._loading = self.query_one(LoadingView)
-        self._pending_pane = self.query_one("#pending", RequestTable)
-        self._running_pane = self.query_one("#running", RequestTable)
-        self._finished_pane = self.query_one("#finished", RequestTable)
-        self._filter_bar = self.query_one(FilterBar)
+        self._panes = self.query_one(RequestPanes)
         self.source.start()
         # Render once now: the first frame shows real data, and a test's key presses cannot
         # race the first timer tick.
         self.poll()
         self.set_interval(1 / self.POLL_HZ, self.poll)
-        self._running_pane.focus()
+        self._panes.running.focus()
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -172,7 +151,7 @@ class StepviewApp(App[None]):
         """
         self._flight.tell(self._status, self.notify)  # a flight recording written, or done
         latest = self.source.latest()
-        if latest is not self._pulled and self._over_budget():
+        if latest is not self._pulled and self._budget.over():
             return
         if latest is self._pulled:
             if self._timeline.mode is Mode.REPLAY:
@@ -197,11 +176,6 @@ class StepviewApp(App[None]):
         else:
             self._show_where()
 
-    def _over_budget(self) -> bool:
-        """True when drawing since the last new snapshot used more than ``cpu_budget``."""
-        over, self._budget_mark = over_budget(self.cpu_budget, self._budget_mark, self.MAX_SKIP_S)
-        return over
-
     def show_snapshot(self, snapshot: StepSnapshot) -> None:
         """Make ``snapshot`` the one on screen, updating only what it changed."""
         previous, self.shown = self.shown, snapshot
@@ -211,7 +185,7 @@ class StepviewApp(App[None]):
         if starting:
             self._loading.show(snapshot)
         else:
-            self._show_requests(snapshot)
+            self._panes.show(snapshot, self.source.accepts_requests)
         if previous is None or previous.engine_state is not snapshot.engine_state:
             self.refresh_bindings()
         if snapshot.engine_state is EngineState.ERROR:
@@ -242,15 +216,6 @@ class StepviewApp(App[None]):
         if isinstance(mark, ReplayMark) and mark.status.note and not self._noted:
             self._noted = True  # what the trace is (a flight recording, a later part)
             self.notify(mark.status.note, title="About this trace", timeout=15)
-
-    def _show_requests(self, snapshot: StepSnapshot) -> None:
-        now = snapshot.clock
-        self._pending_pane.show(snapshot.pane("pending"), now, snapshot.queue_reasons)
-        self._running_pane.show(snapshot.pane("running"), now)
-        empty = self.source.accepts_requests and not snapshot.active and not snapshot.finished
-        self._pending_pane.set_empty_text(NEWCOMER_HINT if empty else "none")
-        # The Frozen view itself, never a copy: the pane reads only the rows on screen.
-        self._finished_pane.show(snapshot.pane("finished"), now)
 
     def _report_error(self, snapshot: StepSnapshot) -> None:
         message = snapshot.phase or "The engine stopped with an error."
@@ -400,31 +365,10 @@ class StepviewApp(App[None]):
     def action_help(self) -> None:
         self.push_screen(app_help(self.BINDINGS))
 
-    # -- filter ----------------------------------------------------------------------------
+    # -- filter (the panes apply it: :mod:`stepview.ui.main.panes`) ------------------------
 
     def action_filter(self) -> None:
-        focused = self.focused
-        if isinstance(focused, RequestTable):
-            self._focus_before_filter = focused
-        self._filter_bar.add_class("-shown")
-        self._filter_bar.focus()
-
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self._filter = RequestFilter.parse(event.value)
-        for table in (self._pending_pane, self._running_pane, self._finished_pane):
-            table.set_filter(self._filter)
-
-    @on(Input.Submitted, "#filter")
-    def _filter_done(self) -> None:
-        """Enter: keep the filter (and the bar, to show it) and go back to the panes."""
-        self._filter_bar.set_class(self._filter.active, "-shown")
-        (self._focus_before_filter or self._finished_pane).focus()
-
-    @on(FilterBar.Cleared)
-    def _filter_cleared(self) -> None:
-        self._filter_bar.remove_class("-shown")
-        (self._focus_before_filter or self._finished_pane).focus()
+        self._panes.open_filter(self.focused)
 
     # -- quitting --------------------------------------------------------------------------
 

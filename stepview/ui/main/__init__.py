@@ -1,5 +1,6 @@
 """The main screen: the Pending, Running and Finished panes and what sits around them.
 
+``panes`` (the three panes and the filter bar under them, fed one snapshot at a time), each a
 ``request_table`` (one pane, Line API, only visible rows drawn) whose rows ``request_rows``
 formats (the columns and what each cell says), ``status_bar`` (the engine's state and
 sparklines), ``loading`` (start-up progress or the failure), ``filter_bar`` / ``filtering``
