@@ -1,9 +1,11 @@
 """Ctrl+C, SIGTERM, a hang-up and a resize, on the real ``stepview`` with real vLLM, in tmux.
 
-Each test interrupts a run while requests are still finishing one after another, then
-checks what a user would care about: the process is gone within 5 s (no thread or child
-process can outlive it), every request the screen showed as finished is in the results file,
-and the terminal is back as it was (shell prompt, no alternate screen, no mouse reporting).
+Each test interrupts a run held mid-way (requests finished, others running: the launcher
+holds the run before a step until the quit reaches the driver, however slow the machine or
+its screen), then checks what a user would care about: the process is gone within 5 s (no
+thread or child process can outlive it), every request the screen showed as finished is in
+the results file, and the terminal is back as it was (shell prompt, no alternate screen, no
+mouse reporting).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import pytest
 
 from stepview.model.snapshot import EngineState
 from stepview.trace.reader import load_trace
-from tests.e2e.conftest import LONG_RUN, OpenTerminal, write_long_run
-from tests.e2e.terminal import PROMPT, STEPVIEW, Terminal, alive, process_tree, wait_gone
+from tests.e2e.conftest import HELD, HELD_RUN, PACED, OpenTerminal, write_held_run
+from tests.e2e.terminal import PROMPT, Terminal, alive, process_tree, wait_gone
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
@@ -47,12 +49,15 @@ def results_of(path: Path) -> dict[str, dict[str, object]]:
     return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
-def start_run(term: Terminal, tmp_path: Path, *extra: str) -> Path:
+def start_run(term: Terminal, tmp_path: Path, *extra: str, held: bool = True) -> Path:
+    """stepview in ``term`` on a run held mid-way (:data:`HELD`), or, not ``held``, on the
+    same run paced to keep stepping for minutes (:data:`PACED`); the path of its results
+    file."""
     results = tmp_path / "results.jsonl"
-    workload = write_long_run(tmp_path / "workload.jsonl")
+    workload = write_held_run(tmp_path / "workload.jsonl")
     term.run(
         [
-            STEPVIEW,
+            *(HELD if held else PACED),
             "--prompts",
             str(workload),
             "--results",
@@ -96,9 +101,9 @@ def interrupt_mid_run(open_terminal: OpenTerminal, tmp_path: Path, interrupt: st
     finished = {rid: r for rid, r in saved.items() if r["state"] != "unfinished"}
     assert ids and ids <= set(finished)
     assert len(finished) >= count
-    assert len(finished) < LONG_RUN  # it really was interrupted mid-run
-    assert len(saved) == LONG_RUN and list(saved)[: len(finished)] == list(finished)
-    assert f"({LONG_RUN - len(finished)} unfinished requests recorded there too)" in screen
+    assert len(finished) < HELD_RUN  # it really was interrupted mid-run
+    assert len(saved) == HELD_RUN and list(saved)[: len(finished)] == list(finished)
+    assert f"({HELD_RUN - len(finished)} unfinished requests recorded there too)" in screen
 
 
 def test_ctrl_c_mid_run_quits_within_5s_keeping_every_result(
@@ -147,7 +152,7 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
     open_terminal: OpenTerminal, tmp_path: Path
 ) -> None:
     term = open_terminal(200, 60)
-    start_run(term, tmp_path)
+    start_run(term, tmp_path, held=False)  # steps must go on: it redraws new ones
     stepview = term.command_process()
     wide = term.wait_for(mid_run, timeout=120)
     assert len(wide.splitlines()[0].rstrip()) > 150  # the status bar spans the width

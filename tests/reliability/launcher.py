@@ -3,8 +3,12 @@
     python tests/reliability/launcher.py FAULT [N] -- STEPVIEW-ARGS...
 
 FAULT is ``hang-step-from N`` (the Nth ``step()`` and every later one never returns, like a
-hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), both patched into
-``stepview.engine.own.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the first snapshot
+hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), ``hold-at N`` (the Nth
+``step()`` waits until stepview is asked to stop, then runs: a run held mid-way for as long
+as the test needs, however slow the machine or its screen — see :func:`hold`), ``pace MS``
+(every ``step()`` takes MS ms more, as on a large model: a run that keeps stepping for
+minutes on a small workload and little CPU — see :func:`pace`), all patched
+into ``stepview.engine.own.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the first snapshot
 of step N or later raises while being drawn: a bug in stepview itself; by step, not by count,
 as a busy machine's UI may draw only the first and the last of a quick replay). It then
 runs ``stepview.cli.main()`` exactly as the installed console script does, so everything
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +50,53 @@ def inject(fault: str, at: int) -> None:
     VllmEngine.step = step  # type: ignore[method-assign]
 
 
+def hold(at: int) -> None:
+    """Hold the run before the ``at``-th ``step()`` until the driver is told to stop.
+
+    Tests that interrupt a run "mid-way" used to need a workload long enough to outlast a
+    busy machine's slow screen (600 requests x 480 tokens), and still raced it. Held here,
+    the run stays exactly mid-way, requests finished and others running, until the quit under
+    test reaches the driver (``Driver.stop``, called by every way out: ``q``, Ctrl+C, SIGTERM,
+    SIGHUP); the held step then runs as a real one would have, on whatever the test did to
+    the engine meanwhile (a stopped core blocks it, as in production).
+    """
+    from stepview.engine.driver.loop import Driver
+    from stepview.engine.own.vllm_engine import VllmEngine
+
+    real_step, real_stop = VllmEngine.step, Driver.stop
+    calls = 0
+    released = threading.Event()
+
+    def step(self: VllmEngine) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == at:
+            released.wait()
+        return real_step(self)
+
+    def stop(self: Driver, timeout: float = 5.0) -> None:
+        released.set()
+        real_stop(self, timeout)
+
+    VllmEngine.step = step  # type: ignore[method-assign]
+    Driver.stop = stop  # type: ignore[method-assign]
+
+
+def pace(ms: int) -> None:
+    """Make every ``step()`` take ``ms`` ms more, sleeping (no CPU): a test that needs steps to
+    go on while it acts (a resize redraws new ones) gets them from a few requests, instead of
+    from a workload so large that engine and screen starve each other on a busy machine."""
+    from stepview.engine.own.vllm_engine import VllmEngine
+
+    real_step = VllmEngine.step
+
+    def step(self: VllmEngine) -> Any:
+        time.sleep(ms / 1000)
+        return real_step(self)
+
+    VllmEngine.step = step  # type: ignore[method-assign]
+
+
 def crash_ui(at: int) -> None:
     from stepview.model.snapshot import StepSnapshot
     from stepview.ui.app import StepviewApp
@@ -64,6 +116,10 @@ def main(argv: list[str]) -> int:
     fault, *numbers = argv[:split]
     if fault == "crash-ui":
         crash_ui(int(numbers[0]))
+    elif fault == "hold-at":
+        hold(int(numbers[0]))
+    elif fault == "pace":
+        pace(int(numbers[0]))
     elif fault != "none":
         inject(fault, int(numbers[0]))
     sys.argv = ["stepview", *argv[split + 1 :]]
