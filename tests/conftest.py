@@ -15,11 +15,33 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.scheduling import group_of, order_units, pytest_xdist_make_scheduler
+from tests.servers import (
+    SERVER_FIXTURES,
+    locked_server,
+    plain_server,
+    plugged_server,
+    server_pool,
+)
 from tests.vllm_engines import ENGINE_FIXTURES, demo_model_path, engines
 
-__all__ = ["demo_model_path", "engines"]  # fixtures, found by pytest here
+__all__ = [  # fixtures and hooks, found by pytest here
+    "demo_model_path",
+    "engines",
+    "locked_server",
+    "plain_server",
+    "plugged_server",
+    "pytest_xdist_make_scheduler",
+    "server_pool",
+]
 
 _LOGGERS = ("stepview", "py.warnings")
+
+# pytest-xdist's workers export COLUMNS=80 and LINES=24, which a user's shell does not: every
+# process a test starts would inherit them, and Textual takes them over the terminal's real
+# size (a stepview in tmux then never follows a resize). Serial and parallel runs must match.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(autouse=True)
@@ -85,8 +107,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         sys.meta_path.insert(0, _HIDER)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that starts vLLM through a fixture ``engine``."""
+    """Mark every test that starts vLLM through a fixture ``engine``; put the tests of shared
+    servers and the heavy ones in their xdist groups, and the longest units first
+    (``tests/scheduling.py``)."""
     for item in items:
-        if ENGINE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & (ENGINE_FIXTURES | SERVER_FIXTURES):
             item.add_marker(pytest.mark.engine)
+        group = group_of(item, fixtures, SERVER_FIXTURES)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    order_units(items)

@@ -31,8 +31,9 @@ os.environ["STEPVIEW_DEMO_MODEL"] = "demo-tiny"
 
 from stepview.engine.own.environment import prepare_vllm_environment
 
-# One file for all runs (engine test runs never overlap: they hold the engine lock).
-VLLM_TEST_LOG = Path(tempfile.gettempdir()) / "stepview-tests-vllm.log"
+# One file per test process (xdist workers each have their own: ``gw0``, ``gw1``).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+VLLM_TEST_LOG = Path(tempfile.gettempdir()) / f"stepview-tests-vllm-{_WORKER}.log"
 prepare_vllm_environment(VLLM_TEST_LOG)
 
 from stepview.engine.own.tiny_model import TINY_MODEL_NAME, tiny_engine_args  # noqa: E402

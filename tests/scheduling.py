@@ -1,0 +1,74 @@
+"""How the suite shares two cores (``pytest -n 2``, used by ``tests/conftest.py``).
+
+The unit of work a worker takes is a test module, as with xdist's ``--dist loadfile``: the
+engine pool of a worker (``tests/vllm_engines.py``) then builds an engine once for a module's
+tests, which share their settings, instead of once per test as tests alternate between
+workers. Two kinds of test are grouped across modules instead (``xdist_group`` marks, set at
+collection):
+
+- ``servers``: every test of a shared API server (``tests/servers.py``): one worker, so the
+  servers start once per run, in that worker;
+- ``heavy``: the tests that run stepview with real vLLM in tmux or in an engine-core process of
+  its own (marked ``e2e``, or ``heavy`` by hand): each keeps two or three processes busy and
+  reads a screen, so two of them at once would starve each other on two cores; one after
+  another on one worker, beside lighter tests on the other.
+
+Units are handed out longest first (longest-processing-time scheduling: the fewest minutes
+with one worker idle at the end): the groups, then modules that run real vLLM, then the rest,
+each in collection order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+SERVERS, HEAVY = "servers", "heavy"
+_UNIT_ORDER = {SERVERS: 0, HEAVY: 1}
+
+
+def group_of(item: pytest.Item, fixtures: set[str], server_fixtures: set[str]) -> str | None:
+    """The cross-module group ``item`` belongs to, if any."""
+    if fixtures & server_fixtures:
+        return SERVERS
+    if item.get_closest_marker("e2e") is not None or item.get_closest_marker("heavy"):
+        return HEAVY
+    return None
+
+
+def unit_rank(item: pytest.Item) -> int:
+    """Where ``item``'s unit goes in the queue: groups first, then real vLLM, then the rest."""
+    for mark in item.iter_markers("xdist_group"):
+        return _UNIT_ORDER.get(str(mark.args[0]), 2)
+    return 2 if item.get_closest_marker("engine") is not None else 3
+
+
+def order_units(items: list[pytest.Item]) -> None:
+    """Sort ``items`` in place so that each unit starts where its rank says (stable: a
+    module's tests keep their order, and units of one rank keep collection order)."""
+    first_rank: dict[str, int] = {}
+    for item in items:
+        unit = _unit(item)
+        first_rank[unit] = min(first_rank.get(unit, 9), unit_rank(item))
+    items.sort(key=lambda item: first_rank[_unit(item)])
+
+
+def _unit(item: pytest.Item) -> str:
+    for mark in item.iter_markers("xdist_group"):
+        return str(mark.args[0])
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Modules as units of work, except the groups (see the module docstring)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return nodeid.rsplit("@", 1)[-1]  # xdist's loadgroup suffix: a group
+            return nodeid.split("::", 1)[0]
+
+    return ModulesAndGroups(config, log)
