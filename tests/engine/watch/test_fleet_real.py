@@ -1,12 +1,18 @@
-"""``stepview --attach A --attach B --headless``: two real API servers on the demo model, one
-unmodified (read through its ``/metrics``), one with the plug-in (its records), watched
-together. Each JSON line names its server; after a completion on each, both rows have the
-model, tokens and a TTFT; the unmodified one killed, its rows say ``down`` and stderr says so.
-(Both servers in one test: each takes ~30 s and ~1 GB to start.)
+"""``stepview --attach A,B,C --headless``: two real API servers on the demo model, one
+unmodified (read through its ``/metrics``), one with the plug-in (its records), and a third
+``/metrics`` page that goes away, watched together. Each JSON line names its server; after a
+completion on each real one, both rows have the model, tokens and a TTFT; the third stopped,
+its rows say ``down``, stderr says so, and the real ones carry on.
+
+The real servers are the run's shared ones (``tests/servers.py``: each takes ~30 s and ~1 GB
+to start), which a test must not kill: the server that goes down is a stdlib HTTP server
+answering a real vLLM 0.32 ``/metrics`` capture (``fake_metrics.py``), and what a watch sees
+of a server going down (its connection refused) is the same for both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -15,64 +21,56 @@ from typing import Any
 
 import pytest
 
-from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from stepview.testing.vllm_server import complete
 from tests.engine.watch.attach_helpers import watching
+from tests.engine.watch.fake_metrics import FakeMetrics
+from tests.servers import Served
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
 
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[ApiServer, ApiServer]]:
-    from stepview.engine.own.tiny_model import ensure_tiny_model
-
-    model = ensure_tiny_model()
-    port, published = free_port(), free_port()
-    plain = ApiServer(
-        server_command(model, port, plugin=False), server_env(None), port, tmp_path / "plain.log"
-    )
-    publish = f"tcp://127.0.0.1:{free_port()}"
-    plugged = ApiServer(
-        server_command(model, published), server_env(publish), published, tmp_path / "plug.log"
-    )
+@contextlib.contextmanager
+def stopped_after(fake: FakeMetrics) -> Iterator[FakeMetrics]:
+    """``fake``, stopped at the end whatever happened (stopping twice is harmless)."""
     try:
-        plain.start()
-        plugged.start()
-        yield plain, plugged
+        yield fake
     finally:
-        plain.kill()
-        plugged.kill()
+        fake.stop()
 
 
 def what_went_wrong(rows: dict[str, dict[str, Any]], errors: list[str], folder: Path) -> str:
-    """The last rows, the watch's stderr and the ends of the three logs, for a failure's
+    """The last rows, the watch's stderr and the end of its log, for a failure's
     message (CI shows only the message)."""
     logs = {
         name: (folder / name).read_text(errors="replace").splitlines()[-15:]
-        for name in ("plain.log", "plug.log", "stepview.log")
+        for name in ("stepview.log",)
         if (folder / name).exists()
     }
     return json.dumps({"rows": rows, "stderr": errors, "logs": logs}, indent=1)
 
 
 def test_a_fleet_of_an_unmodified_and_a_plugged_server(
-    servers: tuple[ApiServer, ApiServer], tmp_path: Path
+    plain_server: Served, plugged_server: Served, tmp_path: Path
 ) -> None:
-    plain, plugged = servers
-    url, publish = f"http://127.0.0.1:{plain.port}", plugged.env["STEPVIEW_PUBLISH"]
+    plain, plugged, leaving = plain_server.api, plugged_server.api, FakeMetrics()
+    url, publish = plain_server.url, plugged_server.publish
+    assert publish is not None
+    leaving.start()
     command = [
         sys.executable,
         "-m",
         "stepview",
-        *("--attach", f"{url},{publish}", "--headless", "--scrape-interval", "0.5"),
+        *("--attach", f"{url},{publish},{leaving.url}", "--headless", "--scrape-interval", "0.5"),
         *("--log-file", str(tmp_path / "stepview.log")),
     ]
-    with watching(command) as watch:
+    with watching(command) as watch, stopped_after(leaving):
         rows: dict[str, dict[str, Any]] = {}
 
         def both_answered(text: str) -> bool:
-            """Each line updates its server's row: both rows have a model and a TTFT."""
+            """Each line updates its server's row: both real rows have a model and a TTFT."""
             record = json.loads(text)
-            rows[record["address"]] = record
+            if record["address"] != leaving.url:
+                rows[record["address"]] = record
             return len(rows) == 2 and all(r["ttft_p50_s"] for r in rows.values())
 
         # Completions until both watches have seen one: the /metrics window starts at the
@@ -93,14 +91,18 @@ def test_a_fleet_of_an_unmodified_and_a_plugged_server(
         assert rows[url]["model"] == "stepview-demo-tiny"  # the plug-in's needs its API
         assert all(r["state"] in ("idle", "running") for r in rows.values())
 
-        plain.kill()
+        leaving.stop()
         watch.out.wait_until(
-            lambda text: json.loads(text)["address"] == url and json.loads(text)["state"] == "down",
+            lambda text: (
+                json.loads(text)["address"] == leaving.url and json.loads(text)["state"] == "down"
+            ),
             timeout=60,
             since=len(watch.out.seen),
         )
-        watch.err.wait_for(f"DISCONNECTED from {url}")
-        later = watch.out.wait_until(
-            lambda text: json.loads(text)["address"] == publish, since=len(watch.out.seen)
-        )
-        assert json.loads(later)["state"] in ("idle", "running")  # the other one carries on
+        watch.err.wait_for(f"DISCONNECTED from {leaving.url}")
+        for address in (url, publish):  # the real ones carry on
+            later = watch.out.wait_until(
+                lambda text, a=address: json.loads(text)["address"] == a,  # type: ignore[misc]
+                since=len(watch.out.seen),
+            )
+            assert json.loads(later)["state"] in ("idle", "running")

@@ -13,63 +13,43 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from stepview.engine.records.curve import make_keys
-from stepview.testing.vllm_server import ApiServer, free_port, server_command, server_env
+from tests.servers import API_KEY as KEY
+from tests.servers import Served
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
-KEY = "sk-stepview-test-5e1f"
-
-
-@pytest.fixture
-def locked(tmp_path: Path) -> Iterator[tuple[ApiServer, int, dict[str, str]]]:
-    """The server, its records' port, and the four CURVE variables (make_keys' lines)."""
-    from stepview.engine.own.tiny_model import ensure_tiny_model
-
-    lines = make_keys(tmp_path / "keys").splitlines()
-    curve = dict(x.removeprefix("export ").split("=", 1) for x in lines if "=" in x)
-    port, records = free_port(), free_port()
-    env = server_env(f"tcp://0.0.0.0:{records}")
-    env.update({k: v for k, v in curve.items() if k.startswith("STEPVIEW_PUBLISH_")})
-    command = [*server_command(ensure_tiny_model(), port), "--api-key", KEY]
-    api = ApiServer(command, env, port, tmp_path / "server.log")
-    api.start()
-    try:
-        yield api, records, curve
-    finally:
-        api.kill()
 
 
 def _attach(
-    api: ApiServer, records: int, tmp_path: Path, env: dict[str, str], name: str
+    locked: Served, tmp_path: Path, env: dict[str, str], name: str
 ) -> subprocess.CompletedProcess[str]:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "The sea", "params": {"max_tokens": 4}}\n')
-    command = [sys.executable, "-m", "stepview", "--attach", f"tcp://127.0.0.1:{records}"]
-    command += ["--api", f"http://127.0.0.1:{api.port}", "--headless", "--json"]
+    assert locked.publish is not None
+    command = [sys.executable, "-m", "stepview", "--attach", locked.publish]
+    command += ["--api", locked.url, "--headless", "--json"]
     command += ["--prompts", str(prompts), "--log-file", str(tmp_path / f"{name}.log")]
     command += ["--results", str(tmp_path / f"{name}.jsonl")]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
 
 
 def test_the_key_and_curve_let_a_watch_in_and_a_missing_key_is_named(
-    locked: tuple[ApiServer, int, dict[str, str]], tmp_path: Path
+    locked_server: Served, tmp_path: Path
 ) -> None:
-    api, records, curve = locked
+    curve = locked_server.curve
     watch_env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
     watch_env.update({k: v for k, v in curve.items() if k.startswith("STEPVIEW_ATTACH_")})
 
-    keyed = _attach(api, records, tmp_path, {**watch_env, "VLLM_API_KEY": KEY}, "keyed")
+    keyed = _attach(locked_server, tmp_path, {**watch_env, "VLLM_API_KEY": KEY}, "keyed")
     assert keyed.returncode == 0, keyed.stderr
     (record,) = [json.loads(line) for line in keyed.stdout.splitlines()]
     assert record["state"] == "finished" and record["completions"][0]["finish_reason"]
     assert len(record["completions"][0]["token_ids"]) >= 1
 
-    refused = _attach(api, records, tmp_path, watch_env, "refused")
+    refused = _attach(locked_server, tmp_path, watch_env, "refused")
     assert refused.returncode == 1
     assert "the server wants an API key (401 Unauthorized): give it with --api-key" in (
         refused.stderr

@@ -1,7 +1,8 @@
 """``stepview --attach http://… --kv-events tcp://… --headless`` on vLLM's real API server.
 
-The server runs the demo model as vLLM ships it (no plug-in), publishing its KV-cache events
-(``--kv-events-config``, zmq, all topics). Two completions share a 219-token prefix (one
+The server (the run's shared ``plain_server``, ``tests/servers.py``) runs the demo model as
+vLLM ships it (no plug-in), publishing its KV-cache events (``--kv-events-config``, zmq, all
+topics). Two completions share a 219-token prefix (one
 128-token block) and are sent one after the other, so that the second finds the prefix in the
 cache: the JSON lines must show blocks stored (churn), the blocks resident, and the reuse — as
 the server's own /metrics counts its prefix-cache hit.
@@ -12,47 +13,24 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from stepview.testing.vllm_server import complete
 from tests.engine.watch.attach_helpers import EXIT_S, watching
 from tests.engine.watch.test_metrics_attach_real import next_record
+from tests.servers import Served
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 PREFIX = "Once upon a time in a land far away there lived " * 12
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[ApiServer, int]]:
-    from stepview.engine.own.tiny_model import ensure_tiny_model
-
-    port, events = free_port(), free_port()
-    config = {
-        "enable_kv_cache_events": True,
-        "publisher": "zmq",
-        "endpoint": f"tcp://*:{events}",
-        "topic": "kv",
-    }
-    command = [
-        *server_command(ensure_tiny_model(), port, plugin=False),
-        *("--kv-events-config", json.dumps(config)),
-    ]
-    api = ApiServer(command, server_env(None), port, tmp_path / "server.log")
-    api.start()
-    try:
-        yield api, events
-    finally:
-        api.kill()
-
-
 def test_block_churn_and_prefix_reuse_from_a_real_servers_kv_events(
-    server: tuple[ApiServer, int], tmp_path: Path
+    plain_server: Served, tmp_path: Path
 ) -> None:
-    api, events = server
-    url, kv = f"http://127.0.0.1:{api.port}", f"tcp://127.0.0.1:{events}"
+    api, url, kv = plain_server.api, plain_server.url, plain_server.kv_events
+    assert kv is not None
     command = [
         sys.executable,
         "-m",

@@ -1,7 +1,8 @@
 """``stepview --attach http://HOST:PORT --headless`` on vLLM's real API server, unmodified.
 
-The server runs the demo model as vLLM ships it: no plug-in, no ``STEPVIEW_PUBLISH``, and at
-most two requests running (``--max-num-seqs 2``), while six clients keep a completion each in
+The server (the run's shared ``plain_server``, ``tests/servers.py``) runs the demo model as
+vLLM ships it: no plug-in, no ``STEPVIEW_PUBLISH``, and at most two requests running
+(``--max-num-seqs 2``), while six clients keep a completion each in
 flight, so that four wait for a running slot. The watcher reads only the server's ``/metrics``;
 its JSON lines must show the two running, the rest waiting (vLLM's reason: ``capacity``), every
 completion finished, and their latency percentiles; Ctrl+C ends it normally.
@@ -18,32 +19,19 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
+from stepview.testing.vllm_server import complete
 from tests.engine.watch.attach_helpers import EXIT_S, Watch, watching
+from tests.servers import Served
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 CLIENTS = 6
 TOKENS = 200
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ApiServer]:
-    from stepview.engine.own.tiny_model import ensure_tiny_model
-
-    port = free_port()
-    command = [*server_command(ensure_tiny_model(), port, plugin=False), "--max-num-seqs", "2"]
-    api = ApiServer(command, server_env(None), port, tmp_path / "server.log")
-    api.start()
-    try:
-        yield api
-    finally:
-        api.kill()
 
 
 def next_record(
@@ -112,7 +100,8 @@ class Clients:
 
 
 def finished(count: int) -> Callable[[dict[str, Any]], bool]:
-    """A scrape that counts ``count`` requests finished since the server started."""
+    """A scrape that counts ``count`` requests finished since the server started (the server
+    is shared: other tests' requests count too)."""
     return lambda record: bool(record["finished_total"] == count)
 
 
@@ -121,8 +110,10 @@ def caught_in_flight(record: dict[str, Any]) -> bool:
     return bool(record["running"] == 2 and record["waiting"] >= 1)
 
 
-def test_headless_metrics_watch_of_an_unmodified_server(server: ApiServer, tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{server.port}"
+def test_headless_metrics_watch_of_an_unmodified_server(
+    plain_server: Served, tmp_path: Path
+) -> None:
+    server, url = plain_server.api, plain_server.url
     command = [
         sys.executable,
         "-m",
@@ -144,7 +135,8 @@ def test_headless_metrics_watch_of_an_unmodified_server(server: ApiServer, tmp_p
         finally:
             sent = clients.stop()
         # Every scrape in flight is before the one that counts all of them finished.
-        done = next_record(watch, finished(sent), seen_so_far=scrapes(watch, since))
+        before = idle["finished_total"] or 0
+        done = next_record(watch, finished(before + sent), seen_so_far=scrapes(watch, since))
         assert busy["state"] == "running" and busy["waiting_by_reason"]["capacity"] >= 1
         assert done["finished"].get("length") == sent
         ttft = done["ttft_s"]
