@@ -145,6 +145,12 @@ class Terminal:
         """What the pane shows now, one line per row."""
         return self.tmux("capture-pane", "-p", "-t", "main")
 
+    def text(self) -> str:
+        """What the pane shows now, each line the shell wrapped at the pane's edge joined back
+        whole (``capture-pane -J``): a message is matched whatever the width and the length
+        of the temporary path in it (xdist's are longer); not for a full-screen app's rows."""
+        return self.tmux("capture-pane", "-p", "-J", "-t", "main")
+
     def flag(self, name: str) -> str:
         """A pane format variable (``alternate_on``, ``cursor_flag``, ``mouse_any_flag``...)."""
         return self.tmux("display-message", "-p", "-t", "main", f"#{{{name}}}").strip()

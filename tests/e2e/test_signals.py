@@ -94,7 +94,7 @@ def interrupt_mid_run(open_terminal: OpenTerminal, tmp_path: Path, interrupt: st
     assert alive(tree) == []
     assert term.wait_for_exit(timeout=15) == 0
     assert_terminal_restored(term)
-    screen = term.screen().replace("\n", "")
+    screen = term.text()
     assert f"stepview: finished requests saved in {results}" in screen
     saved = results_of(results)
     # Issue 13: the requests still to go are in the file too, as unfinished, after the rest.

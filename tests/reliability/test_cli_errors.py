@@ -223,8 +223,8 @@ def test_missing_model_directory_tui_leaves_with_the_message(
     missing = tmp_path / "typo"
     term.run([STEPVIEW, "--log-file", str(tmp_path / "log.txt"), "--model", str(missing)])
     assert term.wait_for_exit(timeout=120) == USAGE
-    screen = term.screen()
-    assert f"stepview: model directory {missing} does not exist" in screen.replace("\n", "")
+    screen = term.text()
+    assert f"stepview: model directory {missing} does not exist" in screen
     assert "Traceback" not in screen and "finished requests saved" not in screen
 
 

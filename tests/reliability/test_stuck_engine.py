@@ -262,7 +262,7 @@ def tui_with_the_core_stopped(
     # The run was held before a step; the quit let that step go to the stopped core, where it
     # blocks as a step on a hung core does: stepview gives up on it and kills the core.
     assert term.wait_for_exit(timeout=15) == 1
-    screen = term.screen().replace("\n", "")
+    screen = term.text()
     assert_killed_line(screen, core)
     unfinished = assert_every_request_recorded(results, finished_ids)
     assert (

@@ -63,7 +63,7 @@ def test_output_redirected_away_from_the_terminal_is_refused(
     term.type(f"{STEPVIEW} --log-file {log} > out.txt; echo EXIT=$?")
     term.keys("Enter")
     assert term.wait_for_exit(timeout=30) == 2
-    screen = term.screen().replace("\n", "")
+    screen = term.text()
     assert "stepview: stdout is not a terminal (redirected to a file or a pipe)" in screen
     assert "; use --headless to run without the TUI" in screen
     assert (tmp_path / "out.txt").read_text() == ""
