@@ -19,7 +19,7 @@ NO_CHAT_TEMPLATE = "this model has no chat template"
 """Why a chat request is refused by an engine whose tokenizer carries no chat template."""
 
 ATTACHED_NO_CHAT = "no chat on an attached server: stepview adds plain prompts (/v1/completions)"
-"""Why a chat request is refused when watching a server (see the README's *Watching*)."""
+"""Why a chat request is refused when watching a server (see docs/attach-and-fleet.md)."""
 
 
 def chat_unavailable(chat_template: bool, attached: str) -> str:

@@ -11,8 +11,9 @@
     a fixed fleet of four servers (overloaded, two ranks, one down) for the fleet screen's
     picture.
 ``vllm_server``
-    vLLM's real API server on the demo model with stepview's plug-in, as the README starts it,
-    for the real-server tests and the server benchmarks; killed whole, whatever happens.
+    vLLM's real API server on the demo model with stepview's plug-in, started as
+    docs/attach-and-fleet.md says, for the real-server tests and the server benchmarks;
+    killed whole, whatever happens.
 
 Nothing a real run uses imports this package (import-linter checks it). The SVG snapshot
 tests and ``scripts/screenshots.py`` draw the same scenes, so a README picture changes only

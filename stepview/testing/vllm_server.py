@@ -1,4 +1,4 @@
-"""vLLM's OpenAI API server on the demo model, started as the README says, for tests and benchmarks.
+"""vLLM's API server on the demo model, as docs/attach-and-fleet.md starts it: tests, benchmarks.
 
 Shared by the real-server tests (``--attach`` end to end, the watch against a live server)
 and the server benchmarks (``python -m benchmarks server_overhead``, ``long_queue``,

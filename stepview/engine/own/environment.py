@@ -37,7 +37,7 @@ the engine core in stepview's process, "1" gives it its own (vLLM's default). Bo
 request's state (the scheduler plug-in reports either way); the default is whichever the
 benchmark (``python -m benchmarks engine_overhead --modes mp``) shows costs the engine less with
 the TUI running: in-process on the 2-core machine it was measured on (tui 2161-2445 tok/s against
-tui@mp 1960-2415; the README's Performance section)."""
+tui@mp 1960-2415; docs/performance.md)."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """How every line of the log file looks (stepview's launcher uses it too)."""

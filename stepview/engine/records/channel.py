@@ -261,7 +261,7 @@ class FactsSubscriber:
             )
         return (
             f"{self.address} {cause or 'publishes '}with CURVE: set {WATCH_SECRET_ENV} and "
-            f"{WATCH_SERVER_KEY_ENV} (see README, Watching vllm serve)"
+            f"{WATCH_SERVER_KEY_ENV} (see docs/attach-and-fleet.md, Watching vllm serve)"
         )
 
     def _refused(self, why: str, hedged: bool = False) -> None:

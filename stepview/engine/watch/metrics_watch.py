@@ -52,7 +52,7 @@ from stepview.model.snapshot import (
 PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
 """The plug-in's published name (``engine/plugin/config.py``'s, which this room may not import)."""
 PUBLISH = "tcp://127.0.0.1:5570"
-"""The publish address the restart line suggests (the README's)."""
+"""The publish address the restart line suggests (docs/attach-and-fleet.md's)."""
 RECENT_SCRAPES = 120
 """Scrapes kept for the header's sparklines."""
 SCRAPE_TIMEOUT_S = 5.0
