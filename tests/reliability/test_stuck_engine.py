@@ -31,6 +31,10 @@ from tests.e2e.terminal import PROMPT, STEPVIEW, Terminal, alive, command_env, w
 from tests.e2e.test_signals import mid_run, shown_finished
 
 QUIT_WITHIN_S = 5.0
+KILLED_GONE_S = 20.0
+"""How long a process stepview SIGKILLed may take to be gone: what is asserted is that none
+stays, not how soon a busy kernel runs its exit (beside two busy loops and another engine
+test, a worker was still 'running' 5 s after stepview had left)."""
 MULTIPROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
 IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
@@ -185,9 +189,8 @@ def test_headless_sigterm_with_the_engine_core_stopped(tmp_path: Path, watch: Wa
     took = wait_gone(stepview, timeout=QUIT_WITHIN_S)
     out, err = proc.communicate(timeout=5)
     assert proc.returncode == 1, err
-    # SIGKILLed by stepview as it quit; on a loaded machine the kernel takes the worker down
-    # when it next gets a CPU (seen: still 'running' the moment stepview was gone).
-    assert left_behind(engine, timeout=5.0) == []
+    # SIGKILLed by stepview as it quit: the kernel takes them down when it next runs them.
+    assert left_behind(engine, timeout=KILLED_GONE_S) == []
     assert left_behind(run.close()) == []
     printed = [first["id"], *(json.loads(line)["id"] for line in out.splitlines())]
     unfinished = assert_every_request_recorded(results, set(printed))
@@ -256,9 +259,8 @@ def tui_with_the_core_stopped(
     else:
         term.keys(quit_with)
     took = wait_gone(stepview, timeout=QUIT_WITHIN_S)
-    # SIGKILLed by stepview as it quit; on a loaded machine the kernel takes the worker down
-    # when it next gets a CPU (seen: still 'running' the moment stepview was gone).
-    assert left_behind(engine, timeout=5.0) == []
+    # SIGKILLed by stepview as it quit: the kernel takes them down when it next runs them.
+    assert left_behind(engine, timeout=KILLED_GONE_S) == []
     # The run was held before a step; the quit let that step go to the stopped core, where it
     # blocks as a step on a hung core does: stepview gives up on it and kills the core.
     assert term.wait_for_exit(timeout=15) == 1
