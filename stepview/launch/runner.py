@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 
 from stepview.launch.exits import exit_now
+from stepview.launch.usr1 import stopping
 from stepview.model.flight import ON_SIGNAL, FlightControl
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 
@@ -107,4 +108,5 @@ def _run(
                 watcher.cancel()
 
     asyncio.run(main())
+    stopping()  # asyncio left SIGUSR1 at its default: answered again (launch/usr1.py)
     return app.return_code or 0
