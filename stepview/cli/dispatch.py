@@ -17,7 +17,7 @@ from stepview.cli.args import parse_own_args
 from stepview.cli.attach import is_metrics_address
 from stepview.cli.conflicts import flag_conflict
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
-from stepview.launch.usr1 import answer_sigusr1, stopping
+from stepview.launch.user_signals import answer_sigusr1, stopping
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     command = argv is None
     if command:
-        answer_sigusr1()  # first: SIGUSR1's default would end the process (launch/usr1.py)
+        answer_sigusr1()  # first: SIGUSR1's default would end the process (launch/user_signals.py)
     try:
         code = _run(argv)
     except KeyboardInterrupt:

@@ -1,12 +1,16 @@
-"""``SIGUSR1`` where no mode answers it: start-up, shut-down, and the modes with no recorder.
+"""``SIGUSR1`` where no mode answers it (start-up, shut-down, no recorder), and ``SIGUSR2``.
 
 ``SIGUSR1``'s default action ends the process, and operators send it for a flight recording
 (``docs/leaving-it-running.md``), often to a unit systemd has just restarted: in start-up,
 where a SmolLM2 build or ``import vllm`` takes seconds. So ``stepview`` answers it from the
 first line of :func:`stepview.cli.main` until the process ends: each live mode puts its own
 answer in front while it runs (:func:`stepview.launch.flight.flight_signal`, the TUI's event
-loop), and between those this one says, once per reason, why nothing is recorded. A process
-started with ``SIGUSR1`` ignored keeps it ignored.
+loop), and between those this one says, once per reason, why nothing is recorded.
+
+``SIGUSR2`` means nothing to stepview, but its default ends the process too, and tools send
+it by convention (to reopen logs, say): a watch left running for weeks says once that it
+takes no such signal, and goes on (under the TUI, in a toast: stderr is the screen there).
+A process started with either signal ignored keeps it ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ STARTING = (
     "the first step on: ask again then)"
 )
 STOPPING = "SIGUSR1: stepview is stopping; nothing more is recorded"
+REPLAY_USR1 = "SIGUSR1: a replay records nothing (it is a recording already)"
+USR2 = "SIGUSR2: stepview takes no such signal; going on (SIGUSR1 asks for a flight recording)"
 
 Phase = Literal["starting", "stopping"]
 
@@ -44,20 +50,23 @@ def answer_sigusr1(recorder: bool | None = None) -> None:
     the ``stepview`` command only: a test calling :func:`stepview.cli.main` keeps its own."""
     if recorder is not None:
         _Between.recorder = recorder
-    usr1 = getattr(signal, "SIGUSR1", None)
-    if usr1 is None or signal.getsignal(usr1) is signal.SIG_IGN:
-        return
-    signal.signal(usr1, _on_usr1)
     _Between.installed = True
+    _answer_user_signals()
 
 
 def stopping() -> None:
     """The run is over: a ``SIGUSR1`` from now on is told so. The TUI's event loop leaves
-    ``SIGUSR1`` at its default when it closes: put the answer back (if it was ours)."""
+    both signals at their default when it closes: put the answers back (if they were ours)."""
     _Between.phase = "stopping"
-    usr1 = getattr(signal, "SIGUSR1", None)
-    if _Between.installed and usr1 is not None and signal.getsignal(usr1) is signal.SIG_DFL:
-        signal.signal(usr1, _on_usr1)
+    if _Between.installed:
+        _answer_user_signals()
+
+
+def _answer_user_signals() -> None:
+    for name, handler in (("SIGUSR1", _on_usr1), ("SIGUSR2", _on_usr2)):
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
+            signal.signal(number, handler)
 
 
 def answer(phase: Phase, recorder: bool | None) -> str:
@@ -86,3 +95,7 @@ def tell_once(message: str) -> None:
 
 def _on_usr1(signum: int, frame: FrameType | None) -> None:
     tell_once(answer(_Between.phase, _Between.recorder))
+
+
+def _on_usr2(signum: int, frame: FrameType | None) -> None:
+    tell_once(USR2)
