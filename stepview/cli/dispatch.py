@@ -17,6 +17,7 @@ from stepview.cli.args import parse_own_args
 from stepview.cli.attach import is_metrics_address
 from stepview.cli.conflicts import flag_conflict
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
+from stepview.launch.user_signals import answer_sigusr1, stopping
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,13 +26,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     Run as the command (``argv`` taken from ``sys.argv``) once vLLM has been loaded, it ends
     the process itself when the run is over (see :func:`~stepview.launch.exits.exit_now`).
     """
+    command = argv is None
+    if command:
+        answer_sigusr1()  # first: SIGUSR1's default would end the process (launch/user_signals.py)
     try:
         code = _run(argv)
     except KeyboardInterrupt:
         # Ctrl+C before the TUI or the headless loop took over SIGINT (during the seconds of
         # ``import vllm``, say): a one-line goodbye, not a traceback through vLLM's imports.
         code = fail("interrupted", EXIT_INTERRUPTED)
-    if argv is None and "vllm" in sys.modules:
+    if command:
+        stopping()
+    if command and "vllm" in sys.modules:
         exit_now(code)
     return code
 
@@ -43,6 +49,8 @@ def _run(argv: Sequence[str] | None) -> int:
 
         return print_help()
     own, engine_argv = parse_own_args(args_list)
+    if argv is None:
+        answer_sigusr1(recorder=own.flight_recorder is not None)
     problem = flag_conflict(own, engine_argv)
     if problem is not None:
         return fail(problem)

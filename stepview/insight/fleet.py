@@ -36,6 +36,7 @@ from typing import Any
 
 from stepview.insight.percentiles import percentile
 from stepview.model.latency import request_latency
+from stepview.model.server_window import not_vllm
 from stepview.model.snapshot import EngineState, RankStatus, RequestState, StepSnapshot
 
 WAITING_SPREAD = 4
@@ -89,6 +90,9 @@ def fleet_row(address: str, snapshot: StepSnapshot, window: float) -> FleetRow:
         ranks=snapshot.ranks if len(snapshot.ranks) > 1 else (),
     )
     if state is EngineState.STARTING:
+        found = not_vllm(snapshot.phase)  # another program on that port: say what
+        if found is not None:
+            return replace(row, state="not vLLM", model=found)
         return replace(row, model="")  # a placeholder until the server says
     if server is not None:
         ttft = server.latency("ttft")

@@ -24,11 +24,11 @@ from typing import Any
 from stepview.cli.args import OwnOptions
 from stepview.launch.exits import notice
 from stepview.launch.paths import output_path_problem
+from stepview.launch.user_signals import NO_RECORDER, STARTING, stopping, tell_once
 from stepview.model.flight import ON_SIGNAL, FlightControl, FlightDump
 from stepview.trace.flight import FlightRecorder
 
 SIGNAL_WHY = "asked for with SIGUSR1"
-NO_RECORDER = "SIGUSR1: there is no flight recorder (start stepview with --flight-recorder 10m)"
 
 
 def flight_folder(options: OwnOptions) -> Path:
@@ -85,9 +85,10 @@ def recordings_note(recorder: FlightRecorder | None) -> str | None:
 
 
 def ask_from_signal(control: FlightControl | None) -> None:
-    """What ``SIGUSR1`` does: a recording, written off the signal's thread; or a notice."""
-    if control is None:
-        notice(NO_RECORDER)
+    """What ``SIGUSR1`` does: a recording, written off the signal's thread; or, once, why
+    there is none."""
+    if control is None or not control.has_steps:
+        tell_once(NO_RECORDER if control is None else STARTING)
         return
     threading.Thread(
         target=control.request, args=(ON_SIGNAL, SIGNAL_WHY), name="stepview-flight", daemon=True
@@ -111,3 +112,4 @@ def flight_signal(control: FlightControl | None) -> Iterator[None]:
         yield
     finally:
         signal.signal(usr1, previous)
+        stopping()

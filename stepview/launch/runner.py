@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 
 from stepview.launch.exits import exit_now
+from stepview.launch.user_signals import REPLAY_USR1, USR2, stopping
 from stepview.model.flight import ON_SIGNAL, FlightControl
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 
@@ -97,8 +98,17 @@ def _run(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
-        if not replay and signal.getsignal(signal.SIGUSR1) is not signal.SIG_IGN:
-            loop.add_signal_handler(signal.SIGUSR1, app.call_next, app.action_flight, ON_SIGNAL)
+        # SIGUSR1: a flight recording (a replay is one already); SIGUSR2: nothing, in a toast
+        # as stderr is the screen. One started ignored stays ignored (launch/user_signals.py).
+        usr1: tuple[Callable[..., object], str] = (
+            (app.notify, REPLAY_USR1) if replay else (app.action_flight, ON_SIGNAL)
+        )
+        for sig, (answer, argument) in (
+            (signal.SIGUSR1, usr1),
+            (signal.SIGUSR2, (app.notify, USR2)),
+        ):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                loop.add_signal_handler(sig, app.call_next, answer, argument)
         watcher = None if exit_when is None else asyncio.create_task(leave_when(exit_when))
         try:
             await app.run_async()
@@ -107,4 +117,5 @@ def _run(
                 watcher.cancel()
 
     asyncio.run(main())
+    stopping()  # asyncio left SIGUSR1/2 at their default: answered again (launch/user_signals.py)
     return app.return_code or 0

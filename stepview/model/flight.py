@@ -36,3 +36,8 @@ class FlightControl(Protocol):
     @property
     def last(self) -> FlightDump | None:
         """The latest recording, None before the first."""
+
+    @property
+    def has_steps(self) -> bool:
+        """Whether a step has been kept yet (before the engine's first, a recording would be
+        empty: a request then is answered with why, not with an empty file)."""

@@ -17,6 +17,16 @@ from typing import NamedTuple
 QUANTILES = (0.5, 0.9, 0.99)
 """The percentiles shown of each latency (p50, p90, p99)."""
 
+NOT_VLLM = "its /metrics is "
+"""How a connecting watch's phase says that the page there is not vLLM's (what it is follows,
+up to ``; ``): the fleet row shows the same words (:func:`not_vllm`)."""
+
+
+def not_vllm(phase: str) -> str | None:
+    """What a connecting ``/metrics`` watch found there instead of vLLM, from its phase."""
+    _, found, rest = phase.partition(NOT_VLLM)
+    return rest.split("; ", 1)[0] if found else None
+
 
 class Latency(NamedTuple):
     """One latency over the window: its percentiles (``None``: nothing observed) and count."""

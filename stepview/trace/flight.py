@@ -139,6 +139,10 @@ class FlightRecorder:
         return self._last
 
     @property
+    def has_steps(self) -> bool:
+        return self._latest is not None
+
+    @property
     def held(self) -> tuple[float, int]:
         """Seconds of steps the ring holds now, and their size in bytes."""
         with self._lock:

@@ -188,3 +188,22 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
 def step_of(screen: str) -> int:
     match = re.search(r"step (\d+)", screen.splitlines()[0])
     return int(match.group(1)) if match else -1
+
+
+def test_user_signals_mid_run_are_answered_in_toasts_and_the_run_goes_on(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    """SIGUSR2 (tools send it to reopen logs) and SIGUSR1 without a recorder: each ended the
+    TUI before (SIGUSR2 always); now a toast says why nothing happens, and the run stays."""
+    term = open_terminal(160, 40)
+    start_run(term, tmp_path)
+    stepview = term.command_process()
+    term.wait_for(mid_run, timeout=120)
+    stepview.send_signal(signal.SIGUSR2)
+    term.wait_for_text("SIGUSR2: stepview takes no such", timeout=30)
+    stepview.send_signal(signal.SIGUSR1)
+    term.wait_for_text("No flight recorder", timeout=30)
+    assert stepview.is_running() and mid_run(term.screen())
+    term.keys("q")
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
+    assert term.wait_for_exit(timeout=15) == 0

@@ -12,7 +12,7 @@ from stepview.insight.fleet import (
     fleet_row,
     mark_imbalance,
 )
-from stepview.model.server_window import Latency, ServerWindow
+from stepview.model.server_window import NOT_VLLM, Latency, ServerWindow
 from stepview.model.snapshot import (
     EngineCounters,
     EngineInfo,
@@ -141,6 +141,15 @@ def test_a_server_not_reached_yet_has_no_figures() -> None:
     snapshot = StepSnapshot(step=0, clock=3.0, engine_state=EngineState.STARTING)
     got = fleet_row("tcp://h:1", snapshot, 60.0)
     assert got.state == "connecting" and got.ttft_p50 is None and got.tokens_per_s is None
+
+
+def test_a_port_serving_another_programs_metrics_says_what_it_found() -> None:
+    """The phase as :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` words it."""
+    found = "Prometheus text with no vLLM series (it looks like node_exporter)"
+    phase = f"connecting to http://h:9100: {NOT_VLLM}{found}; trying again"
+    snapshot = StepSnapshot(step=0, clock=3.0, engine_state=EngineState.STARTING, phase=phase)
+    got = fleet_row("http://h:9100", snapshot, 60.0)
+    assert got.state == "not vLLM" and got.model == found and not got.up
 
 
 def test_a_data_parallel_metrics_server_gets_a_row_per_rank() -> None:

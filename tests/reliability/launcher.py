@@ -1,4 +1,4 @@
-"""The real ``stepview`` command with a fault injected into vLLM's adapter.
+"""The real ``stepview`` command with a fault injected into it (vLLM's adapter, mostly).
 
     python tests/reliability/launcher.py FAULT [N] -- STEPVIEW-ARGS...
 
@@ -7,16 +7,20 @@ hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), ``hold-at N``
 ``step()`` waits until stepview is asked to stop, then runs: a run held mid-way for as long
 as the test needs, however slow the machine or its screen — see :func:`hold`), ``pace MS``
 (every ``step()`` takes MS ms more, as on a large model: a run that keeps stepping for
-minutes on a small workload and little CPU — see :func:`pace`), all patched
-into ``stepview.engine.own.vllm_engine.VllmEngine.step``, or ``crash-ui N`` (the first snapshot
-of step N or later raises while being drawn: a bug in stepview itself; by step, not by count,
-as a busy machine's UI may draw only the first and the last of a quick replay). It then
+minutes on a small workload and little CPU — see :func:`pace`), all patched into
+``stepview.engine.own.vllm_engine.VllmEngine.step``; ``user-signals-in-start-up`` (two
+``SIGUSR1`` and two ``SIGUSR2`` before vLLM's flags are parsed — see
+:func:`user_signals_in_start_up`); or ``crash-ui N`` (the first
+snapshot of step N or later raises while being drawn: a bug in stepview itself; by step, not
+by count, as a busy machine's UI may draw only the first and the last of a quick replay). It then
 runs ``stepview.cli.main()`` exactly as the installed console script does, so everything
 else is the real command.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
@@ -97,6 +101,22 @@ def pace(ms: int) -> None:
     VllmEngine.step = step  # type: ignore[method-assign]
 
 
+def user_signals_in_start_up() -> None:
+    """Send this process ``SIGUSR1`` and ``SIGUSR2`` twice each just before vLLM's flags are
+    parsed (``import vllm``: the seconds of a real start-up, where an operator's signal
+    lands): held there by the code itself, not by a race with a signal sent from outside."""
+    from stepview.engine.own import engine_args
+
+    real_parse = engine_args.parse_engine_args
+
+    def parse(*args: Any, **kwargs: Any) -> Any:
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGUSR1, signal.SIGUSR2):
+            os.kill(os.getpid(), sig)  # each handled before the next bytecode
+        return real_parse(*args, **kwargs)
+
+    engine_args.parse_engine_args = parse
+
+
 def crash_ui(at: int) -> None:
     from stepview.model.snapshot import StepSnapshot
     from stepview.ui.app import StepviewApp
@@ -118,6 +138,8 @@ def main(argv: list[str]) -> int:
         crash_ui(int(numbers[0]))
     elif fault == "hold-at":
         hold(int(numbers[0]))
+    elif fault == "user-signals-in-start-up":
+        user_signals_in_start_up()
     elif fault == "pace":
         pace(int(numbers[0]))
     elif fault != "none":

@@ -17,7 +17,8 @@ window can tell "nothing happened" from "not known"; where an older vLLM used an
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -86,8 +87,56 @@ def vllm_lines(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith(_PREFIXES)) + "\n"
 
 
+class NotVllmMetrics(ValueError):
+    """A ``/metrics`` page with no ``vllm:`` series: another program on that port (or vLLM not
+    up there yet); the message says what was found instead."""
+
+
+# What a page without vLLM's series is, by its most common metric name prefix: the programs
+# people point --attach at by mistake, a port off (their /metrics pages are all Prometheus text).
+EXPORTERS = {
+    "stepview": "stepview's own exporter (--metrics-port), not the vLLM server it watches",
+    "sglang": "an SGLang server",
+    "tgi": "a Text Generation Inference server",
+    "DCGM": "NVIDIA's DCGM exporter",
+    "node": "node_exporter",
+    "prometheus": "Prometheus itself",
+}
+# Every Go or Python program's client library adds these: they tell only the language.
+GENERIC = {"go": "a Go program", "process": "a program", "python": "a Python program"}
+
+
+def what_is_there(text: str) -> str:
+    """What a ``/metrics`` page without ``vllm:`` series holds, in words: ``not Prometheus
+    text (an HTML page)``, ``Prometheus text with no vLLM series (it looks like node_exporter)``."""
+    head = text.lstrip()[:512].lower()
+    if not head:
+        return "an empty page"
+    if head.startswith(("<!doctype", "<html", "<?xml")) or "<body" in head:
+        return "not Prometheus text (an HTML page)"
+    if head.startswith(("{", "[")):
+        return "not Prometheus text (JSON)"
+    try:
+        names = [family.name for family in text_string_to_metric_families(text)]
+    except (ValueError, IndexError, KeyError):
+        return "not Prometheus text"
+    if not names:
+        return "not Prometheus text"
+    prefixes = Counter(re.split(r"[:_]", name, maxsplit=1)[0] for name in names)
+    specific = [p for p, _ in prefixes.most_common() if p not in GENERIC]
+    guess = EXPORTERS.get(specific[0]) if specific else None
+    if guess is None and not specific:
+        guess = GENERIC.get(prefixes.most_common(1)[0][0])
+    looks = f" (it looks like {guess})" if guess else ""
+    return f"Prometheus text with no vLLM series{looks}"
+
+
 def read_page(text: str) -> MetricsPage:
-    """The figures of a ``/metrics`` page (``ValueError``: not a Prometheus page)."""
+    """The figures of a ``/metrics`` page (:class:`NotVllmMetrics`: none of vLLM's series;
+    ``ValueError``: vLLM's series that do not parse)."""
+    lines = vllm_lines(text)
+    if not lines.strip():
+        raise NotVllmMetrics(what_is_there(text))
     gauges: dict[str, list[float]] = defaultdict(list)
     counters: dict[str, float] = defaultdict(float)
     by_reason: dict[str, dict[str, float]] = {}
@@ -95,7 +144,7 @@ def read_page(text: str) -> MetricsPage:
     sums: dict[str, float] = defaultdict(float)
     by_engine: dict[str, dict[str, float]] = defaultdict(dict)  # engine label -> gauges
     model = ""
-    for family in text_string_to_metric_families(vllm_lines(text)):
+    for family in text_string_to_metric_families(lines):
         name, kind = family.name, family.type
         for sample in family.samples:
             labels = sample.labels

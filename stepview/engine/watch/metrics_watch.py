@@ -35,12 +35,13 @@ from stepview.engine.watch.metrics_page import (
     RUNNING,
     WAITING,
     MetricsPage,
+    NotVllmMetrics,
     read_page,
 )
 from stepview.engine.watch.server_api import ApiError, ServedModel, ServerApi
 from stepview.insight.histogram_window import CounterWindow, HistogramWindow, quantile
 from stepview.model.errors import describe
-from stepview.model.server_window import QUANTILES, Latency, ServerWindow
+from stepview.model.server_window import NOT_VLLM, QUANTILES, Latency, ServerWindow
 from stepview.model.snapshot import (
     EngineCounters,
     EngineInfo,
@@ -109,7 +110,10 @@ class MetricsWatch:
         except ApiError as exc:
             self.latest = self._lost(clock, str(exc))
             return self.latest
-        except ValueError as exc:  # not a Prometheus page
+        except NotVllmMetrics as exc:  # another program on that port, or vLLM not up yet
+            self.latest = self._lost(clock, f"{NOT_VLLM}{exc}")
+            return self.latest
+        except ValueError as exc:  # vLLM's series, broken
             self.latest = self._lost(clock, describe(exc))
             return self.latest
         self.latest = self._read(clock, page)

@@ -40,7 +40,12 @@ COLUMNS = (
 )
 WAITING_WIDTH = 26
 MARKS = {BUSIEST: ("▲", "bold red"), IDLEST: ("▼", "bold green")}
-STATE_STYLES = {"running": "bold green", "idle": "dim", "down": "bold red"}
+STATE_STYLES = {
+    "running": "bold green",
+    "idle": "dim",
+    "down": "bold red",
+    "not vLLM": "bold yellow",
+}
 RULE = (
     f"▲ busiest ▼ idlest: marked when the servers up differ by {WAITING_SPREAD}+ waiting "
     f"or {KV_SPREAD:.0%}+ KV use"

@@ -19,6 +19,8 @@ NO_RECORDER = (
     "No flight recorder: start stepview with --flight-recorder 10m to keep the last minutes"
 )
 
+NOTHING_YET = "Nothing to record yet: the flight recorder keeps steps from the engine's first on"
+
 
 class FlightKey:
     """What the app knows of its flight recorder (none: the key says how to get one)."""
@@ -33,6 +35,8 @@ class FlightKey:
         control = self.control
         if control is None:
             return NO_RECORDER
+        if not control.has_steps:
+            return NOTHING_YET
         why = "asked for with the F key" if by == ON_KEY else "asked for with SIGUSR1"
         threading.Thread(
             target=control.request,

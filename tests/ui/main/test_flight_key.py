@@ -15,7 +15,7 @@ from stepview.testing.sources import StaticSource
 from stepview.trace.flight import FlightRecorder
 from stepview.trace.reader import load_trace
 from stepview.ui.app import StepviewApp
-from stepview.ui.main.flight_key import NO_RECORDER
+from stepview.ui.main.flight_key import NO_RECORDER, NOTHING_YET
 from stepview.ui.main.status_bar import StatusBar
 
 
@@ -57,3 +57,16 @@ async def test_f_without_a_recorder_says_how_to_get_one() -> None:
         await pilot.press("F")
         await pilot.pause()
         assert NO_RECORDER in toasts(app)
+
+
+async def test_f_before_the_engines_first_step_says_there_is_nothing_yet(tmp_path: Path) -> None:
+    """Asked while the engine starts (as ``SIGUSR1`` from an operator may be): a recording
+    would be empty, so none is written and the toast says why."""
+    recorder = FlightRecorder(tmp_path, 600.0, 1 << 24)
+    app = StepviewApp(StaticSource(mid_run()), clock=None, flight=recorder)
+    app.animation_level = "none"
+    async with app.run_test(size=(140, 30)) as pilot:
+        await pilot.press("F")
+        await until(pilot, lambda: NOTHING_YET in toasts(app))
+    recorder.close()
+    assert recorder.last is None and not list(tmp_path.iterdir())
