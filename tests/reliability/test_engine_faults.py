@@ -66,8 +66,13 @@ def saved(path: Path) -> dict[str, dict[str, object]]:
 
 
 def error_shown(app: StepviewApp) -> bool:
-    """The error screen is up and composed: pushed is not yet mounted on a busy machine."""
-    return isinstance(app.screen, ErrorScreen) and bool(app.screen.query("#error-hint"))
+    """The error screen is up and composed: pushed is not yet mounted on a busy machine, and
+    the message's text, inside its scroll, mounts after the hint beside it (a busy run once
+    found the hint and no message)."""
+    screen = app.screen
+    return isinstance(screen, ErrorScreen) and all(
+        screen.query(selector) for selector in ("#error-hint", "#error-message Static")
+    )
 
 
 async def test_step_exception_shows_the_error_keeps_results_and_quits(tmp_path: Path) -> None:
