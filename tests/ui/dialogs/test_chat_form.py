@@ -94,8 +94,7 @@ async def test_a_model_without_a_chat_template_says_so_and_refuses_chat() -> Non
         await pilot.press("escape")
 
         await pilot.press("D")  # the demo as chat: refused, nothing queued
-        await pilot.pause()
-        assert any(NO_CHAT_TEMPLATE in n.message for n in app._notifications)
+        await until(pilot, lambda: any(NO_CHAT_TEMPLATE in n.message for n in app._notifications))
         assert rows(app, "pending") == []
 
         # A chat request sent anyway (a prompts file) ends rejected, saying why.
