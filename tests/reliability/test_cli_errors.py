@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from stepview.cli import main
 from stepview.engine.own.engine_args import UsageError, check_option_names, local_model_problem
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
@@ -48,6 +49,20 @@ def run(
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
     )
+
+
+def in_process(
+    args: Sequence[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> subprocess.CompletedProcess[str]:
+    """``stepview.cli.main(args)`` in this process, read like :func:`run`'s process.
+
+    For paths whose exit code and stderr one real process per kind already proves: the
+    answer is the same function's, without the process's start and ``import vllm``.
+    """
+    capsys.readouterr()
+    code = main(["--log-file", str(tmp_path / "log.txt"), *args])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess[str], *parts: str) -> str:
@@ -137,8 +152,11 @@ def test_bad_value_of_a_stepview_flag_is_one_line(
 
 
 @pytest.mark.engine
-def test_bad_value_of_an_engine_flag_headless_is_one_line(tmp_path: Path) -> None:
-    done = run(["--headless", "--max-num-seqs", "many"], tmp_path)
+def test_bad_value_of_an_engine_flag_headless_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's parser judges it; the unknown-flag test above is this path's real process."""
+    done = in_process(["--headless", "--max-num-seqs", "many"], tmp_path, capsys)
     assert_one_line_error(done, "argument --max-num-seqs: invalid int value: 'many'")
 
 
@@ -146,8 +164,11 @@ def test_bad_value_of_an_engine_flag_headless_is_one_line(tmp_path: Path) -> Non
 
 
 @pytest.mark.engine
-def test_missing_model_directory_headless(tmp_path: Path) -> None:
-    done = run(["--headless", "--model", str(tmp_path / "no-such-model")], tmp_path)
+def test_missing_model_directory_headless(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen by stepview before vLLM; the unusable-model test has this path's real process."""
+    done = in_process(["--headless", "--model", str(tmp_path / "no-such-model")], tmp_path, capsys)
     assert_one_line_error(done, f"model directory {tmp_path / 'no-such-model'} does not exist")
 
 
@@ -192,11 +213,16 @@ def test_unusable_local_models_are_named_without_vllm(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine
-def test_unusable_model_headless_is_one_line_once_before_any_request(tmp_path: Path) -> None:
+def test_unusable_model_headless_is_one_line_once_before_any_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A file, an empty directory, a corrupt config.json: vLLM would say so seconds later in
-    a 9-line validation error, repeated for every request; stepview says it once, exit 2."""
-    for path, message in unusable_models(tmp_path).values():
-        done = run(["--headless", "--model", str(path)], tmp_path)
+    a 9-line validation error, repeated for every request; stepview says it once, exit 2.
+    The first in a real process (exit code and stderr), the others through the same call."""
+    (first, first_message), *others = unusable_models(tmp_path).values()
+    assert_one_line_error(run(["--headless", "--model", str(first)], tmp_path), first_message)
+    for path, message in others:
+        done = in_process(["--headless", "--model", str(path)], tmp_path, capsys)
         assert_one_line_error(done, message)
 
 
