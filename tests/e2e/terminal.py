@@ -177,10 +177,15 @@ class Terminal:
         return self.wait_for(lambda screen: text in screen, timeout)
 
     def wait_for_exit(self, timeout: float = 30.0) -> int:
-        """Wait for the ``EXIT=N`` line the shell prints after the command; return N."""
-        screen = self.wait_for(lambda s: _EXIT.search(s) is not None, timeout)
-        match = _EXIT.search(screen)
-        assert match is not None
+        """Wait for the ``EXIT=N`` line the shell prints after the command, and for the prompt
+        it prints after that in a write of its own (a capture can fall between the two);
+        return N."""
+
+        def back_at_the_prompt(screen: str) -> bool:
+            return _EXIT.search(screen) is not None and screen.rstrip().endswith(PROMPT.rstrip())
+
+        screen = self.wait_for(back_at_the_prompt, timeout)
+        *_, match = _EXIT.finditer(screen)
         return int(match.group(1))
 
     # -- processes -------------------------------------------------------------------------

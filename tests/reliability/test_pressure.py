@@ -107,6 +107,8 @@ async def test_aborting_a_finished_unknown_or_already_aborted_request_is_harmles
             "long": RequestState.ABORTED,
             "after": RequestState.FINISHED,
         }
+        # The panes follow the driver on the app's next tick: wait for them to show all three.
+        await until(pilot, lambda: app.shown is not None and len(app.shown.finished) == 3)
         await pilot.press("tab", "x")  # the Finished pane: its newest row, already finished
         assert notices[-1] == "after is already finished."
         await pilot.press("q")

@@ -69,6 +69,5 @@ async def test_the_detail_view_at_80_columns_offers_the_step_view_and_latency() 
         await until(pilot, lambda: app.shown is not None)
         await pilot.press("tab", "enter")
         await until(pilot, lambda: app.screen is not app.screen_stack[0])
-        await pilot.pause()
-        keys = footer_keys(app)
-        assert {"esc", "v", "t", "?", "q"} <= set(keys), keys
+        # The new screen's footer fills in over a few refreshes (bindings, recompose, layout).
+        await until(pilot, lambda: {"esc", "v", "t", "?", "q"} <= set(footer_keys(app)), 5)

@@ -67,7 +67,8 @@ async def test_back_shows_a_past_step_while_the_engine_runs_and_L_returns_to_liv
         for i in range(3):
             driver.send(AddRequest(f"r{i}", "x" * 20, SamplingSpec(max_tokens=400)))
         driver.send(Resume())
-        await until(pilot, lambda: driver.latest().step >= 10)
+        # The panes follow the driver on the app's tick: counting back starts from what they show.
+        await until(pilot, lambda: app.shown is not None and app.shown.step >= 10)
 
         await pilot.press("left_square_bracket", "left_square_bracket", "left_square_bracket")
         pinned = app.shown

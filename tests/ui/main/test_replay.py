@@ -41,7 +41,8 @@ async def test_seek_step_back_and_forward() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await at_step(17)(pilot)
         index = trace.index_of_step(17)
-        assert source.status.position == index
+        # The replay thread moves its snapshot before its status: wait for both.
+        await until(pilot, lambda: at(app, source, index))
         assert_panes_show(app, trace[index])
         assert "step 17/56" in status_text(app)
 
