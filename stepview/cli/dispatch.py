@@ -17,7 +17,7 @@ from stepview.cli.args import parse_own_args
 from stepview.cli.attach import is_metrics_address
 from stepview.cli.conflicts import flag_conflict
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
-from stepview.launch.user_signals import answer_sigusr1, stopping
+from stepview.launch.signals_between import StopAsked, answer_signals, stopping
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,13 +28,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     command = argv is None
     if command:
-        answer_sigusr1()  # first: SIGUSR1's default would end the process (launch/user_signals.py)
+        answer_signals()  # first: their defaults end the process (launch/signals_between.py)
     try:
         code = _run(argv)
     except KeyboardInterrupt:
         # Ctrl+C before the TUI or the headless loop took over SIGINT (during the seconds of
         # ``import vllm``, say): a one-line goodbye, not a traceback through vLLM's imports.
         code = fail("interrupted", EXIT_INTERRUPTED)
+    except StopAsked as stop:  # SIGTERM or SIGHUP before a mode took them: the same, named
+        code = fail(f"stopped by {stop.name} during start-up", 128 + stop.signum)
     if command:
         stopping()
     if command and "vllm" in sys.modules:
@@ -50,7 +52,7 @@ def _run(argv: Sequence[str] | None) -> int:
         return print_help()
     own, engine_argv = parse_own_args(args_list)
     if argv is None:
-        answer_sigusr1(recorder=own.flight_recorder is not None)
+        answer_signals(recorder=own.flight_recorder is not None)
     problem = flag_conflict(own, engine_argv)
     if problem is not None:
         return fail(problem)

@@ -24,8 +24,8 @@ process), ``paths`` (default files and the check of named ones), ``logs`` (the l
 ``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past
 an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
 TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,
-its notices, ``SIGUSR1`` in every live mode), ``user_signals`` (``SIGUSR1`` where no mode
-answers it, from the command's first line to its last, and ``SIGUSR2``) and ``help``.
+its notices, ``SIGUSR1`` in every live mode), ``signals_between`` (what each signal does
+where no mode answers it, from the command's first line to its last) and ``help``.
 
 Only :mod:`stepview.cli` imports this package, and it does so lazily, module by module: the
 TUI must be drawing before anything heavy is imported, so this ``__init__`` imports nothing.

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn, TextIO
 
+from stepview.launch.signals_between import stopping
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -85,6 +87,7 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        stopping()  # the run is over: a signal now must not cut the writing of its results
 
 
 def silence(out: TextIO) -> None:

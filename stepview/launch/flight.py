@@ -24,7 +24,7 @@ from typing import Any
 from stepview.cli.args import OwnOptions
 from stepview.launch.exits import notice
 from stepview.launch.paths import output_path_problem
-from stepview.launch.user_signals import NO_RECORDER, STARTING, stopping, tell_once
+from stepview.launch.signals_between import NO_RECORDER, STARTING, stopping, tell_once
 from stepview.model.flight import ON_SIGNAL, FlightControl, FlightDump
 from stepview.trace.flight import FlightRecorder
 

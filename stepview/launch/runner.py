@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 
 from stepview.launch.exits import exit_now
-from stepview.launch.user_signals import REPLAY_USR1, USR2, stopping
+from stepview.launch.signals_between import REPLAY_USR1, USR2, stopping
 from stepview.model.flight import ON_SIGNAL, FlightControl
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
 
@@ -99,7 +99,7 @@ def _run(
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
         # SIGUSR1: a flight recording (a replay is one already); SIGUSR2: nothing, in a toast
-        # as stderr is the screen. One started ignored stays ignored (launch/user_signals.py).
+        # as stderr is the screen. One started ignored stays ignored (launch/signals_between.py).
         usr1: tuple[Callable[..., object], str] = (
             (app.notify, REPLAY_USR1) if replay else (app.action_flight, ON_SIGNAL)
         )
@@ -117,5 +117,5 @@ def _run(
                 watcher.cancel()
 
     asyncio.run(main())
-    stopping()  # asyncio left SIGUSR1/2 at their default: answered again (launch/user_signals.py)
+    stopping()  # asyncio left its signals at their default: answered again (signals_between.py)
     return app.return_code or 0

@@ -8,11 +8,14 @@ hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), ``hold-at N``
 as the test needs, however slow the machine or its screen — see :func:`hold`), ``pace MS``
 (every ``step()`` takes MS ms more, as on a large model: a run that keeps stepping for
 minutes on a small workload and little CPU — see :func:`pace`), all patched into
-``stepview.engine.own.vllm_engine.VllmEngine.step``; ``user-signals-in-start-up`` (two
-``SIGUSR1`` and two ``SIGUSR2`` before vLLM's flags are parsed — see
-:func:`user_signals_in_start_up`); or ``crash-ui N`` (the first
-snapshot of step N or later raises while being drawn: a bug in stepview itself; by step, not
-by count, as a busy machine's UI may draw only the first and the last of a quick replay). It then
+``stepview.engine.own.vllm_engine.VllmEngine.step``; ``signals-in-start-up NAME...`` (the
+signals named, ``USR1`` say, sent in order just before vLLM's flags are parsed — see
+:func:`signals_in_start_up`); ``signal-in-build NAME`` (the signal sent once the tiny model's
+build has begun, its half-built folder there: give the run an empty cache);
+``signals-in-finish NAME...`` (sent as a headless run's results are being finished); or
+``crash-ui N`` (the first snapshot of step N or later raises while being drawn: a bug in
+stepview itself; by step, not by count, as a busy machine's UI may draw only the first and the
+last of a quick replay). It then
 runs ``stepview.cli.main()`` exactly as the installed console script does, so everything
 else is the real command.
 """
@@ -101,20 +104,54 @@ def pace(ms: int) -> None:
     VllmEngine.step = step  # type: ignore[method-assign]
 
 
-def user_signals_in_start_up() -> None:
-    """Send this process ``SIGUSR1`` and ``SIGUSR2`` twice each just before vLLM's flags are
-    parsed (``import vllm``: the seconds of a real start-up, where an operator's signal
-    lands): held there by the code itself, not by a race with a signal sent from outside."""
+def signals_in_start_up(names: list[str]) -> None:
+    """Send this process the signals ``names`` (``USR1``, ``TERM``...) in order just before
+    vLLM's flags are parsed (``import vllm``: the seconds of a real start-up, where an
+    operator's signal lands): held there by the code itself, not by a race with a signal sent
+    from outside."""
     from stepview.engine.own import engine_args
 
     real_parse = engine_args.parse_engine_args
 
     def parse(*args: Any, **kwargs: Any) -> Any:
-        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGUSR1, signal.SIGUSR2):
-            os.kill(os.getpid(), sig)  # each handled before the next bytecode
+        for name in names:
+            os.kill(os.getpid(), signal.Signals[f"SIG{name}"])  # handled before the next bytecode
         return real_parse(*args, **kwargs)
 
     engine_args.parse_engine_args = parse
+
+
+def signals_in_finish(names: list[str]) -> None:
+    """Send this process the signals ``names`` as a headless run starts to finish its
+    outputs: the run is over, what it saved is being written."""
+    from stepview.launch import headless
+
+    real_finish = headless.finish_run
+
+    def finish_run(*args: Any, **kwargs: Any) -> Any:
+        for name in names:
+            os.kill(os.getpid(), signal.Signals[f"SIG{name}"])
+        return real_finish(*args, **kwargs)
+
+    headless.finish_run = finish_run
+
+
+def signal_in_build(name: str) -> None:
+    """Send this process the signal ``name`` from inside the tiny model's build, once its
+    temporary folder exists and holds a file: a conversion caught half way."""
+    from stepview.engine.own import tiny_model
+
+    real_ensure_built = tiny_model.ensure_built
+
+    def ensure_built(parent: Any, folder: str, is_complete: Any, build: Any) -> Any:
+        def half_built(tmp: Path) -> None:
+            (tmp / "config.json").write_text("{}")
+            os.kill(os.getpid(), signal.Signals[f"SIG{name}"])
+            build(tmp)
+
+        return real_ensure_built(parent, folder, is_complete, half_built)
+
+    tiny_model.ensure_built = ensure_built
 
 
 def crash_ui(at: int) -> None:
@@ -138,8 +175,12 @@ def main(argv: list[str]) -> int:
         crash_ui(int(numbers[0]))
     elif fault == "hold-at":
         hold(int(numbers[0]))
-    elif fault == "user-signals-in-start-up":
-        user_signals_in_start_up()
+    elif fault == "signals-in-start-up":
+        signals_in_start_up(numbers)
+    elif fault == "signals-in-finish":
+        signals_in_finish(numbers)
+    elif fault == "signal-in-build":
+        signal_in_build(numbers[0])
     elif fault == "pace":
         pace(int(numbers[0]))
     elif fault != "none":
