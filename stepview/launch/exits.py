@@ -67,14 +67,26 @@ def exit_now(code: int, *, run_exit_handlers: bool = True) -> NoReturn:
     os._exit(code)
 
 
+class StopEvent(threading.Event):
+    """Set by the first stop signal; :attr:`signum` says which."""
+
+    signum: int | None = None
+
+    @property
+    def name(self) -> str:
+        return "a signal" if self.signum is None else signal.Signals(self.signum).name
+
+
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
+def stop_on_signals() -> Iterator[StopEvent]:
     """An event set by SIGTERM, SIGHUP or SIGINT while the block runs; the handlers before are
     put back after it. A signal the process was started ignoring stays ignored: under
     ``nohup`` a hang-up must not end the run."""
-    stop = threading.Event()
+    stop = StopEvent()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            stop.signum = signum
         stop.set()
 
     previous = {

@@ -54,7 +54,7 @@ from stepview.launch.exits import (
 from stepview.launch.export import exports_insight
 from stepview.launch.flight import flight_signal
 from stepview.launch.outputs import RunOutputs, open_outputs
-from stepview.launch.stuck import end_leftovers, give_up_on_engine
+from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.model.commands import AddRequest, Command, Schedule
 from stepview.model.errors import describe
 from stepview.model.flight import FlightControl
@@ -306,6 +306,12 @@ def drive(
     finally:
         driver.stop(STOP_TIMEOUT_S)
         stack.close()
+    if driver.alive and in_start_up(driver):  # stopped while the engine was being built
+        give_up_on_engine(driver, processes)  # as in the main thread's part of start-up:
+        note = unfinished_note(driver.unfinished, results)
+        note = f" ({note})" if note else ""
+        code = EXIT_FAILED if stop.signum is None else 128 + stop.signum
+        return fail(f"stopped by {stop.name} during start-up{note}", code), False
     if driver.alive:
         stuck = give_up_on_engine(driver, processes)
         code, completed = _outcome(driver, printer, results, stop.is_set(), watching, reached)

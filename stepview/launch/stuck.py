@@ -11,6 +11,11 @@ holding the machine's memory (a GPU's), and says so in the exit line. The proces
 leaves without exit handlers (:func:`~stepview.launch.exits.exit_now`): they would wait on the
 engine thread's objects. An engine in stepview's own process goes with the process.
 
+A quit while the engine is still being built (``import vllm``, the built-in model's build, the
+weights' load: seconds, and nothing can interrupt them) is no stuck engine: the stop does not
+wait for it, and the exit line says only that the run stopped in start-up
+(:data:`IN_START_UP`); requests sent meanwhile are recorded ``unfinished``.
+
 After a timely stop, :func:`end_leftovers` checks that vLLM's shutdown left no process behind.
 """
 
@@ -19,6 +24,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from stepview.model.snapshot import EngineState
+
 if TYPE_CHECKING:
     from stepview.engine.driver.loop import Driver
     from stepview.engine.own.processes import EndedProcesses, EngineProcesses
@@ -26,15 +33,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_IN_TIME = "the engine did not stop in time"
+IN_START_UP = "stopped during the engine's start-up"
+"""The exit line of a quit while the engine was being built: not a fault, nothing ran."""
+
+
+def in_start_up(driver: Driver) -> bool:
+    """Whether the engine never came up: a quit then is no stuck engine, only an early one."""
+    return driver.latest().engine_state is EngineState.STARTING
 
 
 def give_up_on_engine(driver: Driver, processes: EngineProcesses | None) -> str:
     """End the run and the engine's processes without the stuck engine; the exit line."""
+    starting = in_start_up(driver)
     if not driver.abandon():
         log.warning("the driver thread kept its books: the results may miss requests in flight")
-    if processes is None:
+    ended = None if processes is None else processes.end()
+    if starting:
+        if ended is not None and (ended.killed or ended.survived):
+            log.warning("ended the engine's processes in its start-up: %s", ended)
+        return IN_START_UP
+    if ended is None:
         return f"{NOT_IN_TIME}; exiting anyway"
-    return stuck_line(processes.end())
+    return stuck_line(ended)
 
 
 def end_leftovers(processes: EngineProcesses | None) -> None:

@@ -25,7 +25,7 @@ from stepview.launch.export import exports_insight
 from stepview.launch.headless import starting_commands
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.runner import run_app
-from stepview.launch.stuck import end_leftovers, give_up_on_engine
+from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.launch.terminal import claim_terminal
 
 if TYPE_CHECKING:
@@ -106,12 +106,13 @@ def wrap_up(
         # The engine is stuck in start-up or in a step that will not return: end the run
         # without it (every request recorded), kill its processes, and leave without
         # waiting for it (nor exporting from its state).
+        starting = in_start_up(driver)
         stuck = give_up_on_engine(driver, processes)
         outputs.report_results(driver.unfinished)
         for error in outputs.file_errors():
             notice(error)
         notice(stuck)
-        exit_now(EXIT_FAILED, run_exit_handlers=False)
+        exit_now(EXIT_OK if starting else EXIT_FAILED, run_exit_handlers=False)
     end_leftovers(processes)
     outputs.report_results(driver.unfinished)
     if driver.error:

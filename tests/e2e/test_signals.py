@@ -21,6 +21,7 @@ from stepview.model.snapshot import EngineState
 from stepview.trace.reader import load_trace
 from tests.e2e.conftest import HELD, HELD_RUN, PACED, OpenTerminal, write_held_run
 from tests.e2e.terminal import PROMPT, Terminal, alive, process_tree, wait_gone
+from tests.reliability.launcher import LAUNCHER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
@@ -207,3 +208,36 @@ def test_user_signals_mid_run_are_answered_in_toasts_and_the_run_goes_on(
     term.keys("q")
     wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert term.wait_for_exit(timeout=15) == 0
+
+
+def test_q_while_the_engine_is_being_built_leaves_at_once_recording_the_requests(
+    open_terminal: OpenTerminal, tmp_path: Path
+) -> None:
+    """A quit in start-up (the loading view; ``import vllm`` or the built-in model's build,
+    which nothing interrupts) waited 4 s for the engine and ended "the engine did not stop in
+    time", exit 1. Nothing ran: it leaves at once, exit 0, the requests sent meanwhile in the
+    results file as unfinished, the process the build had started ended."""
+    term = open_terminal(100, 30)
+    results = tmp_path / "results.jsonl"
+    workload = write_held_run(tmp_path / "workload.jsonl")
+    term.run(
+        [
+            *(*LAUNCHER, "stuck-in-start-up", "-", "--"),
+            *("--prompts", str(workload), "--results", str(results)),
+            *("--log-file", str(tmp_path / "log.txt")),
+        ]
+    )
+    stepview = term.command_process()
+    building = term.wait_for(lambda _: len(stepview.children()) > 0, timeout=120)
+    assert "STARTING" in building, building
+    tree = process_tree(stepview)
+    term.keys("q")
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
+    assert term.wait_for_exit(timeout=15) == 0
+    assert alive(tree) == []  # the build's child process too
+    screen = term.text()
+    assert "stepview: stopped during the engine's start-up" in screen
+    assert f"({HELD_RUN} unfinished requests recorded there too)" in screen
+    assert "did not stop in time" not in screen
+    assert {r["state"] for r in results_of(results).values()} == {"unfinished"}
+    assert_terminal_restored(term)

@@ -12,7 +12,9 @@ minutes on a small workload and little CPU — see :func:`pace`), all patched in
 signals named, ``USR1`` say, sent in order just before vLLM's flags are parsed — see
 :func:`signals_in_start_up`); ``signal-in-build NAME`` (the signal sent once the tiny model's
 build has begun, its half-built folder there: give the run an empty cache);
-``signals-in-finish NAME...`` (sent as a headless run's results are being finished); or
+``signals-in-finish NAME...`` (sent as a headless run's results are being finished);
+``stuck-in-start-up NAME`` (the engine's build starts a child process, sends the signal named,
+``-`` for none, and never returns: a long build, the built-in model's conversion, say); or
 ``crash-ui N`` (the first snapshot of step N or later raises while being drawn: a bug in
 stepview itself; by step, not by count, as a busy machine's UI may draw only the first and the
 last of a quick replay). It then
@@ -136,6 +138,22 @@ def signals_in_finish(names: list[str]) -> None:
     headless.finish_run = finish_run
 
 
+def stuck_in_start_up(name: str) -> None:
+    """The engine's build, on the driver thread, starts a child process (as vLLM starts its
+    engine core), sends the signal ``name`` (``-``: none) and then never returns."""
+    import subprocess
+
+    from stepview.engine.own.vllm_engine import VllmEngine
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+        if name != "-":
+            os.kill(os.getpid(), signal.Signals[f"SIG{name}"])
+        threading.Event().wait()
+
+    VllmEngine.create = create  # type: ignore[method-assign]
+
+
 def signal_in_build(name: str) -> None:
     """Send this process the signal ``name`` from inside the tiny model's build, once its
     temporary folder exists and holds a file: a conversion caught half way."""
@@ -179,6 +197,8 @@ def main(argv: list[str]) -> int:
         signals_in_start_up(numbers)
     elif fault == "signals-in-finish":
         signals_in_finish(numbers)
+    elif fault == "stuck-in-start-up":
+        stuck_in_start_up(numbers[0])
     elif fault == "signal-in-build":
         signal_in_build(numbers[0])
     elif fault == "pace":

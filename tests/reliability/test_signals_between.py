@@ -17,6 +17,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 from stepview.launch.signals_between import (
@@ -28,7 +29,7 @@ from stepview.launch.signals_between import (
     answer,
 )
 from tests.e2e.conftest import write_workload
-from tests.e2e.terminal import command_env
+from tests.e2e.terminal import command_env, gone
 from tests.reliability.launcher import LAUNCHER
 
 
@@ -125,3 +126,17 @@ def test_stop_signals_while_the_results_are_written_are_told_and_the_run_ends_wh
     assert [r["id"] for r in saved] == ["r0", "r1", "r2"]
     assert csv.read_text().count("\n") > 1  # the export written after the signals, whole
     assert "\npreemptions: " in done.stderr  # the summary of a run that went to its end
+
+
+@pytest.mark.engine
+def test_a_stop_signal_while_the_engine_is_built_ends_it_at_once(tmp_path: Path) -> None:
+    """The engine's build (on the driver thread; a conversion, the weights' load) cannot be
+    interrupted, and waiting 4 s for it ended "the engine did not stop in time", exit 1. It
+    is start-up, as above: the same line and code, at once, the build's process ended."""
+    workload = write_workload(tmp_path / "workload.jsonl", 3, longest=16)
+    before = {p.pid for p in psutil.process_iter() if p.name() == "sleep"}
+    done = launch(["stuck-in-start-up", "TERM"], ["--prompts", str(workload)], tmp_path)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr == "stepview: stopped by SIGTERM during start-up\n"
+    started = [p for p in psutil.process_iter() if p.name() == "sleep" and p.pid not in before]
+    assert not [p for p in started if not gone(p)], started  # a zombie is gone: it was ended

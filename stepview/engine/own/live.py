@@ -20,6 +20,7 @@ from stepview.insight.run import RunInsight
 from stepview.model.engine_api import Engine
 from stepview.model.recent import KEEP_FINISHED
 from stepview.model.sink import SnapshotSink
+from stepview.model.snapshot import EngineState
 
 
 def live_driver(
@@ -72,6 +73,13 @@ def live_driver(
         admit_per_step=admit_per_step,
         insight=insight,
     )
-    if processes is not None:  # a stopped core never answers: a quit need not wait for it
-        driver.hopeless = processes.stopped
+
+    def hopeless() -> bool:
+        # A quit need not wait for an engine that cannot answer it: a stopped core, or an
+        # engine still being built (import vllm, the model's build and load), which no stop
+        # interrupts and which has run nothing yet.
+        stopped = processes is not None and processes.stopped()
+        return stopped or driver.latest().engine_state is EngineState.STARTING
+
+    driver.hopeless = hopeless
     return driver
