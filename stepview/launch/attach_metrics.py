@@ -26,7 +26,14 @@ from stepview.engine.watch.metrics_watch import MetricsWatch
 from stepview.insight.fleet import rank_record
 from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
-from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
+from stepview.launch.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    fail,
+    notice,
+    silence,
+    stop_on_signals,
+)
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.model.snapshot import EngineState, StepSnapshot
@@ -72,10 +79,13 @@ def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
 
 
 def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | None = None) -> int:
-    """Print :func:`metrics_record` of each scrape, every ``interval`` s, until a signal."""
+    """Print :func:`metrics_record` of each scrape, every ``interval`` s, until a signal.
+
+    Exit 0, unless the server never answered (a wrong address, as with ``--attach`` of records
+    nobody publishes): a watch that saw nothing at all did not do its job, exit 1."""
     out = sys.stdout if out is None else out
     link = LinkNotices(watch.address)
-    hinted = False
+    hinted = reached = False
     with stop_on_signals() as stop:
         while not stop.is_set():
             began = time.monotonic()
@@ -88,6 +98,7 @@ def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | N
                 for line in window.plugin_hint.splitlines():
                     print(f"  {line}", file=sys.stderr, flush=True)
             if snapshot.engine_state is not EngineState.STARTING:
+                reached = True
                 try:
                     out.write(json.dumps(metrics_record(snapshot)) + "\n")
                     out.flush()
@@ -95,6 +106,8 @@ def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | N
                     silence(out)
                     return EXIT_BROKEN_PIPE
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
+    if not reached:
+        return fail(f"stopped watching {watch.address}: no vLLM metrics ever came", EXIT_FAILED)
     notice(f"stopped watching {watch.address}")
     return 0
 

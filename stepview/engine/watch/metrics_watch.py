@@ -107,8 +107,8 @@ class MetricsWatch:
         clock = now - self._start
         try:
             page = read_page(self.api.get_text("/metrics", SCRAPE_TIMEOUT_S))
-        except ApiError as exc:
-            self.latest = self._lost(clock, str(exc))
+        except ApiError as exc:  # its message starts with the address, said already
+            self.latest = self._lost(clock, str(exc).removeprefix(f"{self.api.base_url}: "))
             return self.latest
         except NotVllmMetrics as exc:  # another program on that port, or vLLM not up yet
             self.latest = self._lost(clock, f"{NOT_VLLM}{exc}")

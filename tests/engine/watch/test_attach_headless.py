@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stepview.engine.records.facts import EndedFacts
 from stepview.engine.watch.attached import api_client_id
+from stepview.testing.vllm_server import free_port
 from tests.engine.watch.attach_helpers import (
     ANSWER,
     EXIT_S,
@@ -146,6 +147,22 @@ def test_an_address_nobody_publishes_on_says_what_to_check_and_fails(tmp_path: P
         rest = watch.err.rest()
         assert "stepview: stopped watching: nothing ever came from the server" in rest, rest
         assert not any("TTFT" in line for line in rest)  # no empty latency table
+        assert watch.out.rest() == []
+
+
+def test_a_metrics_address_that_never_answers_says_so_and_fails(tmp_path: Path) -> None:
+    """The same for ``--attach http://``: a port nothing listens on is said once, with why,
+    and the stop ends the watch with exit 1 and a line saying no vLLM metrics ever came
+    (it ended exit 0, "stopped watching", as if it had watched a server)."""
+    address = f"http://127.0.0.1:{free_port()}"
+    with watching(watch_command(address, tmp_path)) as watch:
+        said = watch.err.wait_for(f"connecting to {address}: ")
+        assert said.endswith("Connection refused; trying again"), said
+        watch.child.send_signal(signal.SIGTERM)
+        assert watch.child.wait(EXIT_S) == 1
+        rest = watch.err.rest()
+        assert rest[-1] == f"stepview: stopped watching {address}: no vLLM metrics ever came"
+        assert [line for line in rest[:-1] if "connecting to" not in line] == [], rest
         assert watch.out.rest() == []
 
 
