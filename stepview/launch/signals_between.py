@@ -17,8 +17,11 @@ exports being written), a signal's default action would end the process without 
   as a shell reports a process the signal ended); after the run they are told once that
   stepview is stopping already, so the results and exports being written are not cut short.
 
-A process started with a signal ignored (``nohup``) keeps it ignored. ``SIGINT`` keeps
-Python's own answer, ``KeyboardInterrupt``, which :func:`stepview.cli.main` turns into one line.
+- ``SIGINT`` (Ctrl+C): in start-up Python's own answer, ``KeyboardInterrupt``, which
+  :func:`stepview.cli.main` turns into one line; after the run the first is told as above,
+  and a second leaves at once (an impatient user's way out of a slow disk).
+
+A process started with a signal ignored (``nohup``) keeps it ignored.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ STOPPING = "SIGUSR1: stepview is stopping; nothing more is recorded"
 REPLAY_USR1 = "SIGUSR1: a replay records nothing (it is a recording already)"
 USR2 = "SIGUSR2: stepview takes no such signal; going on (SIGUSR1 asks for a flight recording)"
 STOPPING_ALREADY = "{name}: stepview is stopping already; it finishes writing what it saved"
+AGAIN_TO_LEAVE = " (Ctrl+C again to leave now)"
 
 Phase = Literal["starting", "stopping"]
 
@@ -63,6 +67,7 @@ class _Between:
     phase: Phase = "starting"
     recorder: bool | None = None
     installed = False
+    interrupted = False  # a SIGINT told after the run: the next one leaves
     told: set[str] = set()
 
 
@@ -90,6 +95,7 @@ def _answer() -> None:
         ("SIGUSR2", _on_usr2),
         ("SIGTERM", _on_stop),
         ("SIGHUP", _on_stop),
+        ("SIGINT", _on_interrupt),
     ):
         number = getattr(signal, name, None)
         if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
@@ -132,3 +138,10 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     if _Between.phase == "starting":
         raise StopAsked(signum)
     tell_once(STOPPING_ALREADY.format(name=signal.Signals(signum).name))
+
+
+def _on_interrupt(signum: int, frame: FrameType | None) -> None:
+    if _Between.phase == "starting" or _Between.interrupted:
+        raise KeyboardInterrupt
+    _Between.interrupted = True
+    tell_once(STOPPING_ALREADY.format(name="SIGINT") + AGAIN_TO_LEAVE)

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from stepview.launch.signals_between import (
+    AGAIN_TO_LEAVE,
     NO_RECORDER,
     STARTING,
     STOPPING,
@@ -109,18 +110,19 @@ def test_stop_signals_while_the_results_are_written_are_told_and_the_run_ends_wh
     tmp_path: Path,
 ) -> None:
     """The run is over and its outputs are being finished: a second SIGTERM from systemd (or
-    an impatient user) must not cut them. Told once each, and the run ends as it would."""
+    a Ctrl+C from an impatient user) must not cut them. Told once each, and the run ends as
+    it would."""
     workload = write_workload(tmp_path / "workload.jsonl", 3, longest=16)
     results = tmp_path / "results.jsonl"
     csv = tmp_path / "steps.csv"
     done = launch(
-        ["signals-in-finish", "TERM", "HUP", "TERM"],
+        ["signals-in-finish", "TERM", "HUP", "TERM", "INT"],
         ["--prompts", str(workload), "--results", str(results), "--export-csv", str(csv)],
         tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    for name in ("SIGTERM", "SIGHUP"):
-        said = f"stepview: {STOPPING_ALREADY.format(name=name)}\n"
+    for name, more in (("SIGTERM", ""), ("SIGHUP", ""), ("SIGINT", AGAIN_TO_LEAVE)):
+        said = f"stepview: {STOPPING_ALREADY.format(name=name)}{more}\n"
         assert done.stderr.count(said) == 1, done.stderr
     saved = [json.loads(line) for line in results.read_text().splitlines()]
     assert [r["id"] for r in saved] == ["r0", "r1", "r2"]
@@ -140,3 +142,21 @@ def test_a_stop_signal_while_the_engine_is_built_ends_it_at_once(tmp_path: Path)
     assert done.stderr == "stepview: stopped by SIGTERM during start-up\n"
     started = [p for p in psutil.process_iter() if p.name() == "sleep" and p.pid not in before]
     assert not [p for p in started if not gone(p)], started  # a zombie is gone: it was ended
+
+
+@pytest.mark.engine
+def test_ctrl_c_twice_while_the_results_are_written_leaves_at_once(tmp_path: Path) -> None:
+    """A way out of a slow disk: the second Ctrl+C leaves, as the first said it would; the
+    results file, written as each request ended, is whole."""
+    workload = write_workload(tmp_path / "workload.jsonl", 3, longest=16)
+    results = tmp_path / "results.jsonl"
+    done = launch(
+        ["signals-in-finish", "INT", "INT"],
+        ["--prompts", str(workload), "--results", str(results)],
+        tmp_path,
+    )
+    assert done.returncode == 130, done.stderr
+    told = f"stepview: {STOPPING_ALREADY.format(name='SIGINT')}{AGAIN_TO_LEAVE}"
+    assert done.stderr.splitlines()[-2:] == [told, "stepview: interrupted"], done.stderr
+    saved = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [r["id"] for r in saved] == ["r0", "r1", "r2"]
