@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from stepview.engine.records.facts import EndedFacts
 from stepview.engine.watch.attached import api_client_id
 from stepview.testing.vllm_server import free_port
@@ -26,6 +28,7 @@ from tests.engine.watch.attach_helpers import (
     watching,
 )
 from tests.engine.watch.fake_api import FakeApi
+from tests.engine.watch.fake_metrics import FakeMetrics
 
 
 def finish_one(server: Server, core_id: str, step: int) -> None:
@@ -231,6 +234,34 @@ def test_a_reader_that_goes_away_ends_the_watch_quietly(server: Server, tmp_path
             record(1, request("a-0123abcd", outputs=1, new=[7])),
             record(2, finished=["a-0123abcd"], ended=[EndedFacts("a-0123abcd", 1, [7], "stop")]),
         )
+        assert child.wait(EXIT_S) == 141
+        assert not any("Traceback" in line for line in err.rest())
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
+@pytest.mark.parametrize("fleet", [False, True], ids=["metrics", "fleet"])
+def test_a_reader_that_goes_away_ends_a_metrics_watch_or_a_fleet_quietly(
+    fake_metrics: FakeMetrics, tmp_path: Path, fleet: bool
+) -> None:
+    """The /metrics watch and the fleet print a line per scrape: a closed pipe ends them as
+    it ends a filter, exit 141 without a traceback."""
+    address = f"{fake_metrics.url},{fake_metrics.url.replace('127.0.0.1', 'localhost')}"
+    command = watch_command(address if fleet else fake_metrics.url, tmp_path)
+    child = subprocess.Popen(
+        [*command, "--scrape-interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        err = Lines(child.stderr)
+        assert child.stdout.readline().startswith("{")  # it is printing
+        child.stdout.close()  # as `| head -1` does once it has its line
         assert child.wait(EXIT_S) == 141
         assert not any("Traceback" in line for line in err.rest())
     finally:
