@@ -189,10 +189,11 @@ class CoreCapture:
         if before is not None:
             try:
                 self._times.outputs_made(output.num_scheduled_tokens, made)
-                requests = scheduler.requests
-                for request_id in scheduler.finished_req_ids:
-                    req = before.get(request_id)
-                    if req is not None and request_id not in requests:
+                requests, finished = scheduler.requests, scheduler.finished_req_ids
+                # In the step's scheduling order, not in the set's (which differs from one
+                # run to the next): the same steps give the same records.
+                for request_id, req in before.items():
+                    if request_id in finished and request_id not in requests:
                         self._end(req)
             except Exception as exc:  # never into vLLM
                 self._switch_off(exc)
@@ -411,9 +412,11 @@ class CoreCapture:
         )
 
     def _take_ended(self) -> list[EndedFacts]:
-        ended = self._ended
-        if ended:
-            self._ended = []
+        """The endings kept since the last record, handed over whole: always a swap. The
+        record keeps this list, and a publisher that sends records in batches serializes it
+        after later updates; an empty one kept here would have been appended to, and the
+        same ending gone out in two records."""
+        ended, self._ended = self._ended, []
         return ended
 
     def close(self) -> None:

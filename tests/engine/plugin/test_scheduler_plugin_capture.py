@@ -330,3 +330,33 @@ def test_the_record_after_a_request_ended_carries_its_tokens_and_reason() -> Non
     sink.want = False
     capture.after_schedule(scheduler, _output({"c-1": 1}))
     assert capture.before_update(scheduler, _output({"c-1": 1})) is None
+
+
+def test_an_ending_goes_out_in_one_record_once_and_endings_in_scheduling_order() -> None:
+    """Two bugs the conformance probe of issue 28 found: a record made with no endings held
+    the capture's own (empty) list, so an ending kept after it went out in that record too
+    when a publisher serialized it late (records go in batches); and endings left in the
+    order of a set, so the same steps gave records in a different order from run to run."""
+    from vllm.v1.request import RequestStatus as RS
+
+    ids = [f"r{i}-1" for i in (3, 1, 4, 0, 2)]  # the step's scheduling order
+    requests = {
+        i: FakeRequest(RS.RUNNING, 2, 3, num_output_tokens=1, output_token_ids=[5], request_id=i)
+        for i in ids
+    }
+    scheduler = FakeScheduler(dict(requests))
+    step = {i: 1 for i in ids}
+    capture, sink = _captured(scheduler, step)
+    first = sink.records[-1]
+    assert first.ended == []
+    before = capture.before_update(scheduler, _output(step))
+    assert before is not None
+    for i in ids:  # every one finishes in this update
+        requests[i].status = RS.FINISHED_STOPPED
+        del scheduler.requests[i]
+    scheduler.finished_req_ids = set(reversed(ids))
+    capture.after_update(scheduler, before, _output(step), {})
+    assert first.ended == []  # the record sent before holds none of them
+    scheduler.requests["n-1"] = FakeRequest(RS.RUNNING, 2, 2, request_id="n-1")
+    capture.after_schedule(scheduler, _output({"n-1": 1}, finished=ids))
+    assert [e.req_id for e in sink.records[-1].ended] == ids
