@@ -30,4 +30,6 @@ if [ "$quick" = 1 ]; then
   export PYTHONPATH="$PWD/tests/hide_vllm${PYTHONPATH:+:$PYTHONPATH}"
   exec .venv/bin/python -m pytest "${parallel[@]}" -m "not engine and not e2e" "$@"
 fi
+# vLLM releases besides the installed one, for the scheduler conformance suite (once).
+.venv/bin/python -m tests.conformance.wheels
 exec .venv/bin/python -m pytest "${parallel[@]}" --durations=25 "$@"

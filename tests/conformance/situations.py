@@ -1,0 +1,142 @@
+"""Scripted situations a scheduler meets in production, each run on a fresh :class:`Rig`
+and checked step by step by a :class:`Checker`.
+
+``python -m tests.conformance.situations [--async]`` runs them all with whichever vLLM is first
+on the path and prints one JSON line per situation (its figures, or the first mismatch), then
+``{"vllm": VERSION, "ok": BOOL}``; exit 1 if any failed. The test
+(``test_scheduler_conformance.py``) runs it once per release and scheduler class, since one
+process can import only one vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from tests.conformance.checks import Checker, Mismatch
+from tests.conformance.rig import BLOCK_SIZE, Rig, Setting, version
+
+
+def prompt(seed: int, length: int) -> list[int]:
+    return [10 + (seed * 7 + i) % 900 for i in range(length)]
+
+
+def drive(checker: Checker, limit: int = 200) -> None:
+    """Step until the scheduler is empty (at most ``limit`` steps)."""
+    while checker.rig.scheduler.has_requests():
+        if checker.steps >= limit:
+            raise Mismatch(f"the scheduler still held requests after {limit} steps")
+        checker.step()
+
+
+def slots_full(setting: Setting) -> Checker:
+    """More requests than running slots: the rest wait for a slot, then run."""
+    checker = Checker(Rig(replace(setting, max_num_seqs=2)))
+    for i in range(5):
+        checker.rig.add(f"r{i}", prompt(i, 20), 4)
+    drive(checker)
+    return checker
+
+
+def token_budget(setting: Setting) -> Checker:
+    """A budget smaller than the prompts: chunked prefill over several steps, decodes first."""
+    checker = Checker(Rig(replace(setting, token_budget=48)))
+    for i in range(3):
+        checker.rig.add(f"r{i}", prompt(i, 100), 3)
+    drive(checker)
+    return checker
+
+
+def kv_full(setting: Setting) -> Checker:
+    """A KV cache too small for every request's growth: a preemption, then the resume."""
+    checker = Checker(Rig(replace(setting, num_blocks=9)))  # 8 usable: 128 tokens
+    for i in range(3):
+        checker.rig.add(f"r{i}", prompt(i, 30), 40)
+    drive(checker)
+    if checker.preemptions == 0:
+        raise Mismatch("no preemption: the situation did not happen")
+    return checker
+
+
+def prefix_hit(setting: Setting) -> Checker:
+    """A second request sharing the first's prefix, with prefix caching on."""
+    checker = Checker(Rig(replace(setting, prefix_caching=True)))
+    shared = prompt(1, 4 * BLOCK_SIZE)
+    checker.rig.add("first", [*shared, 7], 2)
+    checker.step()
+    checker.step()
+    checker.rig.add("second", [*shared, 8], 2)
+    drive(checker)
+    second = [f for r in checker.rig.records for f in r.requests if f.req_id == "second"]
+    if not any(f.num_cached_tokens >= 4 * BLOCK_SIZE - BLOCK_SIZE for f in second):
+        raise Mismatch(
+            f"the second request's cached tokens: {[f.num_cached_tokens for f in second]}"
+        )
+    return checker
+
+
+def abort_mid_prefill(setting: Setting) -> Checker:
+    """An abort while a long prompt is half prefilled, another request running on."""
+    checker = Checker(Rig(replace(setting, token_budget=32)))
+    checker.rig.add("long", prompt(1, 120), 4)
+    checker.rig.add("short", prompt(2, 8), 6)
+    checker.step()
+    checker.step()
+    checker.abort(["long"])
+    drive(checker)
+    return checker
+
+
+def one_step_ahead(setting: Setting) -> Checker:
+    """Async scheduling as vLLM's engine core runs it with a batch queue: each step is
+    scheduled before the previous one's outputs are in (placeholders for its tokens)."""
+    checker = Checker(Rig(replace(setting, max_num_seqs=3, token_budget=64)))
+    for i in range(4):
+        checker.rig.add(f"r{i}", prompt(i, 40), 6)
+    pending = None
+    while checker.rig.scheduler.has_requests() and checker.steps < 200:
+        output = checker.step(update=False)
+        if pending is not None:
+            checker.update(pending)
+        pending = output
+    if pending is not None:
+        checker.update(pending)
+    return checker
+
+
+SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
+    "running slots full": slots_full,
+    "token budget spent, chunked prefill": token_budget,
+    "KV cache full: preemption and resume": kv_full,
+    "prefix-cache hit": prefix_hit,
+    "abort mid-prefill": abort_mid_prefill,
+    "one step ahead (async scheduling)": one_step_ahead,
+}
+
+
+def run_all(async_scheduling: bool) -> bool:
+    setting = Setting(async_scheduling=async_scheduling)
+    ok = True
+    for name, situation in SITUATIONS.items():
+        line: dict[str, Any] = {"situation": name}
+        try:
+            checker = situation(setting)
+            line.update(checker.finish(), base=checker.rig.base, ok=True)
+            checker.rig.close()
+        except Mismatch as exc:
+            ok = False
+            line.update(ok=False, mismatch=str(exc))
+        except Exception:
+            ok = False
+            line.update(ok=False, error=traceback.format_exc(limit=-4))
+        print(json.dumps(line), flush=True)
+    print(json.dumps({"vllm": version(), "async": async_scheduling, "ok": ok}), flush=True)
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if run_all("--async" in sys.argv[1:]) else 1)
