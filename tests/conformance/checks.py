@@ -8,7 +8,8 @@ state, prompt and computed tokens, outputs, preemptions and KV blocks vLLM has; 
 scheduled tokens and preemptions; the queues' sizes and the free blocks. Across the run, each
 request that left is in exactly one record's ``finished`` and ends (``ended``) exactly once,
 with its last token count. A read or a rule of the plug-in that is wrong for a release shows
-up here as a named difference, not as a test that happens to pass.
+up here as a named difference, not as a test that happens to pass. Records are checked as
+they arrive at a subscriber: encoded for the wire and decoded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stepview.engine.records.facts import CoreState, RequestFacts
+from stepview.engine.records.facts import CoreState, RequestFacts, decode_facts, encode_facts
 from tests.conformance.rig import Rig
 
 # vLLM's RequestStatus names (unfinished ones) and the state records give them.
@@ -47,6 +48,7 @@ class Checker:
         self.ended: dict[str, list[int]] = {}  # id: output token counts it was ended with
         self.left: dict[str, int] = {}  # id: output tokens when it left the scheduler
         self.preemptions = 0
+        self.intros: dict[str, list[int]] = {}  # id: prompt token ids, as introduced
         self.states_seen: set[CoreState] = set()
 
     def step(self, *, update: bool = True) -> Any:
@@ -84,11 +86,14 @@ class Checker:
         records = self.rig.records
         if made and len(records) == self.read:
             raise Mismatch(f"step {self.steps}: schedule() made no record")
-        for record in records[self.read :]:
+        for made in records[self.read :]:
+            record = decode_facts(encode_facts(made))  # as a subscriber gets it: on the wire
             if record.full:
                 self.view = {}
             for facts in record.requests:
                 self.view[facts.req_id] = facts
+                if facts.intro is not None:
+                    self.intros[facts.req_id] = facts.intro.prompt_token_ids
             for request_id in record.finished:
                 self.finished[request_id] += 1
                 self.view.pop(request_id, None)
@@ -129,6 +134,8 @@ class Checker:
         _same(f"{where}: output tokens", facts.num_output_tokens, req.num_output_tokens)
         _same(f"{where}: preemptions", facts.num_preemptions, req.num_preemptions)
         _same(f"{where}: KV blocks", facts.num_kv_blocks, blocks)
+        prompt = [int(t) for t in req.prompt_token_ids]  # 0.34: an int32 array subclass
+        _same(f"{where}: prompt as introduced", self.intros.get(req.request_id), prompt)
         self.compared += 1
 
     def finish(self) -> dict[str, Any]:
