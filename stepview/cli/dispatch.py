@@ -46,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["check"]:  # the one subcommand: a look at this environment
+        from stepview.launch.check import run_check
+
+        return run_check(args_list[1:])
     if "-h" in args_list or "--help" in args_list:
         from stepview.launch.help import print_help
 

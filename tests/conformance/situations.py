@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from stepview.engine.plugin.selfcheck import BLOCK_SIZE
 from tests.conformance.checks import Checker, Mismatch
-from tests.conformance.rig import BLOCK_SIZE, Rig, Setting, version
+from tests.conformance.rig import Rig, Setting, version
 
 
 def prompt(seed: int, length: int) -> list[int]:
