@@ -146,7 +146,10 @@ def stuck_in_start_up(name: str) -> None:
     from stepview.engine.own.vllm_engine import VllmEngine
 
     def create(*args: Any, **kwargs: Any) -> Any:
-        subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+        pid_file = os.environ.get("STEPVIEW_TEST_CHILD_PID")  # for the test to find it
+        if pid_file:
+            Path(pid_file).write_text(str(child.pid))
         if name != "-":
             os.kill(os.getpid(), signal.Signals[f"SIG{name}"])
         threading.Event().wait()
