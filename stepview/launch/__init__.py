@@ -25,7 +25,9 @@ process), ``paths`` (default files and the check of named ones), ``logs`` (the l
 an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
 TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,
 its notices, ``SIGUSR1`` in every live mode), ``signals_between`` (what each signal does
-where no mode answers it, from the command's first line to its last) and ``help``.
+where no mode answers it, from the command's first line to its last), ``check`` (``stepview
+check``: whether this environment's vLLM carries the plug-in, what answers at addresses) and
+``help``.
 
 Only :mod:`stepview.cli` imports this package, and it does so lazily, module by module: the
 TUI must be drawing before anything heavy is imported, so this ``__init__`` imports nothing.

@@ -31,6 +31,10 @@ per step is the least that tells what happened, and nothing at all while nobody 
     the two reads of vLLM's private objects stepview's own engine makes from the client side
     (engine-core id to the caller's id; pausing a core in its own process): kept here so that
     one room holds everything that depends on vLLM's internals.
+``selfcheck``
+    the plug-in over this environment's real scheduler classes without a model or a GPU, as
+    vLLM's own scheduler tests build them: ``stepview check``'s probe, and how the conformance
+    suite (``tests/conformance``) builds every release's scheduler.
 
 Nothing here imports Textual or any of stepview's UI; ``scheduler``, ``capture``, ``times`` and
 ``vllm_versions`` import vLLM and run only where vLLM runs.
