@@ -35,6 +35,7 @@ Where each part runs, and so where its code lives:
     test doubles and fixed scenes (a fake engine, hand-made snapshots) for the tests, the
     screenshots and the UI benchmark; nothing that ships a run imports it.
 
+``version.py`` says which stepview this is (distributed as ``vllm-stepview``);
 ``__main__.py`` makes ``python -m stepview`` the same command. The layers are checked by
 import-linter (``pyproject.toml``).
 """

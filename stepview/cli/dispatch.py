@@ -18,6 +18,7 @@ from stepview.cli.attach import is_metrics_address
 from stepview.cli.conflicts import flag_conflict
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 from stepview.launch.signals_between import StopAsked, answer_signals, stopping
+from stepview.version import DISTRIBUTION, installed_version
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list == ["--version"]:
+        print(f"stepview {installed_version()} ({DISTRIBUTION})")
+        return 0
     if args_list[:1] == ["check"]:  # the one subcommand: a look at this environment
         from stepview.launch.check import run_check
 

@@ -83,7 +83,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
-from importlib import metadata
 from typing import Any
 
 from stepview.model.alerts import Alert, alert_from_record, alert_record
@@ -99,6 +98,7 @@ from stepview.model.snapshot import (
     RequestView,
     Timings,
 )
+from stepview.version import installed_version
 
 TRACE_KIND = "stepview-trace"
 TRACE_VERSION = 3
@@ -156,10 +156,7 @@ def dump_line(obj: Mapping[str, Any]) -> str:
 
 def stepview_version() -> str:
     """The installed stepview's version, for the header: a trace outlives the code it came from."""
-    try:
-        return metadata.version("stepview")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return installed_version()
 
 
 def trace_header(fields: Mapping[str, Any], info: EngineInfo) -> dict[str, Any]:
