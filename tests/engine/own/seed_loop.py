@@ -23,9 +23,9 @@ def main(model_dir: str, prompts_json: str) -> None:
     prepare_vllm_environment(Path(tempfile.gettempdir()) / "stepview-seed-loop-vllm.log")
     from vllm import EngineArgs, LLMEngine, SamplingParams
 
-    from stepview.engine.own.smollm2 import SMOLLM2_ENGINE_DEFAULTS
+    from stepview.engine.own.smollm2 import engine_defaults
 
-    engine = LLMEngine.from_engine_args(EngineArgs(model=model_dir, **SMOLLM2_ENGINE_DEFAULTS))  # type: ignore[arg-type]
+    engine = LLMEngine.from_engine_args(EngineArgs(model=model_dir, **engine_defaults()))  # type: ignore[arg-type]
     pending: list[tuple[str, dict[str, Any]]] = [
         (p["prompt"], p["params"]) for p in json.loads(prompts_json)
     ]
