@@ -35,16 +35,25 @@ class SchedulerRules:
     ``local_prefill_interval``: ``prefill_schedule_interval > 1`` holds prefills in an engine
     core without data parallelism too (the scheduler keeps the cadence itself); before, only
     the data-parallel engine core held them (``schedule(throttle_prefills=True)``).
+    ``prefill_cap_needs_chunking``: ``long_prefill_token_threshold`` caps a step's prefill
+    only with chunked prefill on; before, it capped it either way.
     """
 
     since: tuple[int, int]
     zero_tokens_set_aside: bool
     local_prefill_interval: bool
+    prefill_cap_needs_chunking: bool = False
 
 
 RULES_0_32 = SchedulerRules((0, 32), zero_tokens_set_aside=False, local_prefill_interval=False)
 RULES_0_33 = SchedulerRules((0, 33), zero_tokens_set_aside=True, local_prefill_interval=True)
-_NEWEST_FIRST = (RULES_0_33, RULES_0_32)
+RULES_0_34 = SchedulerRules(
+    (0, 34),
+    zero_tokens_set_aside=True,
+    local_prefill_interval=True,
+    prefill_cap_needs_chunking=True,
+)
+_NEWEST_FIRST = (RULES_0_34, RULES_0_33, RULES_0_32)
 
 
 def _parsed(version: str) -> Version | None:

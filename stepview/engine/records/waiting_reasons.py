@@ -191,12 +191,15 @@ def _stopped_at(req: RequestFacts, facts: StepFacts, eligible: int) -> WaitReaso
 
     The tokens it asked for are what it still has to compute (prompt and output so far; a
     preempted request recomputes both), capped by ``long_prefill_token_threshold`` when other
-    requests compete and by the budget left; the blocks are those the tokens need beyond what
-    it holds. The prefix cache might have served part of it: vLLM found too few blocks even so.
+    requests compete (from vLLM 0.34, only with chunked prefill) and by the budget left; the
+    blocks are those the tokens need beyond what it holds. The prefix cache might have served
+    part of it: vLLM found too few blocks even so.
     """
     left = facts.token_budget - facts.prefill_tokens - facts.decode_tokens
     need = req.num_prompt_tokens + req.num_output_tokens - req.num_computed_tokens
     cap = facts.long_prefill_threshold
+    if rules_for(facts.vllm_version).prefill_cap_needs_chunking and not facts.chunked_prefill:
+        cap = 0  # vLLM 0.34 on: the cap is a chunking rule
     if 0 < cap < need and eligible > 1:
         need = cap
     if not facts.chunked_prefill and need > left:

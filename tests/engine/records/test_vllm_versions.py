@@ -12,6 +12,7 @@ from stepview.engine.records.facts import StepFacts
 from stepview.engine.records.vllm_versions import (
     RULES_0_32,
     RULES_0_33,
+    RULES_0_34,
     is_tested,
     rules_for,
     untested_warning,
@@ -25,7 +26,8 @@ def test_rules_are_chosen_by_release_number() -> None:
     assert rules_for("0.32.0+cpu") is RULES_0_32
     assert rules_for("0.33.0") is RULES_0_33
     assert rules_for("0.33.0rc1") is RULES_0_33
-    assert rules_for("0.35.2") is RULES_0_33  # newer than any known: the newest rules
+    assert rules_for("0.34.0") is RULES_0_34
+    assert rules_for("0.35.2") is RULES_0_34  # newer than any known: the newest rules
     assert rules_for("") is RULES_0_32  # a record from a plug-in older than the field
     assert rules_for("not a version") is RULES_0_32
     assert rules_for("0.31.1") is RULES_0_32
@@ -70,3 +72,14 @@ def test_held_prefills_are_everyones_reason_whichever_version_held_them() -> Non
     text = "prefill held: prefill_schedule_interval=4 admits prompts every 4 steps"
     assert reasons["a"] == reasons["b"] == WaitReason(DEFERRED, text + " while requests decode")
     assert wait_reasons(_with(record, vllm_version="0.33.0"))["a"].code == KV_CACHE
+
+
+def test_without_chunked_prefill_the_prefill_cap_applies_until_0_34() -> None:
+    """vLLM 0.34 applies ``long_prefill_token_threshold`` only with chunked prefill: a long
+    prompt without chunking asks for all its tokens, and does not fit the budget left."""
+    requests = [req("r", R, computed=41, scheduled=1, blocks=3), req("w", W, prompt=1000)]
+    settings = {"decode": 1, "free": 2, "long_prefill_threshold": 64, "chunked_prefill": False}
+    before = wait_reasons(facts(requests, vllm_version="0.33.0", **settings))["w"]
+    since = wait_reasons(facts(requests, vllm_version="0.34.0", **settings))["w"]
+    assert before.text == "needs 4 more KV blocks, 2 free"  # capped at 64 tokens
+    assert since.code != before.code and "1000 tokens do not fit the 255 left" in since.text
