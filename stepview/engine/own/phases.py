@@ -14,13 +14,14 @@ from collections.abc import Callable
 log = logging.getLogger("stepview.engine.own.vllm_engine")
 
 
-# Start-up log messages of vLLM 0.32 (substrings of the unformatted message) -> the phase that
+# Start-up log messages of vLLM 0.32-0.34 (substrings of the unformatted message) -> the phase that
 # begins when they appear. Unknown messages change nothing, so a later vLLM that rewords them
 # only makes the phase coarser.
 _PHASE_MESSAGES: tuple[tuple[str, str], ...] = (
     ("Resolved architecture", "reading model config"),
     ("Initializing a V1 LLM engine", "starting engine core"),
     ("Starting to load model", "loading weights"),
+    ("Loading model from scratch", "loading weights"),  # 0.34's model runners (V2, CPU)
     ("Loading weights took", "allocating KV cache"),
     ("Memory profiling takes", "allocating KV cache"),
     ("init engine (profile, create kv cache, warmup model) took", "starting output processing"),
