@@ -48,9 +48,11 @@ def fake_metrics() -> Iterator[FakeMetrics]:
 def publisher() -> Iterator[str]:
     """A zmq PUB socket, as a plug-in server's that nobody watches."""
     socket = zmq.Context.instance().socket(zmq.PUB)
-    address = f"tcp://127.0.0.1:{free_port()}"
-    socket.bind(address)
-    yield address
+    # Bound to a port the kernel picks, at once: a port found free and bound later can be
+    # taken in between by another test's vLLM (its torch.distributed store), which would
+    # then hang connecting to this socket.
+    port = socket.bind_to_random_port("tcp://127.0.0.1")
+    yield f"tcp://127.0.0.1:{port}"
     socket.close(linger=0)
 
 
