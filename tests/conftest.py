@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.engine.watch.fake_metrics import fake_metrics
 from tests.scheduling import group_of, order_units, pytest_xdist_make_scheduler
 from tests.servers import (
     SERVER_FIXTURES,
@@ -28,6 +29,7 @@ from tests.vllm_engines import ENGINE_FIXTURES, demo_model_path, engines
 __all__ = [  # fixtures and hooks, found by pytest here
     "demo_model_path",
     "engines",
+    "fake_metrics",
     "locked_server",
     "plain_server",
     "plugged_server",

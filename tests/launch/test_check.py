@@ -36,15 +36,6 @@ def check(*args: str, path: list[Path] = (), home: Path) -> subprocess.Completed
 
 
 @pytest.fixture
-def fake_metrics() -> Iterator[FakeMetrics]:
-    """A vLLM server's /metrics (a real capture) played by a local HTTP server."""
-    served = FakeMetrics()
-    served.start()
-    yield served
-    served.stop()
-
-
-@pytest.fixture
 def publisher() -> Iterator[str]:
     """A zmq PUB socket, as a plug-in server's that nobody watches."""
     socket = zmq.Context.instance().socket(zmq.PUB)

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,14 +46,6 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (built,) = out.glob("vllm_stepview-*-py3-none-any.whl")
     run(sys.executable, "-m", "twine", "check", "--strict", built)
     return built
-
-
-@pytest.fixture
-def fake_metrics() -> Iterator[FakeMetrics]:
-    served = FakeMetrics()
-    served.start()
-    yield served
-    served.stop()
 
 
 def test_a_watchers_install_has_no_vllm_and_replays_and_attaches(

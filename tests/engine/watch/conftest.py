@@ -14,7 +14,6 @@ from stepview.engine.watch.attached import AttachedEngine
 from stepview.engine.watch.server_api import ServerApi
 from tests.engine.watch.attach_helpers import Clock, Server, ipc_address
 from tests.engine.watch.fake_api import FakeApi
-from tests.engine.watch.fake_metrics import FakeMetrics
 
 
 @pytest.fixture
@@ -49,12 +48,3 @@ def fake_api() -> Iterator[FakeApi]:
 @pytest.fixture
 def api(fake_api: FakeApi) -> ServerApi:
     return ServerApi(fake_api.url + "/v1/")
-
-
-@pytest.fixture
-def fake_metrics() -> Iterator[FakeMetrics]:
-    """A vLLM server's /metrics (a real capture) played by a local HTTP server."""
-    served = FakeMetrics()
-    served.start()
-    yield served
-    served.stop()

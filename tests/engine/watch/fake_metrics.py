@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 from tests.helpers import DATA
 
@@ -87,3 +90,12 @@ class FakeMetrics:
         if server is not None:
             server.shutdown()
             server.server_close()
+
+
+@pytest.fixture
+def fake_metrics() -> Iterator[FakeMetrics]:
+    """A vLLM server's /metrics (a real capture) played by a local HTTP server."""
+    served = FakeMetrics()
+    served.start()
+    yield served
+    served.stop()
