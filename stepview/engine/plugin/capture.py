@@ -189,12 +189,17 @@ class CoreCapture:
         if before is not None:
             try:
                 self._times.outputs_made(output.num_scheduled_tokens, made)
-                requests, finished = scheduler.requests, scheduler.finished_req_ids
-                # In the step's scheduling order, not in the set's (which differs from one
-                # run to the next): the same steps give the same records.
-                for request_id, req in before.items():
-                    if request_id in finished and request_id not in requests:
-                        self._end(req)
+                requests = scheduler.requests
+                ended = [
+                    rid
+                    for rid in scheduler.finished_req_ids
+                    if rid in before and rid not in requests
+                ]  # O(what finished), not O(what was scheduled)
+                if len(ended) > 1:  # the step's scheduling order, not the set's (which differs
+                    order = {rid: i for i, rid in enumerate(before)}  # between runs)
+                    ended.sort(key=order.__getitem__)
+                for request_id in ended:
+                    self._end(before[request_id])
             except Exception as exc:  # never into vLLM
                 self._switch_off(exc)
         self.after_finish(scheduler)
