@@ -12,11 +12,17 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.engine.watch.fake_metrics import fake_metrics
-from tests.scheduling import group_of, order_units, pytest_xdist_make_scheduler
+from tests.scheduling import (
+    group_of,
+    order_units,
+    pytest_xdist_make_scheduler,
+    whole_module_marked,
+)
 from tests.servers import (
     SERVER_FIXTURES,
     locked_server,
@@ -96,17 +102,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:.*torch.jit.script_method:DeprecationWarning")
 
 
-# The quick loop's hider (tests/hide_vllm/sitecustomize.py), when this run has one: set aside
-# while test modules are collected (an engine test module may import vLLM at its top, to be
-# deselected), back in place before the first test runs.
+# The quick loop's hider (tests/hide_vllm/sitecustomize.py), when this run has one.
 _HIDER = next((f for f in sys.meta_path if type(f).__name__ == "_Hidden"), None)
-if _HIDER is not None:
-    sys.meta_path.remove(_HIDER)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if _HIDER is not None and _HIDER not in sys.meta_path:
-        sys.meta_path.insert(0, _HIDER)
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the quick loop, a test module marked ``engine`` as a whole is not even imported: it
+    may import vLLM at its top (the plug-in's tests do), which the hider refuses, and every
+    one of its tests would be deselected anyway. Read from the module's source, so that any
+    other module that imports vLLM still fails its collection loudly."""
+    if _HIDER is None or collection_path.suffix != ".py":
+        return None
+    return True if whole_module_marked(collection_path, "engine") else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups

@@ -20,6 +20,8 @@ each in collection order.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +37,22 @@ def group_of(item: pytest.Item, fixtures: set[str], server_fixtures: set[str]) -
     if item.get_closest_marker("e2e") is not None or item.get_closest_marker("heavy"):
         return HEAVY
     return None
+
+
+def whole_module_marked(path: Path, mark: str) -> bool:
+    """Whether the test module at ``path`` marks all its tests ``mark`` at its top
+    (``pytestmark = pytest.mark.MARK``, alone or in a list), read without importing it."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError):
+        return False  # let pytest's own collection say what is wrong with it
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "pytestmark" for target in node.targets
+        ):
+            values = node.value.elts if isinstance(node.value, ast.List) else [node.value]
+            return any(isinstance(value, ast.Attribute) and value.attr == mark for value in values)
+    return False
 
 
 def unit_rank(item: pytest.Item) -> int:

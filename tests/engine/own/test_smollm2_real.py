@@ -26,7 +26,9 @@ from stepview.engine.own.smollm2 import ensure_smollm2, find_gguf
 from stepview.model.prompts import SEED_PROMPTS
 from stepview.model.sampling import SamplingSpec
 
-pytestmark = pytest.mark.engine
+# Heavy: converting SmolLM2 (first run) and two engines of it in child processes keep both
+# cores busy; beside a tmux test's engine they would starve it (tests/scheduling.py).
+pytestmark = [pytest.mark.engine, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[3]
 STEPVIEW = str(Path(sys.executable).with_name("stepview"))

@@ -5,6 +5,9 @@ engine core's ``throttle_prefills``; 0.33: also the scheduler's own cadence), an
 without something the plug-in reads switches it off: one log line naming the vLLM version, no
 exception into vLLM, and whoever listens (the in-process listener, an attached stepview) told
 why.
+
+Marked ``engine``: no engine starts, but the plug-in imports vLLM (it runs inside vLLM's
+engine core), so these run where vLLM is installed, not in the quick loop.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from stepview.engine.records.vllm_versions import RULES_0_32, RULES_0_33
 from stepview.engine.watch.attached import AttachedEngine
 from tests.engine.plugin.fake_scheduler import FakeRequest, FakeScheduler, ListSink, _output
 from tests.engine.watch.attach_helpers import ipc_address, wait_until
+
+pytestmark = pytest.mark.engine
 
 
 def _cadence(interval: int, executed: int, last_prefill: int) -> FakeScheduler:
