@@ -99,15 +99,22 @@ if [ "$STEPVIEW_TARGET" = cpu ]; then
   "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >>"$log" 2>&1 || true
 fi
 
-if [ "$want" = test ] && ! command -v tmux >/dev/null 2>&1; then
-  echo "setup: installing tmux (the end-to-end tests drive stepview in it) ..." >&2
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq tmux >/dev/null
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo apt-get update -qq && sudo apt-get install -y -qq tmux >/dev/null
-  else
-    echo "setup: please install tmux (the end-to-end tests need it)" >&2
-    exit 1
+# The suite's system packages: tmux (the end-to-end tests drive stepview in it) and
+# Prometheus (the rules, the dashboard and the discovery are tested against a real one).
+if [ "$want" = test ]; then
+  missing=()
+  command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+  command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]} (apt) for the tests ..." >&2
+    if [ "$(id -u)" = 0 ]; then
+      apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+    elif command -v sudo >/dev/null 2>&1; then
+      sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+      echo "setup: please install ${missing[*]} (the tests need them)" >&2
+      exit 1
+    fi
   fi
 fi
 
