@@ -168,6 +168,14 @@ def test_every_rule_has_a_unit_test() -> None:
     assert recorded <= metric_names(exprs), f"recorded, no value tested: {recorded}"
 
 
+def test_every_alert_and_recording_rule_is_in_the_docs() -> None:
+    page = (ROOT / "docs" / "leaving-it-running.md").read_text(encoding="utf-8")
+    section = page[page.index("### Alert rules") :]
+    named = {rule.get("alert") or rule["record"] for rule in _rules()}
+    missing = {name for name in named if f"`{name}`" not in section}
+    assert not missing, f"say what these are in docs/leaving-it-running.md: {missing}"
+
+
 @pytest.mark.engine  # needs vLLM installed (read, not imported)
 def test_the_vllm_series_are_in_vllms_own_source() -> None:
     """vLLM renaming one of these would leave its alert silent: read the installed vLLM's
