@@ -17,6 +17,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,15 @@ def test_every_rule_has_a_unit_test() -> None:
     assert alerts <= fired, f"alerts no test sees fire: {alerts - fired}"
     recorded = {rule["record"] for rule in _rules() if "record" in rule}
     assert recorded <= metric_names(exprs), f"recorded, no value tested: {recorded}"
+
+
+def test_the_rules_are_package_data() -> None:
+    """What a pip install brings: pyproject's package-data takes both files into the wheel
+    (built and installed by tests/launch/test_wheel.py)."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    patterns = tool["setuptools"]["package-data"]["stepview"]
+    shipped = {path.resolve() for pattern in patterns for path in (ROOT / "stepview").glob(pattern)}
+    assert {files() / RULES, files() / RULES_TEST} <= shipped, patterns
 
 
 def test_every_alert_and_recording_rule_is_in_the_docs() -> None:
