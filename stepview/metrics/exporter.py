@@ -67,7 +67,10 @@ class MetricsExporter:
         self._step = 0
         self._state: EngineState | None = None
         self._info: EngineInfo | None = None
-        self._plugin: bool | None = None  # info.detailed_states, as last set
+        # info.detailed_states as last set: on until something says the plug-in is off (as
+        # EngineInfo's default), so a scrape before the first snapshot does not read "off".
+        self._plugin = True
+        self.metrics.plugin_active.set(1)
         self._ranks: tuple[RankStatus, ...] | None = None
         self._alerts: tuple[Alert, ...] | None = None
         self._alert_keys: frozenset[tuple[str, str | None]] = frozenset()
@@ -110,7 +113,7 @@ class MetricsExporter:
             metrics.engine.info(
                 {"model": info.model, "vllm_version": info.vllm_version, "attached": info.attached}
             )
-            if info.detailed_states is not self._plugin:  # the plug-in reports, or went off
+            if info.detailed_states != self._plugin:  # the plug-in reports, or went off
                 self._plugin = info.detailed_states
                 metrics.plugin_active.set(1 if info.detailed_states else 0)
         if snapshot.step > self._step:
