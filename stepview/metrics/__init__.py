@@ -10,6 +10,9 @@
 ``server``
     ``prometheus_client``'s HTTP server on a daemon thread; a port it cannot have is one
     line, before the engine starts.
+``prometheus/``
+    recording and alerting rules over these metrics (and vLLM's), with their ``promtool``
+    unit tests: package data, for a Prometheus to load.
 
 Fed by snapshots and the run insight only: no vLLM, no torch, no Textual, no engine (a
 contract in ``pyproject.toml``), so the same metrics come from a run of stepview's own engine

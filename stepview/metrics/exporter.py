@@ -6,7 +6,9 @@ step changed (:mod:`stepview.metrics.waiting`), the oldest waiting one is the fi
 from the front of the active views (they are in arrival order: usually within the first
 few, after the running ones), preemptions come from the run insight's running totals, alerts
 are counted again only when the insight's tuple of them changes (it is the same object while
-nothing does), and a series is set only when its value changed. The HTTP server
+nothing does), as are the engine's description and whether the plug-in reports (its
+``detailed_states``) when the snapshot's info changes, and a series is set only when its
+value changed. The HTTP server
 (:mod:`stepview.metrics.server`) only reads what this wrote; ``prometheus_client`` locks each
 value, so a scrape never waits for a step, though it may see one step's figures half
 written.
@@ -65,6 +67,10 @@ class MetricsExporter:
         self._step = 0
         self._state: EngineState | None = None
         self._info: EngineInfo | None = None
+        # info.detailed_states as last set: on until something says the plug-in is off (as
+        # EngineInfo's default), so a scrape before the first snapshot does not read "off".
+        self._plugin = True
+        self.metrics.plugin_active.set(1)
         self._ranks: tuple[RankStatus, ...] | None = None
         self._alerts: tuple[Alert, ...] | None = None
         self._alert_keys: frozenset[tuple[str, str | None]] = frozenset()
@@ -107,6 +113,9 @@ class MetricsExporter:
             metrics.engine.info(
                 {"model": info.model, "vllm_version": info.vllm_version, "attached": info.attached}
             )
+            if info.detailed_states != self._plugin:  # the plug-in reports, or went off
+                self._plugin = info.detailed_states
+                metrics.plugin_active.set(1 if info.detailed_states else 0)
         if snapshot.step > self._step:
             metrics.steps.inc(snapshot.step - self._step)
             self._step = snapshot.step

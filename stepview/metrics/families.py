@@ -2,10 +2,12 @@
 
 Only what vLLM's own ``/metrics`` cannot say is here: why requests wait (stepview's reasons),
 what preemptions cost, how a step spent its token budget, how long the oldest request has
-waited, which alerts hold, and, watching a server, how far the view is behind it and which
-of its ranks are reached. Names follow Prometheus' conventions: a ``stepview_`` prefix, base
-units in the name (``_seconds``, ``_tokens``), ``_total`` on counters (which
-``prometheus_client`` adds), and a help text that says what is counted and from what.
+waited, which alerts hold, whether the scheduler plug-in still reports (one that switched
+itself off leaves the server running as before, with no per-request view: nothing else tells a
+monitor), and, watching a server, how far the view is behind it and which of its ranks are
+reached. Names follow Prometheus' conventions: a ``stepview_`` prefix, base units in the name
+(``_seconds``, ``_tokens``), ``_total`` on counters (which ``prometheus_client`` adds), and a
+help text that says what is counted and from what.
 
 The registry is stepview's own, not ``prometheus_client``'s global one: vLLM registers its
 metrics in the global registry when it runs in stepview's process, and serving those too
@@ -112,6 +114,13 @@ class StepviewMetrics:
             "1 while stepview is connected to the watched server's engine core of this "
             "data-parallel rank, 0 while it is not (only with --attach-ranks)",
             [RANK],
+            registry=registry,
+        )
+        self.plugin_active = Gauge(
+            "stepview_plugin_active",
+            "1 while stepview's scheduler plug-in reports each request's scheduler state, 0 "
+            "once it switched itself off in an engine core (a vLLM whose scheduler it cannot "
+            "read: the log and the status line say why) and only the engine's totals are known",
             registry=registry,
         )
         self.engine_state = Enum(

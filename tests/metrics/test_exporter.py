@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 
@@ -237,6 +238,24 @@ def test_behind_state_and_engine(exporter: MetricsExporter) -> None:
     exporter.on_snapshot(replace(snapshot, engine_state=EngineState.DISCONNECTED), ())
     assert value(exporter, "stepview_engine_state", stepview_engine_state="running") == 0
     assert value(exporter, "stepview_engine_state", stepview_engine_state="disconnected") == 1
+
+
+def test_plugin_active_follows_the_engine_info(exporter: MetricsExporter) -> None:
+    """1 while the plug-in reports each request, 0 once it is off; set when that changes."""
+    gauge = exporter.metrics.plugin_active
+    assert value(exporter, "stepview_plugin_active") == 1  # before any snapshot: none said off
+    run = Run()
+    on = EngineInfo(model="m", attached="tcp://127.0.0.1:5570")
+    renamed = replace(on, model="served @ tcp://127.0.0.1:5570")  # the API answered: still on
+    off = replace(renamed, detailed_states=False)
+    infos = (on, on, renamed, off, off, replace(off, detailed_states=True))
+    seen = []
+    with mock.patch.object(gauge, "set", wraps=gauge.set) as set_value:
+        for step, info in enumerate(infos, 1):
+            exporter.on_snapshot(run.snapshot(step, info=info), ())
+            seen.append(value(exporter, "stepview_plugin_active"))
+    assert seen == [1, 1, 1, 0, 0, 1]
+    assert [call.args for call in set_value.call_args_list] == [(0,), (1,)]  # changes only
 
 
 def test_requests_lost_unseen_count_once_each(exporter: MetricsExporter) -> None:

@@ -367,6 +367,8 @@ class Driver:
         now = self._figures.dated(self._now(), result.age)
         self._ledger.apply(result, now)
         self._figures.fold(result, now)
+        if result.scheduled is None:
+            self._out.without_entries()
 
     # -- publishing --------------------------------------------------------------------------
 

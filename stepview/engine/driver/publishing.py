@@ -69,6 +69,14 @@ class Publisher:
         """A watched engine's link or description changed since the latest snapshot."""
         return watched.link() != self.link or watched.info != self.info
 
+    def without_entries(self) -> None:
+        """A step came without the scheduler's entries: the plug-in cannot tell any more (it
+        switched itself off mid-run: :mod:`~stepview.model.engine_api`), which the engine's
+        description, read once when it started, does not say. The snapshots say so from
+        now on (``detailed_states``), for the metrics and whoever reads them."""
+        if self.info.detailed_states:
+            self.info = replace(self.info, detailed_states=False)
+
     def follow(self, watched: WatchedEngine) -> EngineState:
         """What a watched engine says of itself, for the next snapshot: its link (state,
         phase line, ranks) and description; its state is returned."""

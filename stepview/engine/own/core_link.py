@@ -200,10 +200,14 @@ class SubscribedLink:
         self._subscriber = FactsSubscriber(address)
         self._pending = PendingRecords()
         self._stream = RecordStream(self._subscriber.resync)
+        self._off: str | None = None  # why the plug-in switched itself off, once it said so
 
     @property
     def available(self) -> bool:
-        return self._subscriber.connects > 0
+        """Connected, and the plug-in has not said it is off: after that word no record
+        comes, and the engine's steps carry no scheduler entries (not empty ones, which
+        would say that nothing changed)."""
+        return self._subscriber.connects > 0 and self._off is None
 
     @property
     def subscriber(self) -> FactsSubscriber:
@@ -240,6 +244,7 @@ class SubscribedLink:
         for facts in records:
             if facts.plugin_off is not None:  # no step: the plug-in is off (its log says why)
                 log.warning("stepview: the scheduler plug-in is off: %s", facts.plugin_off)
+                self._off = facts.plugin_off
                 return
         self._pending.extend([facts for facts in records if accept(facts)])
         if len(self._pending) > MAX_PENDING:

@@ -345,7 +345,9 @@ class AttachedEngine:
 
     def _without_off(self, core: WatchedCore, records: list[StepFacts]) -> list[StepFacts]:
         """``records`` less a plug-in's word that it switched itself off (a vLLM it cannot
-        read): kept for :meth:`link` and logged once; a record of a step clears it."""
+        read): kept for :meth:`link` and logged once; a record of a step clears it. While
+        one is off, :attr:`info` says there are no per-request states (``detailed_states``):
+        what the snapshots, and a monitor through the metrics, learn of it."""
         kept = [facts for facts in records if facts.plugin_off is None]
         if len(kept) < len(records):
             reason = next(f.plugin_off for f in reversed(records) if f.plugin_off is not None)
@@ -354,6 +356,8 @@ class AttachedEngine:
                 self._off[core.rank] = reason
         elif kept:
             self._off.pop(core.rank, None)
+        if self._info.detailed_states == bool(self._off):
+            self._info = replace(self._info, detailed_states=not self._off)
         if records and core.rank not in self._versions_read:  # once: warn, never refuse
             self._versions_read.add(core.rank)
             version = records[-1].vllm_version
