@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import stepview.metrics
+from stepview.metrics.prometheus import DASHBOARD as DASHBOARD_FILE
+from stepview.metrics.prometheus import files
 
-DASHBOARD = Path(stepview.metrics.__file__).parent / "prometheus" / "stepview-dashboard.json"
+DASHBOARD = files() / DASHBOARD_FILE
 MACROS = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
 """Grafana's macros, as it would fill them for a short range scraped every second."""
 

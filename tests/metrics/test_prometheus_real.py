@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from stepview.metrics.families import StepviewMetrics
+from stepview.metrics.prometheus import files
 from stepview.testing.prometheus import Prometheus, Result
 from stepview.testing.vllm_server import free_port
 from tests.e2e.conftest import write_workload
@@ -65,7 +66,8 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[Prometheus, int]]:
     port = free_port()
     folder = tmp_path / "prometheus"
     folder.mkdir()
-    with Prometheus(folder, {JOB: [f"127.0.0.1:{port}"]}) as server:
+    rules = [files() / "stepview-rules.yml"]
+    with Prometheus(folder, {JOB: [f"127.0.0.1:{port}"]}, rule_files=rules) as server:
         yield server, port
 
 
@@ -76,22 +78,23 @@ def test_prometheus_stores_the_series_counts_across_a_restart_and_fills_the_dash
     steps = f'stepview_steps_total{{job="{JOB}"}}'
     with held_run(tmp_path, "first", FIRST_HOLD, port) as run:
         server.wait_for(steps, lambda r: steps_seen(r, FIRST_HOLD - 1), timeout=240)
-        # The first run's figures as Prometheus stored them: names, types, labels.
+        # The first run's figures as Prometheus stored them: names, types, labels (read
+        # while it runs: once its target stops answering, Prometheus marks them stale).
         names = {s["__name__"] for s in server.api("series", **{"match[]": '{job="stepview"}'})}
+        metadata = server.api("metadata")
+        waiting = server.query(f'stepview_waiting_requests{{job="{JOB}"}}')
+        first_created = server.query(f'stepview_steps_created{{job="{JOB}"}}')[0]["value"][1]
         stop(run)
     suffix = {"counter": "_total", "info": "_info"}
     families = StepviewMetrics(process=False).registry.collect()
     expected = {family.name + suffix.get(family.type, "") for family in families}
     expected -= {"stepview_rank_connected"}  # only with --attach-ranks
     assert expected <= names, expected - names
-    metadata = server.api("metadata")
     for name in COUNTERS:
         assert metadata[name.removesuffix("_total")][0]["type"] == "counter", name
-    waiting = server.query(f'stepview_waiting_requests{{job="{JOB}"}}')
     assert {frozenset(s["metric"]) - {"__name__", "job", "instance"} for s in waiting} == {
         frozenset({"rank", "reason"})
     }
-    first_created = server.query(f'stepview_steps_created{{job="{JOB}"}}')[0]["value"][1]
 
     with held_run(tmp_path, "second", SECOND_HOLD, port) as run:
         # The restarted stepview: a new _created, and its own steps counted from zero.
@@ -121,4 +124,10 @@ def test_prometheus_stores_the_series_counts_across_a_restart_and_fills_the_dash
             if not server.query(filled(query.expr, {"instance": instance, "rank": "0"}))
         ]
         assert empty == [], empty
+        # The shipped recording rules, evaluated by Prometheus on the real series.
+        for recorded in (
+            "instance:stepview_waiting_requests:sum",
+            "instance:stepview_steps:rate5m",
+        ):
+            assert server.query(f'{recorded}{{job="{JOB}"}}'), recorded
         stop(run)

@@ -1,4 +1,5 @@
-"""Prometheus rules for stepview's metrics, shipped in the package so a pip install has them.
+"""Prometheus rules and a Grafana dashboard for stepview's metrics, in the package: a pip
+install has them.
 
 ``stepview-rules.yml``
     recording rules (``level:metric:operations``) and alerting rules, each alert with a
@@ -7,6 +8,10 @@
 ``stepview-rules.test.yml``
     their unit tests for ``promtool test rules``: series in, alerts and values out (the
     suite runs them, and ``promtool check rules``).
+``stepview-dashboard.json``
+    a Grafana dashboard (import it; a ``datasource`` variable picks the Prometheus, then one
+    variable per server and per data-parallel rank), every query of which the suite runs
+    against a real Prometheus scraping a real run.
 
 Plain files, not code: Prometheus reads them where the package is installed, which
 :func:`files` says (``rule_files:`` in ``prometheus.yml`` names them there, or a copy).
@@ -19,8 +24,9 @@ from typing import Final
 
 RULES: Final = "stepview-rules.yml"
 RULES_TEST: Final = "stepview-rules.test.yml"
+DASHBOARD: Final = "stepview-dashboard.json"
 
 
 def files() -> Path:
-    """The folder holding :data:`RULES` and :data:`RULES_TEST` in this installation."""
+    """The folder holding :data:`RULES`, :data:`RULES_TEST` and :data:`DASHBOARD` here."""
     return Path(__file__).resolve().parent
