@@ -18,6 +18,8 @@ import pytest
 
 from tests.engine.watch.fake_metrics import fake_metrics
 from tests.scheduling import (
+    HEAVY,
+    HEAVY_TIMEOUT_S,
     group_of,
     order_units,
     pytest_xdist_make_scheduler,
@@ -128,4 +130,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = group_of(item, fixtures, SERVER_FIXTURES)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if group == HEAVY and item.get_closest_marker("timeout") is None:
+            # Their waits allow an engine's start-up tests.e2e.terminal.STARTUP_S.
+            item.add_marker(pytest.mark.timeout(HEAVY_TIMEOUT_S))
     order_units(items)

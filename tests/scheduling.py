@@ -27,6 +27,9 @@ from typing import Any
 import pytest
 
 SERVERS, HEAVY = "servers", "heavy"
+HEAVY_TIMEOUT_S = 900
+"""pytest-timeout's limit for a heavy test (300 s for the others): room for its waits that
+include an engine's start-up on a loaded machine (``tests.e2e.terminal.STARTUP_S``)."""
 _UNIT_ORDER = {SERVERS: 0, HEAVY: 1}
 
 

@@ -25,6 +25,11 @@ import psutil
 
 PROMPT = "stepview-test$ "
 STEPVIEW = str(Path(sys.executable).with_name("stepview"))  # the installed console script
+STARTUP_S = 600.0
+"""How long a wait that includes an engine's start-up (vLLM's import, the model's load) may
+take. ~15 s on a quiet machine; beside two busy loops and another worker's engine, an engine
+core's import of vLLM alone took over 2.5 min, and a 180 s wait failed a run. A wait this
+long fails only when the start is stuck, never because the machine is slow."""
 _EXIT = re.compile(r"^EXIT=(\d+)\s*$", re.MULTILINE)
 _servers = itertools.count()
 

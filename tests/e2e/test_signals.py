@@ -20,7 +20,7 @@ import pytest
 from stepview.model.snapshot import EngineState
 from stepview.trace.reader import load_trace
 from tests.e2e.conftest import HELD, HELD_RUN, PACED, OpenTerminal, write_held_run
-from tests.e2e.terminal import PROMPT, Terminal, alive, process_tree, wait_gone
+from tests.e2e.terminal import PROMPT, STARTUP_S, Terminal, alive, process_tree, wait_gone
 from tests.reliability.launcher import LAUNCHER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -84,7 +84,7 @@ def interrupt_mid_run(open_terminal: OpenTerminal, tmp_path: Path, interrupt: st
     term = open_terminal(80, 24)
     results = start_run(term, tmp_path)
     stepview = term.command_process()
-    before = term.wait_for(mid_run, timeout=120)
+    before = term.wait_for(mid_run, timeout=STARTUP_S)
     tree = process_tree(stepview)
     count, ids = shown_finished(before)
     if interrupt == "ctrl+c":
@@ -127,7 +127,7 @@ def test_hang_up_keeps_the_trace_and_results_intact(
     trace_path = tmp_path / "run.trace.jsonl"
     results = start_run(term, tmp_path, "--record", str(trace_path))
     stepview = term.command_process()
-    before = term.wait_for(mid_run, timeout=120)
+    before = term.wait_for(mid_run, timeout=STARTUP_S)
     tree = process_tree(stepview)
     count, ids = shown_finished(before)
     term.hang_up()
@@ -155,7 +155,7 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
     term = open_terminal(200, 60)
     start_run(term, tmp_path, held=False)  # steps must go on: it redraws new ones
     stepview = term.command_process()
-    wide = term.wait_for(mid_run, timeout=120)
+    wide = term.wait_for(mid_run, timeout=STARTUP_S)
     assert len(wide.splitlines()[0].rstrip()) > 150  # the status bar spans the width
 
     term.resize(80, 24)
@@ -199,7 +199,7 @@ def test_user_signals_mid_run_are_answered_in_toasts_and_the_run_goes_on(
     term = open_terminal(160, 40)
     start_run(term, tmp_path)
     stepview = term.command_process()
-    term.wait_for(mid_run, timeout=120)
+    term.wait_for(mid_run, timeout=STARTUP_S)
     stepview.send_signal(signal.SIGUSR2)
     term.wait_for_text("SIGUSR2: stepview takes no such", timeout=30)
     stepview.send_signal(signal.SIGUSR1)
@@ -228,7 +228,7 @@ def test_q_while_the_engine_is_being_built_leaves_at_once_recording_the_requests
         ]
     )
     stepview = term.command_process()
-    building = term.wait_for(lambda _: len(stepview.children()) > 0, timeout=120)
+    building = term.wait_for(lambda _: len(stepview.children()) > 0, timeout=STARTUP_S)
     assert "STARTING" in building, building
     tree = process_tree(stepview)
     term.keys("q")

@@ -18,7 +18,7 @@ import pytest
 from stepview.model.sampling import FORM_FIELDS
 from stepview.ui.dialogs.presets import PRESETS
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import PROMPT, STEPVIEW, alive, process_tree, wait_gone
+from tests.e2e.terminal import PROMPT, STARTUP_S, STEPVIEW, alive, process_tree, wait_gone
 
 PROMPT_TEXT = "hello from tmux"
 
@@ -39,7 +39,7 @@ def test_prompt_typed_into_the_form_finishes_and_q_exits_cleanly(
     term.run([STEPVIEW, "--results", str(results), "--log-file", str(tmp_path / "log.txt")])
     stepview = term.command_process()
     # The panes replace the loading view once the engine is up.
-    term.wait_for(lambda s: "Running 0" in s and "IDLE" in s, timeout=120)
+    term.wait_for(lambda s: "Running 0" in s and "IDLE" in s, timeout=STARTUP_S)
     tree = process_tree(stepview)
 
     term.keys("a")

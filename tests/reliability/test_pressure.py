@@ -20,7 +20,7 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, StepSnapshot
 from stepview.testing.scenes import until
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import STEPVIEW, alive, process_tree, wait_gone
+from tests.e2e.terminal import STARTUP_S, STEPVIEW, alive, process_tree, wait_gone
 from tests.reliability.faults import (
     SIZE,
     FaultyEngine,
@@ -139,7 +139,7 @@ def test_ten_thousand_prompts_from_a_file_all_finish_and_the_app_stays_responsiv
         [STEPVIEW, "--prompts", str(prompts), "--results", str(results), "--log-file", str(log)]
     )
     stepview = term.command_process()
-    term.wait_for(lambda s: "RUNNING" in s and "Finished 0" not in s, timeout=120)
+    term.wait_for(lambda s: "RUNNING" in s and "Finished 0" not in s, timeout=STARTUP_S)
     tree = process_tree(stepview)
     asked = time.monotonic()
     term.keys("?")

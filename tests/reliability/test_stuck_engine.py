@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from tests.e2e.conftest import HELD, HELD_RUN, OpenTerminal, write_held_run, write_workload
-from tests.e2e.terminal import PROMPT, STEPVIEW, Terminal, alive, command_env, wait_gone
+from tests.e2e.terminal import PROMPT, STARTUP_S, STEPVIEW, Terminal, alive, command_env, wait_gone
 from tests.e2e.test_signals import mid_run, shown_finished
 
 QUIT_WITHIN_S = 5.0
@@ -206,7 +206,7 @@ def test_in_process_engine_leaves_no_helper_after_a_normal_end(
 ) -> None:
     proc, results = start_headless(tmp_path, IN_PROCESS, count=8)
     run = watch(psutil.Process(proc.pid))
-    out, err = proc.communicate(timeout=180)
+    out, err = proc.communicate(timeout=STARTUP_S)
     assert proc.returncode == 0, err
     assert len(out.splitlines()) == 8
     assert [r["state"] for r in results_of(results)] == ["finished"] * 8
@@ -250,7 +250,7 @@ def tui_with_the_core_stopped(
     results = start_tui(term, tmp_path)
     stepview = term.command_process()
     run = watch(stepview)
-    _, finished_ids = shown_finished(term.wait_for(mid_run, timeout=180))
+    _, finished_ids = shown_finished(term.wait_for(mid_run, timeout=STARTUP_S))
     core = descendant_named(stepview, "VLLM::EngineCore")
     engine = [core, *core.children(recursive=True)]
     stop_process(core)

@@ -19,7 +19,7 @@ import pytest
 
 from stepview.ui.bindings import NEWCOMER_HINT
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import STEPVIEW, alive, command_env, process_tree, wait_gone
+from tests.e2e.terminal import STARTUP_S, STEPVIEW, alive, command_env, process_tree, wait_gone
 from tests.helpers import DATA
 from tests.reliability.test_cli_errors import assert_one_line_error
 
@@ -89,7 +89,7 @@ def test_stdin_from_dev_null_reads_keys_from_the_terminal(
     term.type(f"{STEPVIEW} --log-file {log} --results r.jsonl < /dev/null; echo EXIT=$?")
     term.keys("Enter")
     stepview = term.command_process()
-    first = term.wait_for(lambda s: "Running 0" in s and "IDLE" in s, timeout=120)
+    first = term.wait_for(lambda s: "Running 0" in s and "IDLE" in s, timeout=STARTUP_S)
     assert NEWCOMER_HINT in first  # the first screen says what to do (issue 13, case 11)
     tree = process_tree(stepview)
     term.keys("d")
