@@ -82,12 +82,18 @@ class FleetMembers:
         return self._members
 
     def problems(self) -> tuple[str, ...]:
+        """Also a listing not answered yet, and one that lists no server (a job misspelt,
+        a Prometheus that scrapes no vLLM yet): the user sees why the fleet is short."""
         with self._lock:
             return tuple(
                 self._problems.get(f.name)
-                or f"{f.name}: asking for the servers it lists (none answered yet)"
+                or (
+                    f"{f.name}: asking for the servers it lists (none answered yet)"
+                    if f.name not in self._found
+                    else f"{f.name}: lists no server now"
+                )
                 for f in self.finders
-                if f.name in self._problems or f.name not in self._found
+                if f.name in self._problems or not self._found.get(f.name)
             )
 
     def notices(self) -> list[str]:
@@ -178,8 +184,12 @@ class FleetMembers:
             if self._problems.pop(finder.name, None) is not None:
                 self._tell(f"{finder.name}: answers again")
             if found is None or found == self._found.get(finder.name):
-                self._found.setdefault(finder.name, found or ())
+                if finder.name not in self._found:
+                    self._found[finder.name] = ()
+                    self._tell(f"{finder.name}: lists no server now")
                 return False
+            if not found:
+                self._tell(f"{finder.name}: lists no server now")
             self._found[finder.name] = found
             return True
 

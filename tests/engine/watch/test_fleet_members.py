@@ -138,6 +138,22 @@ def test_a_listing_that_cannot_be_read_keeps_its_servers_and_says_so_once() -> N
         fleet.stop()
 
 
+def test_a_listing_of_no_server_says_so() -> None:
+    """A job misspelt, a Prometheus that scrapes no vLLM yet: the user sees why it is empty."""
+    listing, made = Scripted("prometheus://p:9090?job=vlm"), Made()
+    fleet = FleetMembers([], [listing], made)
+    fleet.start()
+    try:
+        eventually(
+            lambda: fleet.problems() == ("prometheus://p:9090?job=vlm: lists no server now",)
+        )
+        assert fleet.notices() == ["prometheus://p:9090?job=vlm: lists no server now"]
+        listing.found = (Target("http://a:8000"),)
+        eventually(lambda: fleet.problems() == ())
+    finally:
+        fleet.stop()
+
+
 def test_a_server_whose_view_is_open_runs_on_after_it_left_until_the_view_is_left() -> None:
     listing, made = Scripted(), Made()
     a = Target("http://a:8000")
