@@ -345,17 +345,25 @@ def watching(command: list[str], env: dict[str, str] | None = None) -> Iterator[
             watch.child.wait(10)
 
 
-def round_of(watch: Watch, addresses: set[str]) -> dict[str, dict[str, Any]]:
-    """The records of the first round of lines that is of ``addresses`` exactly, by address
-    (the lines of a round share their ``time``)."""
+def round_of(
+    watch: Watch,
+    addresses: set[str],
+    each: Callable[[dict[str, Any]], bool] = lambda record: True,
+    timeout: float = 15.0,
+    since: int = 0,
+) -> dict[str, dict[str, Any]]:
+    """The records of the first round of fleet lines (from line ``since`` on) that is of
+    ``addresses`` exactly, and whose every record is as ``each`` wants, by address (the lines
+    of a round share their ``time``)."""
     rounds: dict[float, dict[str, dict[str, Any]]] = {}
 
     def full(text: str) -> bool:
         record = json.loads(text)
-        rounds.setdefault(record["time"], {})[record["address"]] = record
-        return set(rounds[record["time"]]) == addresses
+        found = rounds.setdefault(record["time"], {})
+        found[record["address"]] = record
+        return set(found) == addresses and all(each(r) for r in found.values())
 
-    line = watch.out.wait_until(full)
+    line = watch.out.wait_until(full, timeout, since=since)
     return rounds[json.loads(line)["time"]]
 
 

@@ -91,7 +91,8 @@ def test_a_prometheus_listed_fleet_of_two_real_servers_one_restarted(
                 watch.err.wait_for(f"{url(server)} joined (listed by {address}: ", timeout=60)
             for server in (a, b):
                 complete(server.port, "a story about the sea", 16, ignore_eos=True)
-            rows = round_of(watch, {url(a), url(b)})
+            up = ("idle", "running")
+            rows = round_of(watch, {url(a), url(b)}, lambda r: r["state"] in up, timeout=60)
             for server, replica in ((a, "a"), (b, "b")):
                 row = rows[url(server)]
                 assert row["model"] == MODEL_NAME and row["state"] in ("idle", "running")
@@ -103,8 +104,13 @@ def test_a_prometheus_listed_fleet_of_two_real_servers_one_restarted(
 
             b.kill()  # stopped: down, and still listed (Prometheus lists it, down)
             watch.err.wait_for(f"DISCONNECTED from {url(b)}", timeout=60)
-            down = round_of(watch, {url(a), url(b)})
-            assert down[url(b)]["state"] == "down" and down[url(a)]["state"] in ("idle", "running")
+            down = round_of(
+                watch,
+                {url(a), url(b)},
+                lambda r: r["address"] == url(a) or r["state"] == "down",
+                since=len(watch.out.seen),
+            )
+            assert down[url(a)]["state"] in up
             assert f"{url(b)} left" not in "".join(watch.err.seen)
 
             b.start()  # again, on the same port
@@ -115,15 +121,20 @@ def test_a_prometheus_listed_fleet_of_two_real_servers_one_restarted(
                 record = json.loads(text)
                 return record["address"] == url(b) and record["ttft_p50_s"] is not None
 
+            answered = False
             for _ in range(10):  # a completion after the restart, seen in b's window
                 complete(b.port, "another story", 16, ignore_eos=True)
                 try:
                     watch.out.wait_until(b_answered, timeout=10, since=seen)
-                    break
                 except AssertionError:
                     continue
-            back = round_of(watch, {url(a), url(b)})
-            assert back[url(b)]["state"] in ("idle", "running")
+                answered = True
+                break
+            assert answered, "no TTFT in b's rows after its restart"
+            back = round_of(
+                watch, {url(a), url(b)}, lambda r: r["state"] in up, timeout=60, since=seen
+            )
             assert back[url(b)]["labels"]["replica"] == "b"
+            assert back[url(b)]["model"] == MODEL_NAME
             watch.child.send_signal(signal.SIGINT)
             assert watch.child.wait(EXIT_S) == 0
