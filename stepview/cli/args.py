@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from stepview.cli.attach import add_attach_args, attach_addresses
+from stepview.cli.attach import add_attach_args, attach_fleet
 from stepview.cli.watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
+from stepview.model.targets import Discovery
 from stepview.trace.playback import check_speed
 
 DESCRIPTION = (
@@ -44,7 +45,7 @@ class OwnOptions:
     history: int
     keep_finished: int
     log_file: Path | None
-    attach: str | None  # the only server, or a fleet's first (see ``fleet``)
+    attach: str | None  # the only server, or a fleet's first (see ``fleet``, ``discovery``)
     attach_ranks: tuple[int, ...] | None
     api: str | None
     api_key: str | None = field(default=None, repr=False)  # a secret: never shown
@@ -70,12 +71,14 @@ class OwnOptions:
     flight_max_mb: int = 0
     stuck_after: float | None = None
     attach_file: Path | None = None
-    fleet: tuple[str, ...] = ()  # every server given to --attach / --attach-file
+    fleet: tuple[str, ...] = ()  # every server given to --attach / a plain --attach-file
+    discovery: tuple[Discovery, ...] = ()  # where more are listed (prometheus://, file_sd)
 
     @property
     def is_fleet(self) -> bool:
-        """Several servers to watch: the fleet screen (one is the single view, as ever)."""
-        return len(self.fleet) > 1
+        """Several servers to watch, or a listing of them that can grow: the fleet screen
+        (one server given alone is the single view, as ever)."""
+        return len(self.fleet) > 1 or bool(self.discovery)
 
     @property
     def prompts_on_stdin(self) -> bool:
@@ -374,8 +377,9 @@ def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
             # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".
             parser.error(f"argument {flag}: must be 1 or more, got {value}")
     try:
-        namespace.fleet = attach_addresses(namespace.attach, namespace.attach_file)
+        namespace.fleet, namespace.discovery = attach_fleet(namespace.attach, namespace.attach_file)
     except ValueError as exc:
         parser.error(str(exc))
-    namespace.attach = namespace.fleet[0] if namespace.fleet else None
+    watched = [*namespace.fleet, *(found.name for found in namespace.discovery)]
+    namespace.attach = watched[0] if watched else None
     return OwnOptions(**vars(namespace)), rest

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from stepview.cli.watch import whole_number
+from stepview.files.targets_file import TargetsFileError, read_attach_file
+from stepview.model.targets import PROMETHEUS as PROMETHEUS_SD
+from stepview.model.targets import Discovery
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
 ATTACH_NICE = 10
@@ -23,6 +27,9 @@ SCRAPE_INTERVAL_S = 1.0
 """``--scrape-interval``'s default: how often an ``http://`` watch reads ``/metrics``."""
 WINDOW_S = 60.0
 """``--window``'s default: the seconds an ``http://`` watch's percentiles cover."""
+PROMETHEUS = "prometheus://"
+PROMETHEUS_PORT = 9090
+"""Prometheus' own port, when ``prometheus://HOST`` names none."""
 
 
 def is_metrics_address(address: str | None) -> bool:
@@ -30,25 +37,70 @@ def is_metrics_address(address: str | None) -> bool:
     return address is not None and address.lower().startswith(("http://", "https://"))
 
 
-def attach_addresses(given: Sequence[str] | None, file: Path | None) -> tuple[str, ...]:
+def is_prometheus_address(address: str) -> bool:
+    """An ``--attach`` that asks a Prometheus server for the fleet (``prometheus://``)."""
+    return address.lower().startswith(PROMETHEUS)
+
+
+def prometheus_discovery(text: str) -> Discovery:
+    """``prometheus://HOST[:PORT][/PREFIX][?job=NAME...]`` as the Prometheus server's base URL
+    (plain HTTP; PORT 9090 when not given, as Prometheus listens) and the jobs to take;
+    ``ValueError`` with what to write instead."""
+    parts = urllib.parse.urlsplit(text)
+    try:
+        port = parts.port or PROMETHEUS_PORT
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
+        raise ValueError(f"{text!r} is not a prometheus://HOST:PORT[?job=NAME]")
+    query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"job"})
+    if unknown or parts.fragment:
+        raise ValueError(
+            f"{text}: unknown {', '.join(map(repr, unknown or [parts.fragment]))} "
+            "(prometheus://HOST:PORT takes ?job=NAME only)"
+        )
+    jobs = tuple(dict.fromkeys(query.get("job", [])))
+    if any(not job for job in jobs):
+        raise ValueError(f"{text}: ?job= names no job")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    location = f"http://{host}:{port}{parts.path.rstrip('/')}"
+    return Discovery(PROMETHEUS_SD, location, text, jobs)
+
+
+def attach_fleet(
+    given: Sequence[str] | None, file: Path | None
+) -> tuple[tuple[str, ...], tuple[Discovery, ...]]:
     """Every server to watch: each ``--attach`` (a comma list counts as several), then the
-    lines of ``--attach-file`` (blank lines and ``#`` comments skipped), without repeats.
-    More than one is a fleet. ``ValueError`` when the file cannot be read or names none."""
-    addresses = [part.strip() for value in given or () for part in value.split(",")]
+    lines of a plain ``--attach-file`` (blank lines and ``#`` comments skipped), without
+    repeats; and where more are listed, followed while watching (``prometheus://`` given, an
+    ``--attach-file`` in Prometheus' file_sd format). More than one server, or any listing, is
+    a fleet. ``ValueError`` with the flag's name first when one cannot be used."""
+    given_parts = [part.strip() for value in given or () for part in value.split(",")]
+    if any(not part for part in given_parts):
+        raise ValueError("--attach: an empty address in a comma list")
+    addresses: list[str] = []
+    discoveries: list[Discovery] = []
+    for part in given_parts:
+        if is_prometheus_address(part):
+            try:
+                discoveries.append(prometheus_discovery(part))
+            except ValueError as exc:
+                raise ValueError(f"--attach: {exc}") from None
+        else:
+            addresses.append(part)
     if file is not None:
         try:
-            lines = file.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise ValueError(f"--attach-file: cannot read {file}: {exc.strerror or exc}") from None
-        found = [
-            line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")
-        ]
-        if not found:
-            raise ValueError(f"--attach-file: {file} names no server (one address per line)")
-        addresses += found
-    if any(not address for address in addresses):
-        raise ValueError("--attach: an empty address in a comma list")
-    return tuple(dict.fromkeys(addresses))
+            listed = read_attach_file(file)
+        except TargetsFileError as exc:
+            raise ValueError(f"--attach-file: {exc}") from None
+        addresses += listed.addresses
+        if listed.discovery is not None:
+            discoveries.append(listed.discovery)
+    unique: dict[str, Discovery] = {}
+    for discovery in discoveries:
+        unique.setdefault(discovery.name, discovery)
+    return tuple(dict.fromkeys(addresses)), tuple(unique.values())
 
 
 def _niceness(text: str) -> int:
@@ -101,19 +153,25 @@ def add_attach_args(group: Any) -> None:
         help="watch a running vLLM server instead of starting an engine: ADDRESS is the "
         "STEPVIEW_PUBLISH address (tcp://HOST:PORT or ipc://PATH) of a server started with "
         "--scheduler-cls stepview.engine.scheduler_plugin.StepviewScheduler, or any server's "
-        "own http://HOST:PORT (its /metrics: counters, latency percentiles, no requests); "
-        "takes no engine flags; pause and single step only hold the view, the server runs "
-        "on; with --headless, print what the server finishes (http: one JSON line per "
-        "scrape) until Ctrl+C; repeated, or a comma list: watch several servers (mixed kinds) on "
-        "the fleet screen, Enter for one server's full view, Esc back (--headless: one JSON "
-        "line per server per --scrape-interval, its address on each)",
+        "own http://HOST:PORT (its /metrics: counters, latency percentiles, no requests), "
+        "or prometheus://HOST:PORT[?job=NAME] (the vLLM servers a Prometheus scrapes, or that "
+        "job's targets, each watched through its /metrics with its labels, and followed as "
+        "they come and go); takes no engine flags; pause and single step only hold the "
+        "view, the server runs on; with --headless, print what the server finishes (http: "
+        "one JSON line per scrape) until Ctrl+C; repeated, or a comma list: watch several "
+        "servers (mixed kinds) on the fleet screen, Enter for one server's full view, Esc "
+        "back (--headless: one JSON line per server per --scrape-interval, its address and "
+        "labels on each)",
     )
     group.add_argument(
         "--attach-file",
         type=Path,
         metavar="FILE",
-        help="the servers to watch, one --attach ADDRESS per line (# comments allowed), "
-        "with any --attach given: more than one is a fleet",
+        help="the servers to watch: one --attach ADDRESS per line (# comments allowed), read "
+        'once; or Prometheus\' file_sd targets, JSON or YAML ([{"targets": ["HOST:PORT"], '
+        '"labels": {...}}]), followed while watching: servers added join the fleet, servers '
+        "removed leave it; with any --attach given: more than one server, or a file_sd "
+        "file, is a fleet",
     )
     group.add_argument(
         "--attach-ranks",

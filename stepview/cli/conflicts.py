@@ -154,7 +154,8 @@ def _given(own: OwnOptions, names: tuple[str, ...]) -> list[str]:
 
 
 def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
-    """Why the flags cannot go with several ``--attach`` servers: a fleet is watched, with the
+    """Why the flags cannot go with several ``--attach`` servers, or a listing of them
+    (``prometheus://``, a file_sd ``--attach-file``): a fleet is watched, with the
     figures every kind of server gives; what acts on or records one server's requests needs
     that server alone (``--attach ADDRESS``)."""
     if own.replay is not None:
@@ -164,10 +165,12 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     given = _given(own, ONE_SERVER_FLAGS)
     if not given:
         return None
-    return (
-        f"{', '.join(given)}: not with several servers ({len(own.fleet)} given); attach to "
-        "one server alone for those"
+    fleet = (
+        f"a fleet listed by {own.discovery[0].name}"
+        if own.discovery
+        else f"several servers ({len(own.fleet)} given)"
     )
+    return f"{', '.join(given)}: not with {fleet}; attach to one server alone for those"
 
 
 def _metrics_conflict(own: OwnOptions) -> str | None:

@@ -1,4 +1,4 @@
-"""The files a run leaves for people (and reads from them), apart from traces.
+"""The files a run leaves for people (and those it reads from them), apart from traces.
 
 ``records``
     a request as one JSON object (``--headless --json``, the results file) and in the form
@@ -8,6 +8,9 @@
     starts (an unwritable path fails before the engine loads).
 ``csv_export``
     one row per request with its timings (``--export-csv``).
+``targets_file`` / ``file_sd``
+    ``--attach-file``: a plain list of addresses, or Prometheus' file_sd target groups (JSON
+    or YAML, with labels), told apart by content; the latter followed while watching.
 ``prompts_file``
     a prompts file (or standard input, ``--prompts -``) read and checked line by line before
     anything runs.

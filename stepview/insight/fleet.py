@@ -29,6 +29,7 @@ between a few servers is noise, not a reason to move traffic.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ from stepview.insight.percentiles import percentile
 from stepview.model.latency import request_latency
 from stepview.model.server_window import not_vllm
 from stepview.model.snapshot import EngineState, RankStatus, RequestState, StepSnapshot
+from stepview.model.targets import Labels, label_text
 
 WAITING_SPREAD = 4
 """Waiting requests between the most and the least loaded server that count as imbalance."""
@@ -67,14 +69,16 @@ class FleetRow:
     per_request: bool = False  # the plug-in publishes: Enter shows every request
     ranks: tuple[RankStatus, ...] = ()  # its data-parallel ranks, when it has several
     mark: str = ""  # BUSIEST, IDLEST or ""
+    labels: Labels = ()  # where it is listed with labels (file_sd, Prometheus)
 
     @property
     def up(self) -> bool:
         return self.state in {state.value for state in _UP}
 
 
-def fleet_row(address: str, snapshot: StepSnapshot, window: float) -> FleetRow:
-    """The row of the server at ``address`` as of ``snapshot``; figures over ``window`` s."""
+def fleet_row(address: str, snapshot: StepSnapshot, window: float, labels: Labels = ()) -> FleetRow:
+    """The row of the server at ``address`` (listed with ``labels``) as of ``snapshot``;
+    figures over ``window`` s."""
     state = snapshot.engine_state
     label = {EngineState.DISCONNECTED: "down", EngineState.STARTING: "connecting"}
     counters, server = snapshot.counters, snapshot.server
@@ -88,6 +92,7 @@ def fleet_row(address: str, snapshot: StepSnapshot, window: float) -> FleetRow:
         tokens_per_s=_tokens_per_s(snapshot, window),
         per_request=server is None and snapshot.info.detailed_states,
         ranks=snapshot.ranks if len(snapshot.ranks) > 1 else (),
+        labels=labels,
     )
     if state is EngineState.STARTING:
         found = not_vllm(snapshot.phase)  # another program on that port: say what
@@ -195,10 +200,19 @@ def fleet_record(row: FleetRow) -> dict[str, Any]:
         "preemptions_per_min": _round(row.preemptions_per_min, 2),
         "per_request": row.per_request,
         "mark": row.mark or None,
+        "labels": dict(row.labels),
     }
     if row.ranks:
         record["ranks"] = [rank_record(rank) for rank in row.ranks]
     return record
+
+
+def shown_labels(row: FleetRow) -> str:
+    """The row's labels as the fleet screen shows them, ``name=value`` words: without
+    ``instance`` where it only repeats the address's ``HOST:PORT`` (Prometheus adds it to
+    every target), the rest as listed."""
+    netloc = urllib.parse.urlsplit(row.address).netloc
+    return label_text(tuple(pair for pair in row.labels if pair != ("instance", netloc)))
 
 
 def rank_record(rank: RankStatus) -> dict[str, Any]:

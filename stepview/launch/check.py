@@ -5,8 +5,9 @@ says which vLLM is installed and whether stepview is tested on it, whether the p
 that vLLM's scheduler (:func:`stepview.engine.plugin.selfcheck.probe`: the real ``Scheduler``
 and ``AsyncScheduler``, one request through a few steps, no model), the command line that
 starts a server with the plug-in, and, for each ``--attach`` address, whether something
-answers there and what it is. Exit 0 when all is well, 1 with the problems named on the last
-line. Without vLLM (a laptop that only watches) it checks the addresses alone.
+answers there and what it is (for a ``prometheus://`` one: the vLLM servers it lists). Exit
+0 when all is well, 1 with the problems named on the last line. Without vLLM (a laptop that
+only watches) it checks the addresses alone.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from stepview.cli.attach import is_metrics_address
+from stepview.cli.attach import is_metrics_address, is_prometheus_address
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
@@ -129,7 +130,24 @@ def answers(address: str) -> tuple[str, bool]:
     """What answers at ``address`` and whether that is what a watch wants there."""
     if is_metrics_address(address):
         return _metrics(address)
+    if is_prometheus_address(address):
+        return _prometheus(address)
     return _records(address)
+
+
+def _prometheus(address: str) -> tuple[str, bool]:
+    """Which vLLM servers a Prometheus lists: those ``--attach prometheus://`` would watch."""
+    from stepview.cli.attach import prometheus_discovery
+    from stepview.engine.watch.prometheus_targets import PrometheusError, PrometheusFinder
+
+    try:
+        targets = PrometheusFinder(prometheus_discovery(address)).poll()
+    except (ValueError, PrometheusError) as exc:
+        return str(exc).removeprefix(f"{address}: "), False
+    if not targets:
+        return "Prometheus answers, but lists no vLLM server there now", False
+    listed = ", ".join(target.address for target in targets)
+    return f"Prometheus lists {len(targets)} vLLM servers: {listed}", True
 
 
 def _metrics(address: str) -> tuple[str, bool]:

@@ -1,4 +1,5 @@
-"""``stepview --attach A --attach B …``: several servers watched at once, the fleet.
+"""``stepview --attach A --attach B …``: several servers watched at once, the fleet; or the
+servers listed where they already are (``--attach prometheus://…``, a file_sd ``--attach-file``).
 
 Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
 ``/metrics`` watch (:class:`~stepview.engine.watch.metrics_source.MetricsSource`) for an
@@ -7,7 +8,14 @@ for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them. The fleet sc
 latest snapshot of each (:mod:`stepview.ui.fleet.fleet_app`); Enter shows one server's full
 view on the same running source, Esc comes back. ``--headless`` prints, every
 ``--scrape-interval``, one JSON line per server (:func:`stepview.insight.fleet.fleet_record`,
-its ``address`` on each), and on stderr when a server is lost and back, until a signal.
+its ``address`` and ``labels`` on each), and on stderr when a server is lost and back, until a
+signal.
+
+The servers are a :class:`~stepview.engine.watch.fleet_members.FleetMembers`: those given, and
+those a discovery lists (``--attach prometheus://…``, an ``--attach-file`` in file_sd format),
+followed while watching. A server that joins gets its watch started here (``_source``), one
+that leaves has it stopped; headless, stderr says who joined and left, and when a listing
+cannot be read. A fleet of one discovered server is still a fleet: its listing can grow.
 
 Nothing here imports vLLM: the servers run elsewhere.
 """
@@ -31,19 +39,20 @@ from stepview.launch.attach_headless import LinkNotices
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
 from stepview.launch.terminal import claim_terminal
-from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
+from stepview.model.source import SnapshotSource
+from stepview.model.targets import FILE_SD, Discovery, Roster, Target
 
 if TYPE_CHECKING:
     from stepview.engine.watch.api_key import ApiKey
-
-Member = tuple[str, SnapshotSource]
+    from stepview.engine.watch.fleet_members import Finder, FleetMembers
 
 
 def run_fleet(options: OwnOptions, log_path: Path) -> int:
-    """Watch every server of ``options.fleet``; the exit code."""
+    """Watch every server of ``options.fleet`` and those its discoveries list; the exit code."""
     from stepview.engine.records.channel import rank_address
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
+    from stepview.engine.watch.fleet_members import FleetMembers
     from stepview.engine.watch.server_api import ServerApi
 
     ranks = options.attach_ranks or (0,)
@@ -55,6 +64,7 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
             else:
                 for rank in ranks:
                     check_address(rank_address(address, rank))
+        finders = [_finder(discovery) for discovery in options.discovery]
         watch_keys()
     except (ValueError, CurveKeyError) as exc:
         return fail(f"--attach: {exc}")
@@ -64,19 +74,33 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
             return fail(problem)
     lower_priority(ATTACH_NICE if options.nice is None else options.nice)
     gc.set_threshold(*WATCH_GC_THRESHOLDS)
-    members = [(address, _source(options, address, key)) for address in options.fleet]
-    for _, source in members:
-        source.start()
+    roster = FleetMembers(
+        [Target(address) for address in options.fleet],
+        finders,
+        lambda target: _source(options, target.address, key),
+    )
+    roster.start()
     try:
         if options.headless:
-            code = watch_fleet_headless(members, options.scrape_interval, options.window)
+            code = watch_fleet_headless(roster, options.scrape_interval, options.window)
         else:
-            code = asyncio.run(_fleet_tui(members, options.window))
+            code = asyncio.run(_fleet_tui(roster, options.window))
     finally:
-        for _, source in members:
-            source.stop(STOP_TIMEOUT_S)
-    notice(f"stopped watching {len(members)} servers; the log is {log_path}")
+        count = len(roster.members())
+        roster.stop()
+    notice(f"stopped watching {count} servers; the log is {log_path}")
     return code
+
+
+def _finder(discovery: Discovery) -> Finder:
+    """What follows ``discovery``: the file re-read on change, or Prometheus asked."""
+    if discovery.kind == FILE_SD:
+        from stepview.files.targets_file import FileFinder
+
+        return FileFinder(discovery)
+    from stepview.engine.watch.prometheus_targets import PrometheusFinder
+
+    return PrometheusFinder(discovery)
 
 
 def _source(options: OwnOptions, address: str, key: ApiKey | None) -> SnapshotSource:
@@ -108,8 +132,9 @@ def _source(options: OwnOptions, address: str, key: ApiKey | None) -> SnapshotSo
     )
 
 
-async def _fleet_tui(members: list[Member], window: float) -> int:
-    """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here."""
+async def _fleet_tui(roster: FleetMembers, window: float) -> int:
+    """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
+    server held meanwhile: if it leaves the fleet, its watch stops when the view is left)."""
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
     from stepview.ui.fleet.server_app import BACK, FleetServerApp
@@ -127,36 +152,47 @@ async def _fleet_tui(members: list[Member], window: float) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    chosen = 0
+    chosen: str | None = None
     while not stopping:
-        fleet = FleetApp(members, window=window, cursor=chosen)
+        fleet = FleetApp(roster, window=window, cursor=chosen)
         current[:] = [fleet]
         await fleet.run_async()
         if stopping or fleet.return_value is None:
             break
         chosen = fleet.return_value
-        view = FleetServerApp(members[chosen][1], cpu_budget=StepviewApp.CPU_BUDGET)
-        current[:] = [view]
-        await view.run_async()
+        member = roster.hold(chosen)
+        if member is None:  # it left between Enter and here: the fleet again
+            continue
+        try:
+            view = FleetServerApp(member.source, cpu_budget=StepviewApp.CPU_BUDGET)
+            current[:] = [view]
+            await view.run_async()
+        finally:
+            roster.release(chosen)
         if view.leaving != BACK:
             break
     return 0
 
 
 def watch_fleet_headless(
-    members: list[Member], interval: float, window: float, out: TextIO | None = None
+    roster: Roster, interval: float, window: float, out: TextIO | None = None
 ) -> int:
-    """Print one :func:`fleet_record` line per server every ``interval`` s, until a signal."""
+    """Print one :func:`fleet_record` line per server every ``interval`` s, until a signal;
+    on stderr, each change of the fleet (a server joined or left, a listing lost and back)."""
     out = sys.stdout if out is None else out
-    links = [LinkNotices(address) for address, _ in members]
+    links: dict[str, LinkNotices] = {}
     with stop_on_signals() as stop:
         while not stop.wait(interval):
-            snapshots = [source.latest() for _, source in members]
-            for link, snapshot in zip(links, snapshots, strict=True):
-                link.on_snapshot(snapshot, ())
+            for line in roster.notices():
+                notice(line)
+            members = roster.members()
+            links = {m.address: links.get(m.address) or LinkNotices(m.address) for m in members}
+            snapshots = [member.source.latest() for member in members]
+            for member, snapshot in zip(members, snapshots, strict=True):
+                links[member.address].on_snapshot(snapshot, ())
             rows = [
-                fleet_row(address, snapshot, window)
-                for (address, _), snapshot in zip(members, snapshots, strict=True)
+                fleet_row(member.address, snapshot, window, member.labels)
+                for member, snapshot in zip(members, snapshots, strict=True)
             ]
             now = round(time.time(), 3)
             try:

@@ -21,6 +21,9 @@ What crosses a thread or a process is a value from here, never a live engine obj
     the protocols around the driver: the engines it drives or watches, the sources the UI
     reads snapshots from, the sinks it hands every snapshot to, and the flight recorder as
     the UI and the launcher ask it for a recording.
+``targets``
+    a fleet's servers as listed (address, labels, which listing) and as watched (with their
+    source), and the roster the fleet screen reads them from, fixed or changing.
 ``sampling`` / ``load`` / ``prompts``
     sampling parameters checked by vLLM's rules, a synthetic load's plan, the seed prompts
     and the lines of a prompts file.

@@ -11,6 +11,7 @@ from stepview.insight.fleet import (
     fleet_record,
     fleet_row,
     mark_imbalance,
+    shown_labels,
 )
 from stepview.model.server_window import NOT_VLLM, Latency, ServerWindow
 from stepview.model.snapshot import (
@@ -99,6 +100,18 @@ def test_a_metrics_row_reads_the_scrape() -> None:
     assert not got.per_request
     record = fleet_record(got)
     assert record["address"] == "http://h:8000" and record["mark"] is None
+    assert record["labels"] == {}
+
+
+def test_a_listed_servers_labels_go_with_its_row_and_record() -> None:
+    """Prometheus adds ``instance`` (HOST:PORT) to every target: shown only where it says
+    more than the address; the record keeps every label."""
+    labels = (("instance", "h:8000"), ("job", "vllm"), ("zone", "a"))
+    got = fleet_row("http://h:8000", metrics_snapshot(), 60.0, labels)
+    assert shown_labels(got) == "job=vllm zone=a"
+    assert fleet_record(got)["labels"] == {"instance": "h:8000", "job": "vllm", "zone": "a"}
+    behind = fleet_row("http://lb:80/vllm-a", metrics_snapshot(), 60.0, labels)
+    assert shown_labels(behind) == "instance=h:8000 job=vllm zone=a"
 
 
 def test_a_down_server_keeps_its_figures_but_says_down() -> None:

@@ -151,6 +151,16 @@ def test_bad_value_of_a_stepview_flag_is_one_line(
     assert_one_line_error(run(args, tmp_path), *parts)
 
 
+def test_a_fleet_listing_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
+    """A file_sd file Prometheus would refuse, and a prometheus:// address with a typo."""
+    listed = tmp_path / "targets.yml"
+    listed.write_text("- targets: [gpu-a:8000]\n  labels: {1zone: a}\n")
+    done = run(["--attach-file", str(listed), "--headless"], tmp_path)
+    assert_one_line_error(done, f"--attach-file: {listed}: target group 1: '1zone' is not a")
+    done = run(["--attach", "prometheus://prom:9090?jobs=vllm"], tmp_path)
+    assert_one_line_error(done, "--attach: prometheus://prom:9090?jobs=vllm: unknown 'jobs'")
+
+
 @pytest.mark.engine
 def test_bad_value_of_an_engine_flag_headless_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

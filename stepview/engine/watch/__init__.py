@@ -19,6 +19,10 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
     a server without the plug-in (``--attach http://HOST:PORT``): its Prometheus page read,
     one :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` per server making
     snapshots, and the thread that feeds them to the TUI.
+``fleet_members`` / ``prometheus_targets``
+    a fleet found where it is listed (``--attach prometheus://``, a file_sd ``--attach-file``):
+    the servers Prometheus scrapes, asked of its HTTP API, and the thread that follows the
+    listings, starting the watch of a server that joins and stopping that of one that leaves.
 ``kv_event_wire`` / ``kv_blocks`` / ``kv_events_watch``
     the server's KV-cache events (``--kv-events``): decoded without vLLM, folded into block
     churn and prefix reuse, subscribed to beside ``/metrics``.

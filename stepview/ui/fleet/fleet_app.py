@@ -7,6 +7,13 @@ and the busiest/idlest rule live there, not here). Enter ends this app with the 
 server's index: the launcher then shows that server's full view, and Esc there comes back
 (:mod:`stepview.ui.fleet.server_app`). The sources are the launcher's: they run on while
 either app is on screen, so the window of each stays whole.
+
+The servers are a :class:`~stepview.model.targets.Roster`, read on each poll like the
+snapshots: a fleet found where it is listed (a file_sd file, a Prometheus server) grows and
+shrinks while on screen, and the table follows (rebuilt only when its rows change, the cursor
+kept on its server). A server listed with labels has them on a second, dim line of its cell,
+so the table is no wider at 80 columns; a listing that cannot be read is said on a line of its
+own above the table, and servers joining or leaving in a notification.
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from stepview.insight.fleet import (
     FleetRow,
     fleet_row,
     mark_imbalance,
+    shown_labels,
 )
 from stepview.model.source import SnapshotSource
+from stepview.model.targets import FixedRoster, Roster
 from stepview.ui.display import percent, rate_value, seconds
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
@@ -46,14 +55,20 @@ STATE_STYLES = {
     "down": "bold red",
     "not vLLM": "bold yellow",
 }
+LABELS_WIDTH = 32
+"""The labels' line under an address is cut (…) past this width, or the address's if wider."""
+NO_SERVER = "no server to watch yet: those listed join as they appear"
+NOTICES_SHOWN = 3
+"""Changes of the fleet notified at once; more (a listing of 64 read at start) are counted."""
 RULE = (
     f"▲ busiest ▼ idlest: marked when the servers up differ by {WAITING_SPREAD}+ waiting "
     f"or {KV_SPREAD:.0%}+ KV use"
 )
 
 
-class FleetApp(App[int | None]):
-    """The servers at ``members`` (address, source: started by the caller), as a table."""
+class FleetApp(App[str | None]):
+    """The servers of ``members`` (a roster, or fixed (address, source) pairs; the sources
+    started by the caller), as a table; ends with the address chosen (Enter), or ``None``."""
 
     TITLE = "stepview fleet"
     ENABLE_COMMAND_PALETTE = False
@@ -68,79 +83,109 @@ class FleetApp(App[int | None]):
     ]
     DEFAULT_CSS = """
     #fleet-title { height: 1; background: $panel; padding: 0 1; }
+    #fleet-problem { height: auto; color: $warning; padding: 0 1; }
     #fleet-rule { height: 1; color: $text-muted; padding: 0 1; }
     DataTable { height: 1fr; }
     """
 
     def __init__(
         self,
-        members: Sequence[tuple[str, SnapshotSource]],
+        members: Roster | Sequence[tuple[str, SnapshotSource]],
         *,
         window: float,
-        cursor: int = 0,
+        cursor: str | None = None,
     ) -> None:
         super().__init__(driver_class=driver_class(), ansi_color=True)
-        self.members = list(members)
+        self.roster = FixedRoster(members) if isinstance(members, Sequence) else members
         self.window = window
         self.rows: list[FleetRow] = []
         """The rows on screen, marks included: everything drawn comes from them."""
-        self._cursor = cursor
-        self._owners: list[int] = []  # table row -> index of its server in ``members``
+        self._cursor = cursor  # the server to put the cursor on, once it has a row
+        self._owners: list[str] = []  # table row -> the address of its server
+        self._layout: tuple[tuple[str, int], ...] = ()  # each table row's server and height
         self.theme = THEME
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
+        yield Static(id="fleet-problem")
         yield DataTable(cursor_type="row", zebra_stripes=True)
         yield Static(RULE, id="fleet-rule")
         yield Footer()
 
     def on_mount(self) -> None:
+        # Held, not queried on each poll: a poll the timer runs while the app is being taken
+        # down (Enter, q) would find them gone.
         self._table = self.query_one(DataTable)
+        self._title = self.query_one("#fleet-title", Static)
+        self._problem = self.query_one("#fleet-problem", Static)
         self._table.add_columns(*COLUMNS)
         self.poll()
-        if self._owners:
-            server = min(self._cursor, len(self.members) - 1)
-            self._table.move_cursor(row=self._owners.index(server))
         self.set_interval(1 / self.POLL_HZ, self.poll)
         self._table.focus()
 
     def poll(self) -> None:
-        """Read every server's latest snapshot and redraw the table (tens of rows)."""
-        rows = [fleet_row(address, src.latest(), self.window) for address, src in self.members]
+        """Read the members and each one's latest snapshot and redraw the table (tens of
+        rows); say what changed in the fleet."""
+        lines = self.roster.notices()
+        if len(lines) > NOTICES_SHOWN:
+            more = len(lines) - NOTICES_SHOWN + 1
+            lines = [*lines[: NOTICES_SHOWN - 1], f"and {more} more changes (the log has each)"]
+        for line in lines:
+            self.notify(line, timeout=8)
+        members = self.roster.members()
+        rows = [fleet_row(m.address, m.source.latest(), self.window, m.labels) for m in members]
         self.rows = mark_imbalance(rows)
         up = sum(row.up for row in self.rows)
-        self.query_one("#fleet-title", Static).update(
+        self._title.update(
             f"stepview fleet · {len(self.rows)} servers, {up} up · "
             f"figures over the last {self.window:g} s · Enter: a server's full view"
         )
-        table = self._table
+        problems = self.roster.problems() or (() if members else (NO_SERVER,))
+        self._problem.update("\n".join(problems))
+        self._problem.display = bool(problems)
         cells: list[tuple[object, ...]] = []
-        owners: list[int] = []
-        for index, row in enumerate(self.rows):
-            cells.append(_cells(row))
-            owners.append(index)
+        layout: list[tuple[str, int]] = []
+        for row in self.rows:
+            server = _cells(row)
+            cells.append(server)
+            layout.append((row.address, 2 if "\n" in str(server[0]) else 1))
             for rank in row.ranks:
                 state = Text("up", "green") if rank.connected else Text("down", "bold red")
                 cells.append((
                     f"  └ rank {rank.rank}", state, "", str(rank.running),
                     str(rank.waiting), percent(rank.kv_cache_usage), "", "", "", "",
                 ))  # fmt: skip
-                owners.append(index)
-        self._owners = owners
-        if table.row_count == len(cells):
+                layout.append((row.address, 1))
+        self._owners = [address for address, _ in layout]
+        if tuple(layout) == self._layout:
             # The same rows: new figures in place. Rebuilding (clear) would also put the
             # table back at its left edge twice a second, out of reach of a narrow terminal
             # that scrolled right (with the arrow keys) to see the last columns.
+            table = self._table
             for number, values in enumerate(cells):
                 for column, value in enumerate(values):
                     table.update_cell_at(Coordinate(number, column), value, update_width=True)
             return
-        cursor = table.cursor_row
+        self._rebuild(cells, tuple(layout))
+
+    def _rebuild(
+        self, cells: list[tuple[object, ...]], layout: tuple[tuple[str, int], ...]
+    ) -> None:
+        """Servers joined or left: the table anew, the cursor on the server it was on."""
+        table = self._table
+        row = table.cursor_row
+        if self._layout and 0 <= row < len(self._layout):
+            self._cursor = self._layout[row][0]
         table.clear()
-        for values in cells:
-            table.add_row(*values)
-        if table.row_count:
-            table.move_cursor(row=min(cursor, table.row_count - 1))
+        for values, (_, height) in zip(cells, layout, strict=True):
+            table.add_row(*values, height=height)
+        self._layout = layout
+        if not table.row_count:
+            return
+        owners = [address for address, _ in layout]
+        if self._cursor in owners:
+            row = owners.index(self._cursor)
+        table.move_cursor(row=min(max(row, 0), table.row_count - 1))
 
     def action_open(self) -> None:
         """Leave with the server under the cursor (its rank rows open it too)."""
@@ -167,8 +212,15 @@ def _cells(row: FleetRow) -> tuple[object, ...]:
     waiting = f"{row.waiting} ({reasons})" if reasons else str(row.waiting)
     if len(waiting) > WAITING_WIDTH:  # so that the row fits 120 columns
         waiting = waiting[: WAITING_WIDTH - 1] + "…"
+    server = Text.assemble((symbol or " ", style), " ", row.address)
+    labels = shown_labels(row)
+    if labels:
+        width = max(len(row.address), LABELS_WIDTH)
+        if len(labels) > width:
+            labels = labels[: width - 1] + "…"
+        server.append(f"\n  {labels}", "dim")
     return (
-        Text.assemble((symbol or " ", style), " ", row.address),
+        server,
         Text(row.state, STATE_STYLES.get(row.state, "")),
         row.model or "-",
         str(row.running),

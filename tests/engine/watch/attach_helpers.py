@@ -9,6 +9,7 @@ test's :class:`Clock`.
 
 from __future__ import annotations
 
+import json
 import queue
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from stepview.engine.driver.ledger import RequestLedger
 from stepview.engine.plugin.publisher import FactsPublisher
@@ -342,6 +343,28 @@ def watching(command: list[str], env: dict[str, str] | None = None) -> Iterator[
         if watch.child.poll() is None:
             watch.child.kill()
             watch.child.wait(10)
+
+
+def round_of(
+    watch: Watch,
+    addresses: set[str],
+    each: Callable[[dict[str, Any]], bool] = lambda record: True,
+    timeout: float = 15.0,
+    since: int = 0,
+) -> dict[str, dict[str, Any]]:
+    """The records of the first round of fleet lines (from line ``since`` on) that is of
+    ``addresses`` exactly, and whose every record is as ``each`` wants, by address (the lines
+    of a round share their ``time``)."""
+    rounds: dict[float, dict[str, dict[str, Any]]] = {}
+
+    def full(text: str) -> bool:
+        record = json.loads(text)
+        found = rounds.setdefault(record["time"], {})
+        found[record["address"]] = record
+        return set(found) == addresses and all(each(r) for r in found.values())
+
+    line = watch.out.wait_until(full, timeout, since=since)
+    return rounds[json.loads(line)["time"]]
 
 
 ANSWER = {

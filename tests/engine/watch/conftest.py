@@ -1,7 +1,8 @@
 """Fixtures shared by the attached-engine tests: a fake plug-in publisher on an ipc socket,
-an attached engine subscribed to it on a test's clock, and a fake of vLLM's OpenAI-compatible
-API (``--api``). A test module that needs its engine built otherwise defines its own
-``engine`` fixture, which takes precedence over this one."""
+an attached engine subscribed to it on a test's clock, fakes of vLLM's OpenAI-compatible API
+(``--api``) and of Prometheus' (``--attach prometheus://``). A test module that needs its
+engine built otherwise defines its own ``engine`` fixture, which takes precedence over this
+one."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from stepview.engine.watch.attached import AttachedEngine
 from stepview.engine.watch.server_api import ServerApi
 from tests.engine.watch.attach_helpers import Clock, Server, ipc_address
 from tests.engine.watch.fake_api import FakeApi
+from tests.engine.watch.fake_prometheus import fake_prometheus
+
+__all__ = ["fake_prometheus"]  # a fixture, found by pytest here
 
 
 @pytest.fixture
