@@ -60,7 +60,8 @@ def config_text(
     rule_files: Sequence[Path] = (),
 ) -> str:
     """A ``prometheus.yml``: each job of ``jobs`` scrapes its static targets (``host:port``);
-    each of ``file_sd`` reads its targets from a file (Prometheus follows its changes)."""
+    each of ``file_sd`` reads its targets from a file (re-read at once on a change, and every
+    second)."""
     scrape: list[dict[str, Any]] = [
         {"job_name": job, "static_configs": [{"targets": list(targets)}]}
         for job, targets in jobs.items()
@@ -87,13 +88,19 @@ class Prometheus:
         *,
         file_sd: Mapping[str, Path] | None = None,
         rule_files: Sequence[Path] = (),
+        scrape_itself: bool = False,
     ) -> None:
+        """``scrape_itself``: a job ``prometheus`` scraping this server's own ``/metrics``,
+        as Prometheus' example configuration has (a target that is not vLLM's)."""
         self.folder = folder
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = folder / "prometheus.yml"
+        jobs = dict(jobs or {})
+        if scrape_itself:
+            jobs["prometheus"] = [f"127.0.0.1:{self.port}"]
         self.config.write_text(
-            config_text(jobs or {}, file_sd=file_sd, rule_files=rule_files), encoding="utf-8"
+            config_text(jobs, file_sd=file_sd, rule_files=rule_files), encoding="utf-8"
         )
         self.log = folder / "prometheus.log"
         self._process: subprocess.Popen[bytes] | None = None

@@ -29,7 +29,7 @@ from stepview.testing.vllm_server import (
     server_env,
 )
 from tests.engine.watch.attach_helpers import EXIT_S, round_of, watching
-from tests.engine.watch.real_prometheus import file_sd_job, running_prometheus, write_targets
+from tests.engine.watch.real_prometheus import running_prometheus, write_targets
 
 pytestmark = [pytest.mark.engine, pytest.mark.heavy, pytest.mark.timeout(900)]
 
@@ -80,7 +80,7 @@ def test_a_prometheus_listed_fleet_of_two_real_servers_one_restarted(
             {"targets": [f"127.0.0.1:{b.port}"], "labels": {"replica": "b"}},
         ],
     )
-    with running_prometheus(tmp_path, [file_sd_job("vllm", targets)]) as prometheus:
+    with running_prometheus(tmp_path, {"vllm": targets}) as prometheus:
         address = f"prometheus://{prometheus}?job=vllm"
         command = [
             *(sys.executable, "-m", "stepview", "--attach", address, "--headless"),
