@@ -14,6 +14,9 @@
     vLLM's real API server on the demo model with stepview's plug-in, started as
     docs/attach-and-fleet.md says, for the real-server tests and the server benchmarks;
     killed whole, whatever happens.
+``prometheus``
+    a real Prometheus (Debian's package) on a free port, queried through its HTTP API: the
+    rules', the dashboard's and the discovery's tests judge stepview by what it makes of them.
 
 Nothing a real run uses imports this package (import-linter checks it). The SVG snapshot
 tests and ``scripts/screenshots.py`` draw the same scenes, so a README picture changes only
