@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from stepview.cli.attach import add_attach_args, attach_addresses
+from stepview.cli.rerun import add_rerun_args
 from stepview.cli.watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
@@ -71,6 +72,9 @@ class OwnOptions:
     stuck_after: float | None = None
     attach_file: Path | None = None
     fleet: tuple[str, ...] = ()  # every server given to --attach / --attach-file
+    rerun: Path | None = None
+    rerun_speed: float = 1.0
+    export_workload: list[str] | None = None  # FILE or vllm:FILE, each given
 
     @property
     def is_fleet(self) -> bool:
@@ -234,6 +238,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
     _add_load_args(parser)
+    add_rerun_args(parser)
     add_watch_args(parser)
     group.add_argument(
         "--log-file",
