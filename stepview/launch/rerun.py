@@ -169,7 +169,7 @@ def run_rerun(options: OwnOptions, engine_argv: list[str], log_path: Path) -> in
         return code
     if options.headless and not options.summary:
         return _say_difference(path, record, code)
-    compared = run_compare(path, record, summary=options.summary)
+    compared = run_compare(path, record, summary=options.summary, aligned=True)
     if options.summary and compared == EXIT_OK:
         _print_notes(workload)
     return code if code != EXIT_OK else compared
@@ -213,7 +213,7 @@ def _say_difference(original: Path, rerun: Path, code: int) -> int:
     if isinstance(pair, str):
         return fail(pair, EXIT_FAILED)
     a, b = pair
-    comparison = compare_runs(a.snapshots, b.snapshots)
-    notice(difference_line(comparison.divergence, comparison.b_names))
+    comparison = compare_runs(a.snapshots, b.snapshots, aligned=True)
+    notice(difference_line(comparison.divergence, comparison.b_names, comparison.b_shift))
     notice(f"to look: stepview --replay {original} --compare {rerun}")
     return code
