@@ -227,7 +227,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--summary",
         action="store_true",
         help="with --replay: print the run's latency percentiles, preemptions and alerts "
-        "instead of opening the TUI",
+        "instead of opening the TUI; with --rerun: the compare table of the recording and the "
+        "rerun",
     )
     add_attach_args(group)
     group.add_argument(
