@@ -32,6 +32,7 @@ from stepview.cli.args import OwnOptions
 from stepview.launch.compare import run_compare
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.headless import Feed, run_headless
+from stepview.launch.terminal import claim_terminal
 from stepview.model.commands import Schedule
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
@@ -148,10 +149,14 @@ def run_rerun(options: OwnOptions, engine_argv: list[str], log_path: Path) -> in
     if isinstance(read, str):
         return fail(read)
     trace, workload = read
+    compare_tui = not options.headless and not options.summary
+    if compare_tui:  # judged before the engine runs, not found out once the rerun is over
+        problem = claim_terminal("; use --summary or --headless to rerun without the compare view")
+        if problem is not None:
+            return fail(problem)
     speed = options.rerun_speed
     engine_argv = with_trace_model(engine_argv, trace)
     say_workload(path, trace, workload, speed)
-    compare_tui = not options.headless and not options.summary
     if options.record is None:
         record.parent.mkdir(parents=True, exist_ok=True)
         notice(f"recording the rerun in {record}")

@@ -5,6 +5,8 @@ trace without vLLM."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from stepview.model.snapshot import (
     StepSnapshot,
     Timings,
 )
+from tests.e2e.terminal import command_env
+from tests.reliability.test_cli_errors import assert_one_line_error
 from tests.trace.runs import write_trace
 
 INFO = EngineInfo(model="m", block_size=4)
@@ -176,3 +180,30 @@ def test_an_export_that_cannot_be_written_is_refused_first(
 ) -> None:
     target = f"vllm:{tmp_path / 'no' / 'such' / 'dir.jsonl'}"
     _fails(["--replay", str(trace), "--export-workload", target], capsys, "cannot write")
+
+
+def test_no_terminal_for_the_compare_view_is_refused_before_the_rerun(
+    trace: Path, tmp_path: Path
+) -> None:
+    """The compare view opens once the rerun is over: a terminal it cannot have is said first,
+    not after minutes of rerun (and no engine is started)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stepview",
+            "--log-file",
+            str(tmp_path / "log"),
+            "--rerun",
+            str(trace),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=command_env(),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # no controlling terminal
+    )
+    line = assert_one_line_error(done, "stdin is not a terminal")
+    assert line.endswith("; use --summary or --headless to rerun without the compare view")
