@@ -12,10 +12,10 @@ answered at once and the TUI draws before ``import vllm``. By responsibility:
     mode reads; the first half of ``--help``.
 ``conflicts``
     which flags cannot go together, or with the engine flags given: the one-line refusals.
-``attach`` / ``watch``
-    two groups of flags with modules of their own, for the value types they share: which
-    server ``--attach`` watches, and how; and a stepview left running beside a server
-    (bounds, rotation, flight recorder, metrics).
+``attach`` / ``watch`` / ``rerun``
+    three groups of flags with modules of their own, for the value types they share: which
+    server ``--attach`` watches, and how; a stepview left running beside a server (bounds,
+    rotation, flight recorder, metrics); and a recording's workload sent again or exported.
 
 The modes in :mod:`stepview.launch` read ``args``, ``attach`` and ``watch`` (the options they
 run with), and ``dispatch`` imports the modes: import-linter keeps those three below the launch

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from stepview.cli.attach import add_attach_args, attach_fleet
+from stepview.cli.rerun import add_rerun_args
 from stepview.cli.watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
@@ -73,6 +74,9 @@ class OwnOptions:
     attach_file: Path | None = None
     fleet: tuple[str, ...] = ()  # every server given to --attach / a plain --attach-file
     discovery: tuple[Discovery, ...] = ()  # where more are listed (prometheus://, file_sd)
+    rerun: Path | None = None
+    rerun_speed: float = 1.0
+    export_workload: list[str] | None = None  # FILE or vllm:FILE, each given
 
     @property
     def is_fleet(self) -> bool:
@@ -226,7 +230,8 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--summary",
         action="store_true",
         help="with --replay: print the run's latency percentiles, preemptions and alerts "
-        "instead of opening the TUI",
+        "instead of opening the TUI; with --rerun: the compare table of the recording and the "
+        "rerun",
     )
     add_attach_args(group)
     group.add_argument(
@@ -237,6 +242,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
     _add_load_args(parser)
+    add_rerun_args(parser)
     add_watch_args(parser)
     group.add_argument(
         "--log-file",

@@ -25,9 +25,12 @@ def flag_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     if own.prompts_on_stdin and not own.headless and own.replay is None:
         # Refused, not read: the TUI reads its keys from standard input.
         return STDIN_PROMPTS_IN_TUI
-    if own.replay is None and (own.paused or own.replay_speed != 1.0 or own.summary):
-        return "--paused, --replay-speed and --summary go with --replay FILE"
-    problem = _compare_conflict(own) if own.compare is not None else None
+    if own.replay is None and (own.paused or own.replay_speed != 1.0):
+        return "--paused and --replay-speed go with --replay FILE"
+    if own.replay is None and own.rerun is None and own.summary:
+        return "--summary goes with --replay FILE or --rerun TRACE"
+    problem = _rerun_conflict(own)
+    problem = problem or (_compare_conflict(own) if own.compare is not None else None)
     problem = problem or _playback_conflict(own)
     problem = problem or (
         _fleet_conflict(own, engine_argv) if own.is_fleet else _attach_conflict(own, engine_argv)
@@ -82,13 +85,36 @@ def _watch_conflict(own: OwnOptions) -> str | None:
     return None
 
 
+def _rerun_conflict(own: OwnOptions) -> str | None:
+    """Why the flags of a rerun, or of a workload export, cannot be used as given.
+
+    A rerun is a live run of stepview's own engine, fed the trace's requests: not a replay,
+    not a watch, and no other requests beside them. Its ``--summary`` is the compare table on
+    stdout, which the requests ``--json`` prints would be mixed with. A workload is exported
+    from a trace, as the other exports of ``--replay`` are.
+    """
+    if own.export_workload and own.replay is None:
+        return "--export-workload goes with --replay TRACE: the workload of a recorded run"
+    if own.rerun is None:
+        return "--rerun-speed goes with --rerun TRACE" if own.rerun_speed != 1.0 else None
+    if own.replay is not None:
+        return "--rerun and --replay exclude each other (send a trace's requests again, or play it)"
+    if own.attach is not None:
+        return "--rerun runs on an engine of stepview's own (no --attach)"
+    if own.prompts is not None or own.load is not None:
+        return "--rerun sends the trace's requests: no --prompts or --load beside them"
+    if own.summary and own.json:
+        return "--json prints each request and --summary the compare table: give one of them"
+    return None
+
+
 def _compare_conflict(own: OwnOptions) -> str | None:
     """Why ``--compare`` cannot be used as given (the files are checked when read)."""
     if own.attach is not None or own.headless:
         return "--compare goes with --replay A only (not with --attach or --headless)"
     if own.replay is None:
         return "--compare FILE goes with --replay FILE: compare two recorded runs"
-    if own.export_csv is not None or own.export_chrome_trace is not None:
+    if own.export_csv is not None or own.export_chrome_trace is not None or own.export_workload:
         return "--compare and the exports exclude each other (export one trace at a time)"
     return None
 
@@ -106,7 +132,12 @@ def _playback_conflict(own: OwnOptions) -> str | None:
             "--compare does not play the runs (keys move both, from their first difference): "
             "drop --paused and --replay-speed"
         )
-    if own.summary or own.export_csv is not None or own.export_chrome_trace is not None:
+    if (
+        own.summary
+        or own.export_csv is not None
+        or own.export_chrome_trace is not None
+        or own.export_workload
+    ):
         return "--paused and --replay-speed go with a replay in the TUI, not --summary or exports"
     return None
 

@@ -73,10 +73,12 @@ def _run(argv: Sequence[str] | None) -> int:
             from stepview.launch.summary import run_summary
 
             return run_summary(own.replay)
-        if own.export_csv is not None or own.export_chrome_trace is not None:
+        if own.export_csv is not None or own.export_chrome_trace is not None or own.export_workload:
             from stepview.launch.export import export_replay
 
-            return export_replay(own.replay, own.export_csv, own.export_chrome_trace)
+            return export_replay(
+                own.replay, own.export_csv, own.export_chrome_trace, own.export_workload or ()
+            )
         from stepview.launch.replay import run_replay
 
         return run_replay(own.replay, speed=own.replay_speed, paused=own.paused)
@@ -110,6 +112,10 @@ def _run(argv: Sequence[str] | None) -> int:
         from stepview.launch.attach import run_attach
 
         return run_attach(own, log_path)
+    if own.rerun is not None:
+        from stepview.launch.rerun import run_rerun
+
+        return run_rerun(own, engine_argv, log_path)
     if own.headless:
         from stepview.launch.headless import run_headless
 

@@ -14,6 +14,9 @@
 ``prompts_file``
     a prompts file (or standard input, ``--prompts -``) read and checked line by line before
     anything runs.
+``workload_export``
+    a recorded run's workload (``--export-workload``) as a prompts file, or as the
+    ``timed_trace`` dataset vLLM's own benchmark replays.
 
 Plain data and the standard library: no vLLM, no Textual, no engine.
 """

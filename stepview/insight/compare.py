@@ -15,6 +15,12 @@ prefilling and decoding requests (the tokens when the trace has them, version 2 
 them the set of requests and their states) plus the requests preempted in that step; a step
 one run never reached decided nothing. Requests are named by A's id on both sides, so a
 request that B calls differently still decides the same.
+
+Steps are the engines' own counts, which line up when both runs started their engines for
+the load. A rerun (``stepview --rerun``) of a recording that opened mid-run (a flight
+recording, a watched server's) does not: its engine starts at step 1 where the recording
+opened at step 812, say. Compared *aligned*, B's steps are counted from A's first step that
+scheduled anything (:attr:`Comparison.b_shift`), and everything is said in A's steps.
 """
 
 from __future__ import annotations
@@ -136,9 +142,9 @@ request preempted in that step."""
 
 
 def decisions(
-    snapshots: Iterable[StepSnapshot], rename: dict[str, str] | None = None
+    snapshots: Iterable[StepSnapshot], rename: dict[str, str] | None = None, shift: int = 0
 ) -> dict[int, Decision]:
-    """Each step's scheduling decision (module docstring), by step number.
+    """Each step's scheduling decision (module docstring), by step number (plus ``shift``).
 
     The last snapshot published at a step is the one after it; snapshots between steps (a
     command) repeat the step number and the decision. ``rename`` maps ids to A's.
@@ -160,10 +166,16 @@ def decisions(
             if view.num_preemptions > preempted_so_far.get(view.request_id, 0):
                 preempted_so_far[view.request_id] = view.num_preemptions
                 items.add((rid, None, RequestState.PREEMPTED.value))
-        if snapshot.step in out and not items:
+        step = snapshot.step + shift
+        if step in out and not items:
             continue  # a snapshot between steps keeps the step's decision
-        out[snapshot.step] = frozenset(items)
+        out[step] = frozenset(items)
     return out
+
+
+def first_scheduling(decided: dict[int, Decision]) -> int | None:
+    """The first step that scheduled or preempted anything (``None``: none did)."""
+    return min((step for step, decision in decided.items() if decision), default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,21 +208,33 @@ class Comparison:
     deltas: list[RequestDelta]
     divergence: Divergence
     b_names: dict[str, str]  # A's id to B's, to name B's requests as B does
+    b_shift: int = 0  # B's step s is A's step s + b_shift (module docstring: aligned)
 
 
-def compare_runs(a: Sequence[StepSnapshot], b: Sequence[StepSnapshot]) -> Comparison:
-    """Compare two runs' snapshots (each oldest first)."""
+def compare_runs(
+    a: Sequence[StepSnapshot], b: Sequence[StepSnapshot], *, aligned: bool = False
+) -> Comparison:
+    """Compare two runs' snapshots (each oldest first); ``aligned``: B's steps counted from A's
+    first scheduling step (see the module docstring)."""
     figures_a, last_a = run_figures(a)
     figures_b, last_b = run_figures(b)
     views_a = last_a.requests() if last_a is not None else []
     views_b = last_b.requests() if last_b is not None else []
     matching = match_requests(views_a, views_b)
-    divergence = first_difference(decisions(a), decisions(b, matching.b_to_a))
+    decided_a = decisions(a)
+    decided_b = decisions(b, matching.b_to_a)
+    shift = 0
+    if aligned:
+        first_a, first_b = first_scheduling(decided_a), first_scheduling(decided_b)
+        if first_a is not None and first_b is not None and first_a != first_b:
+            shift = first_a - first_b
+            decided_b = decisions(b, matching.b_to_a, shift)
     return Comparison(
         figures_a,
         figures_b,
         matching,
         latency_deltas(views_a, views_b, matching),
-        divergence,
+        first_difference(decided_a, decided_b),
         {a_id: b_id for b_id, a_id in matching.b_to_a.items()},
+        shift,
     )

@@ -92,12 +92,16 @@ def describe_decision(decision: Decision, names: dict[str, str] | None = None) -
     return ", ".join(parts) or "schedules nothing"
 
 
-def difference_line(divergence: Divergence, b_names: dict[str, str] | None = None) -> str:
-    """``first scheduling difference: step 7 — A schedules …, B schedules …`` or none."""
+def difference_line(
+    divergence: Divergence, b_names: dict[str, str] | None = None, b_shift: int = 0
+) -> str:
+    """``first scheduling difference: step 7 — A schedules …, B schedules …`` or none; with
+    B's steps shifted (an aligned comparison), B's own step number too."""
     if divergence.step is None:
         return f"no scheduling difference over {divergence.steps} steps"
+    own = f" (B's step {divergence.step - b_shift})" if b_shift else ""
     return (
-        f"first scheduling difference: step {divergence.step} — "
+        f"first scheduling difference: step {divergence.step}{own} — "
         f"A {describe_decision(divergence.a)}, B {describe_decision(divergence.b, b_names)}"
     )
 
@@ -140,5 +144,5 @@ def format_comparison(comparison: Comparison, name_a: str, name_b: str) -> str:
     lines.append("")
     lines += _request_lines(comparison)
     lines.append("")
-    lines.append(difference_line(comparison.divergence, comparison.b_names))
+    lines.append(difference_line(comparison.divergence, comparison.b_names, comparison.b_shift))
     return "\n".join(lines)

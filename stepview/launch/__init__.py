@@ -7,8 +7,10 @@
 ``headless``
     vLLM's example, printed: every finished request, then the latency table.
 ``replay`` / ``summary`` / ``export`` / ``compare``
-    a trace in the TUI without vLLM; its figures as text; its CSV or Chrome trace; two traces
-    side by side or as a table.
+    a trace in the TUI without vLLM; its figures as text; its CSV, Chrome trace or workload;
+    two traces side by side or as a table.
+``rerun``
+    a trace's workload sent again to a new engine (a headless run), then compared with it.
 ``attach`` / ``attach_headless``
     a running server watched in the TUI, or without one until Ctrl+C.
 ``attach_metrics``

@@ -41,15 +41,18 @@ def load_pair(a: Path, b: Path) -> tuple[Trace, Trace] | str:
     return traces[0], traces[1]
 
 
-def run_compare(a: Path, b: Path, *, summary: bool) -> int:
-    """Compare the traces at ``a`` and ``b``: print (``summary``) or open the TUI."""
+def run_compare(a: Path, b: Path, *, summary: bool, aligned: bool = False) -> int:
+    """Compare the traces at ``a`` and ``b``: print (``summary``) or open the TUI;
+    ``aligned``: B's steps counted from A's first scheduling step (a rerun's, see
+    :mod:`stepview.insight.compare`)."""
     pair = load_pair(a, b)
     if isinstance(pair, str):
         return fail(pair)
     trace_a, trace_b = pair
     if not summary:
-        return _run_tui(trace_a, trace_b)
-    text = format_comparison(compare_runs(trace_a.snapshots, trace_b.snapshots), str(a), str(b))
+        return _run_tui(trace_a, trace_b, aligned)
+    comparison = compare_runs(trace_a.snapshots, trace_b.snapshots, aligned=aligned)
+    text = format_comparison(comparison, str(a), str(b))
     for name, trace in (("A", trace_a), ("B", trace_b)):
         if trace.warning:
             text += f"\nnote ({name}): {trace.warning}"
@@ -58,13 +61,13 @@ def run_compare(a: Path, b: Path, *, summary: bool) -> int:
     return EXIT_OK
 
 
-def _run_tui(trace_a: Trace, trace_b: Trace) -> int:
+def _run_tui(trace_a: Trace, trace_b: Trace, aligned: bool) -> int:
     from stepview.launch.terminal import claim_terminal
     from stepview.ui.compare.app import CompareApp
 
     problem = claim_terminal("")
     if problem is not None:
         return fail(problem)
-    app = CompareApp(trace_a, trace_b)
+    app = CompareApp(trace_a, trace_b, aligned=aligned)
     app.run()
     return EXIT_FAILED if app.return_code else EXIT_OK

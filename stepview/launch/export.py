@@ -1,20 +1,24 @@
-"""``--export-csv OUT.csv`` and ``--export-chrome-trace OUT.json``, from a live run or a trace.
+"""``--export-csv OUT.csv`` and ``--export-chrome-trace OUT.json``, from a live run or a trace;
+``--export-workload [vllm:]FILE`` from a trace.
 
-Both are written once, at the end (every request by then is finished, rejected, aborted or
-unfinished), so a file is complete or absent: the CSV from the last snapshot (or, for a
-run longer than memory keeps, from its results file), the Chrome
+The CSV and the Chrome trace are written once, at the end (every request by then is finished,
+rejected, aborted or unfinished), so a file is complete or absent: the CSV from the last
+snapshot (or, for a run longer than memory keeps, from its results file), the Chrome
 trace from the run insight's timelines and step figures. A replay export reads the whole
 trace without drawing anything and without vLLM, feeding its snapshots through the same
 insight the live run had: a trace from a GPU box becomes a spreadsheet or a Perfetto
-timeline on a laptop.
+timeline on a laptop. The workload (:mod:`stepview.files.workload_export`) is the trace's
+requests as another run sends them: stepview's ``--prompts``, or vLLM's benchmark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from stepview.cli.args import OwnOptions
 from stepview.files.csv_export import export_results, export_snapshot
+from stepview.files.workload_export import timed_trace_command, workload_target, write_workload
 from stepview.insight.alerts import Thresholds
 from stepview.insight.chrome_trace import export_timelines
 from stepview.insight.run import RunInsight
@@ -25,6 +29,7 @@ from stepview.model.recent import Finished
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
+from stepview.trace.workload import Workload, workload_of
 
 
 def export_csv(
@@ -100,10 +105,24 @@ def export_run(
     return [error for error in errors if error is not None]
 
 
-def export_replay(trace_path: Path, csv_path: Path | None, chrome_path: Path | None) -> int:
-    """``--replay TRACE --export-csv OUT.csv`` and/or ``--export-chrome-trace OUT.json``:
-    the trace exported without the TUI; the exit code."""
-    problem = check_output_paths({"--export-csv": csv_path, "--export-chrome-trace": chrome_path})
+def export_replay(
+    trace_path: Path,
+    csv_path: Path | None,
+    chrome_path: Path | None,
+    workload_targets: Sequence[str] = (),
+) -> int:
+    """``--replay TRACE`` with ``--export-csv OUT.csv``, ``--export-chrome-trace OUT.json``
+    and/or ``--export-workload [vllm:]FILE``: the trace exported without the TUI; the exit
+    code."""
+    targets = [workload_target(text) for text in workload_targets]
+    named = {"--export-csv": csv_path, "--export-chrome-trace": chrome_path}
+    named.update(
+        {
+            f"--export-workload {text}": path
+            for text, (_, path) in zip(workload_targets, targets, strict=True)
+        }
+    )
+    problem = check_output_paths(named)
     if problem is not None:
         return fail(problem)
     try:
@@ -115,9 +134,38 @@ def export_replay(trace_path: Path, csv_path: Path | None, chrome_path: Path | N
         return fail(f"{trace_path}: the trace holds no step to export")
     if trace.warning:
         notice(f"{trace_path}: {trace.warning}")
-    # The insight (a pass over every snapshot) only when the Chrome trace needs it.
-    insight = summarize(trace, keep_steps=True) if chrome_path is not None else RunInsight()
-    errors = export_run(csv_path, chrome_path, insight, snapshots[len(snapshots) - 1])
+    errors: list[str] = []
+    if csv_path is not None or chrome_path is not None:
+        # The insight (a pass over every snapshot) only when the Chrome trace needs it.
+        insight = summarize(trace, keep_steps=True) if chrome_path is not None else RunInsight()
+        errors = export_run(csv_path, chrome_path, insight, snapshots[len(snapshots) - 1])
+    if targets:
+        errors += export_workloads(trace_path, workload_of(trace), targets)
     for error in errors:
         fail(error, EXIT_FAILED)
     return EXIT_FAILED if errors else EXIT_OK
+
+
+def export_workloads(
+    trace_path: Path, workload: Workload, targets: Sequence[tuple[bool, Path]]
+) -> list[str]:
+    """Write ``workload`` to each target (vLLM's format or stepview's, and the file), naming
+    each file written, the requests it leaves out and how vLLM's benchmark replays it; what
+    went wrong (one line each)."""
+    errors = []
+    for vllm, path in targets:
+        try:
+            count, skipped = write_workload(path, workload, vllm=vllm, source=str(trace_path))
+        except OSError as exc:
+            errors.append(f"cannot write {path}: {exc.strerror or exc}")
+            continue
+        for left_out in skipped:
+            notice(f"{left_out.request_id} left out of {path}: {left_out.why}")
+        if vllm:
+            notice(f"{count} request(s) of the workload exported to {path} for vLLM's benchmark:")
+            notice(f"  {timed_trace_command(path, count, workload.block_size)}")
+        else:
+            forced = len(workload.forced)
+            held = f" ({forced} held to their recorded length)" if forced else ""
+            notice(f"{count} request(s) of the workload exported to {path}{held}")
+    return errors

@@ -29,11 +29,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from stepview.cli.args import OwnOptions, own_option_names
 from stepview.engine.driver.loop import Driver
@@ -175,8 +177,22 @@ def request_count(commands: Sequence[Command]) -> int:
     return sum(len(c.arrivals) if isinstance(c, Schedule) else 1 for c in commands)
 
 
-def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
-    """Run the prompts through the engine without a TUI; see the module docstring.
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """What a headless run sends, when not what its flags say: a rerun's workload
+    (:mod:`stepview.launch.rerun`), with what the run's files say of it."""
+
+    requests: list[Command]
+    annotate: Annotate  # more fields for each request's record (JSON and results file)
+    header: Mapping[str, Any]  # more fields for the trace's header
+    quiet: bool = False  # print no request on stdout (what follows the run is the output)
+
+
+def run_headless(
+    options: OwnOptions, engine_argv: list[str], log_path: Path, feed: Feed | None = None
+) -> int:
+    """Run the prompts (``feed``'s requests, if given) through the engine without a TUI; see
+    the module docstring.
 
     Everything that can be judged without the engine (prompts, output paths: checked by the
     command line, engine flags, the model) is judged before it starts, so a mistake costs no
@@ -188,7 +204,7 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
     from stepview.engine.own.processes import EngineProcesses
 
     try:
-        requests = starting_commands(options, seed_requests())
+        requests = starting_commands(options, seed_requests()) if feed is None else feed.requests
     except PromptsFileError as exc:
         return fail(str(exc))
     prepare_vllm_environment(log_path)
@@ -205,15 +221,17 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
         insight = exports_insight(options)
-        outputs = open_outputs(options, holder.header_fields, insight, default_results=False)
+        header, annotate = fed_fields(feed, holder.header_fields, insight.request_fields)
+        outputs = open_outputs(options, header, insight, default_results=False, annotate=annotate)
         if isinstance(outputs, int):
             return outputs
+        quiet = feed is not None and feed.quiet
         printer = HeadlessPrinter(
             request_count(requests),
             json_lines=options.json,
-            out=sys.stdout,
+            out=open(os.devnull, "w") if quiet else sys.stdout,  # noqa: SIM115 - lives as long
             err=sys.stderr,
-            annotate=insight.request_fields,
+            annotate=annotate,
         )
         admit = options.admit_per_step
         if admit is None:  # a load paces itself by its arrivals; the example, one per step
@@ -239,6 +257,22 @@ def run_headless(options: OwnOptions, engine_argv: list[str], log_path: Path) ->
         return code
     finally:
         restore_stderr()
+
+
+def fed_fields(
+    feed: Feed | None, header: Callable[[], Mapping[str, Any]], annotate: Annotate
+) -> tuple[Callable[[], Mapping[str, Any]], Annotate]:
+    """The trace header's fields and each record's, with ``feed``'s added to the run's own."""
+    if feed is None:
+        return header, annotate
+
+    def fed_header() -> Mapping[str, Any]:
+        return {**header(), **feed.header}
+
+    def fed_annotate(request_id: str) -> Mapping[str, Any]:
+        return {**annotate(request_id), **feed.annotate(request_id)}
+
+    return fed_header, fed_annotate
 
 
 def finish_run(driver: Driver, outputs: RunOutputs, code: int, completed: bool) -> int:

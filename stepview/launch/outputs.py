@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepview.cli.args import OwnOptions
+from stepview.files.records import Annotate
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import fail, notice, unfinished_note
 from stepview.launch.export import export_run
@@ -138,6 +139,7 @@ def open_outputs(
     insight: RunInsight,
     *,
     default_results: bool,
+    annotate: Annotate | None = None,
 ) -> RunOutputs | int:
     """Serve the metrics, open the results file and the trace, before the engine starts; an
     exit code instead when one cannot be had (nothing is left behind then).
@@ -145,7 +147,7 @@ def open_outputs(
     ``default_results``: with no ``--results``, write a new results file in stepview's
     data directory (the TUI), instead of none (headless: the results are printed).
     ``header`` gives the trace header's extra fields once the engine is up; ``insight``
-    adds each request's timeline and preemptions to its result.
+    adds each request's timeline and preemptions to its result (``annotate``: those and more).
     """
     from stepview.files.sinks import file_sinks
 
@@ -180,7 +182,7 @@ def open_outputs(
             record=options.record,
             rotate=options.record_rotate,
             keep=options.record_keep,
-            annotate=insight.request_fields,
+            annotate=annotate or insight.request_fields,
         )
     except OSError as exc:
         RunOutputs([], results, default_results=chosen, options=options, metrics=metrics).discard()

@@ -18,6 +18,14 @@ fields ignored; a chat request's record holds both its templated ``prompt`` and 
 arrival pattern: the request arrives that long after the engine is up, on the driver's clock,
 instead of at once (``{"prompt": "...", "at": 2.5}``).
 
+``prompt_token_ids`` gives the prompt as token ids instead of text (exactly one of ``prompt``,
+``messages`` and ``prompt_token_ids``): the engine runs those tokens as they are, as a synthetic
+load's prompts and an attached server's recorded ones can only be given (``stepview --replay
+TRACE --export-workload FILE`` writes them so). The panes name such a prompt by its length,
+``(12 token ids)`` (:func:`token_ids_name`). A results record of such a request holds that name
+as its ``prompt``: fed back, it is read for its ``prompt_token_ids`` instead
+(:func:`names_token_ids`).
+
 Plain data, like the rest of ``model``: the UI's form and presets use the seed prompts, and
 reading a file or standard input (and naming its lines in errors) is
 :mod:`stepview.files.prompts_file`'s.
@@ -27,7 +35,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from stepview.model.chat import Chat, chat_from_json
 from stepview.model.commands import AddRequest
@@ -58,10 +69,38 @@ class PromptLine:
     spec: SamplingSpec
     at: float | None = None
     messages: Chat = ()  # a chat request (``prompt`` is then empty)
+    token_ids: tuple[int, ...] = ()  # a prompt given as ids (``prompt`` is then their name)
 
     def request(self, request_id: str) -> AddRequest:
         """The line as the command that adds it, under ``request_id``."""
-        return AddRequest(request_id, self.prompt, self.spec, messages=self.messages)
+        return AddRequest(
+            request_id, self.prompt, self.spec, self.token_ids, messages=self.messages
+        )
+
+
+TOKEN_IDS_NAME = re.compile(
+    r"\((?:synthetic [a-z]+: )?(\d+) (?:random token ids|token ids|prompt tokens)\)"
+)
+"""The names a prompt known only as token ids is shown by: :func:`token_ids_name`'s, a synthetic
+load's (:func:`~stepview.model.load.plan_load`) and a watched server's request before (or
+without) its text (``(12 prompt tokens)``)."""
+
+
+def token_ids_name(count: int) -> str:
+    """What a prompt given as ``count`` token ids is called where its text would show."""
+    return f"({count} token ids)"
+
+
+def names_token_ids(prompt: str, token_ids: Sequence[int]) -> bool:
+    """True when ``prompt`` is only the name of the ``token_ids`` the request ran, not text:
+    one of :data:`TOKEN_IDS_NAME`, with as many ids as it says.
+
+    A request given as ids shows such a name; nothing else in a recording tells it from one
+    given as text (both hold the ids the engine ran), and running the name as text would be
+    a different prompt altogether.
+    """
+    match = TOKEN_IDS_NAME.fullmatch(prompt)
+    return match is not None and int(match.group(1)) == len(token_ids)
 
 
 def seed_requests(prefix: str = "") -> list[AddRequest]:
@@ -84,35 +123,38 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
     if not isinstance(data, dict):
         raise ValueError('expected a JSON object like {"prompt": "...", "params": {...}}')
     if "state" in data:  # a results record: what made the request, nothing else
-        record = data
-        data = {k: record[k] for k in ("id", "params") if record.get(k) is not None}
-        if record.get("messages"):
-            data["messages"] = record["messages"]
-        else:
-            data["prompt"] = record.get("prompt")
-    unknown = sorted(set(data) - {"id", "prompt", "messages", "params", "at"})
+        data = _made_of(data)
+    unknown = sorted(set(data) - {"id", *_PROMPT_KEYS, "params", "at"})
     if unknown:
         raise ValueError(
-            f"unknown key(s) {', '.join(unknown)} (expected id, prompt or messages, params, at)"
+            f"unknown key(s) {', '.join(unknown)} (expected id, prompt, messages or "
+            "prompt_token_ids, params, at)"
         )
     at = data.get("at")
     if at is not None and (
         isinstance(at, bool) or not isinstance(at, int | float) or not 0 <= at < math.inf
     ):
         raise ValueError(f'"at" must be a number of seconds, 0 or more, got {at!r}')
+    given = [key for key in _PROMPT_KEYS if key in data]
+    if len(given) > 1:
+        chat = " (a chat)" if "messages" in given else ""
+        raise ValueError(f'give "{given[0]}" or "{given[1]}"{chat}, not both')
+    if not given:
+        raise ValueError('no "prompt" (or "messages", for a chat) and no "prompt_token_ids"')
     messages: Chat = ()
+    token_ids: tuple[int, ...] = ()
     if "messages" in data:
-        if "prompt" in data:
-            raise ValueError('give "prompt" or "messages" (a chat), not both')
         messages = chat_from_json(data["messages"])
-    if not messages and "prompt" not in data:
-        raise ValueError('no "prompt" (or "messages", for a chat)')
-    text = data.get("prompt", "")
-    if not messages and not isinstance(text, str):
-        raise ValueError('"prompt" must be a string (or give "messages" for a chat)')
-    if not messages and not text:
-        raise ValueError('"prompt" is empty')
-    prompt = "" if messages else str(text)
+        prompt = ""
+    elif "prompt_token_ids" in data:
+        token_ids = _token_ids(data["prompt_token_ids"])
+        prompt = token_ids_name(len(token_ids))
+    else:
+        prompt = data["prompt"]
+        if not isinstance(prompt, str):
+            raise ValueError('"prompt" must be a string (or give "messages" for a chat)')
+        if not prompt:
+            raise ValueError('"prompt" is empty')
     request_id = data.get("id")
     if request_id is not None and not isinstance(request_id, str | int):
         raise ValueError('"id" must be a string')
@@ -125,4 +167,31 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
         raise ValueError("; ".join(errors.values()))
     at_seconds = None if at is None else float(at)
     request_id = None if request_id is None else str(request_id)
-    return PromptLine(0, request_id, prompt, spec, at_seconds, messages)
+    return PromptLine(0, request_id, prompt, spec, at_seconds, messages, token_ids)
+
+
+_PROMPT_KEYS = ("prompt", "messages", "prompt_token_ids")
+
+
+def _made_of(record: dict[str, Any]) -> dict[str, Any]:
+    """What made the request of a results record: its id, params, and its messages, its
+    token ids (a prompt shown by :func:`token_ids_name`) or its prompt text."""
+    data = {k: record[k] for k in ("id", "params") if record.get(k) is not None}
+    prompt, ids = record.get("prompt"), record.get("prompt_token_ids")
+    if record.get("messages"):
+        data["messages"] = record["messages"]
+    elif isinstance(prompt, str) and isinstance(ids, list) and names_token_ids(prompt, ids):
+        data["prompt_token_ids"] = ids
+    else:
+        data["prompt"] = prompt
+    return data
+
+
+def _token_ids(value: object) -> tuple[int, ...]:
+    """A line's ``prompt_token_ids``: a non-empty list of token ids (whole numbers, 0 or more)."""
+    if not isinstance(value, list) or not value:
+        raise ValueError('"prompt_token_ids" must be a non-empty list of token ids')
+    for token in value:
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+            raise ValueError(f'"prompt_token_ids" must hold token ids (0 or more), got {token!r}')
+    return tuple(value)

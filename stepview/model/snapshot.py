@@ -209,6 +209,7 @@ class EngineInfo:
     detailed_states: bool = True  # False when the scheduler plug-in is off (no per-request states)
     attached: str = ""  # a server watched, not driven: where its records come from
     chat_template: bool = False  # the model's tokenizer has one: chat requests can be added
+    block_size: int = 0  # tokens per KV cache block (0: unknown, as in older traces)
 
     @property
     def label(self) -> str:

@@ -17,6 +17,9 @@
     the commands a replay takes, and the thread that plays a trace as a snapshot source.
 ``linefile`` / ``recorder``
     the ``--record`` sink that writes a trace while the engine runs.
+``workload``
+    the requests a trace saw, rebuilt to be sent again (``--rerun``) or exported
+    (``--export-workload``): prompts, parameters, arrival offsets, recorded lengths.
 ``flight``
     the ``--flight-recorder`` sink: the last minutes encoded into a ring in memory, written as
     a trace of its own on an alert, ``SIGUSR1`` or the TUI's key.

@@ -86,7 +86,7 @@ def _full() -> StepSnapshot:
         step=7,
         clock=3.5,
         engine_state=EngineState.RUNNING,
-        info=EngineInfo("m", True, "0.9", 128, 4, 5, False, "tcp://gpu-box:5570", True),
+        info=EngineInfo("m", True, "0.9", 128, 4, 5, False, "tcp://gpu-box:5570", True, 16),
         phase="warming up",
         phase_since=1.25,
         step_time=0.02,

@@ -84,3 +84,9 @@ def prepare(model_arg: str | None, say: Callable[[str], None]) -> BuiltinModel |
     from stepview.engine.own.tiny_model import ensure_tiny_model
 
     return BuiltinModel(TINY, TINY_MODEL_NAME, ensure_tiny_model(), DEMO_ENGINE_DEFAULTS)
+
+
+def alias_of(name: str) -> str | None:
+    """The ``--model`` alias of the built-in model a run showed as ``name`` (a trace's
+    ``model``), so that a rerun runs it again; ``None`` for a model of the user's."""
+    return {SMOLLM2_NAME: SMOLLM2, TINY_MODEL_NAME: TINY}.get(name)

@@ -117,6 +117,7 @@ class VllmEngine:
             max_logprobs=int(config.model_config.max_logprobs),
             detailed_states=self._view is not None,
             chat_template=self._chat_tokenizer() is not None,
+            block_size=int(config.cache_config.block_size or 0),
         )
 
     @classmethod

@@ -214,8 +214,8 @@ class AttachedEngine:
                 self._awaiting.discard(end.request_id)
             reads.append(read)
         seqs = facts.max_num_running_reqs * len(self._cores)
-        if self._info.max_num_seqs != seqs:
-            self._info = replace(self._info, max_num_seqs=seqs)
+        if (self._info.max_num_seqs, self._info.block_size) != (seqs, facts.block_size):
+            self._info = replace(self._info, max_num_seqs=seqs, block_size=facts.block_size)
         step = reads[0] if len(reads) == 1 else merged(reads)
         ended.extend(step.ended)
         for answer in answers:

@@ -41,12 +41,14 @@ class RunPane(Vertical):
     RunPane > DataTable { height: 1fr; }
     """
 
-    def __init__(self, name: str, trace: Trace, *, id: str) -> None:
+    def __init__(self, name: str, trace: Trace, *, id: str, shift: int = 0) -> None:
+        """``shift``: this run's step s is shown at the compare's step s + shift (aligned)."""
         super().__init__(id=id)
         self.border_title = f"{name}: {Path(trace.path or '?').name}"
         snapshots = trace.snapshots
         self._snapshots: Sequence[StepSnapshot] = snapshots
         self._steps = [snapshots.step_at(i) for i in range(len(snapshots))]
+        self._shift = shift
 
     def compose(self) -> ComposeResult:
         yield Static(id="counters", markup=False)
@@ -55,7 +57,8 @@ class RunPane(Vertical):
         yield table
 
     def show(self, step: int) -> None:
-        """Show the run after engine step ``step`` (its last snapshot at or before it)."""
+        """Show the run after the compare's step ``step`` (its last snapshot at or before it)."""
+        step -= self._shift
         index = bisect_right(self._steps, step) - 1
         counters = self.query_one("#counters", Static)
         table = self.query_one(DataTable)
@@ -100,16 +103,20 @@ class CompareApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, trace_a: Trace, trace_b: Trace) -> None:
+    def __init__(self, trace_a: Trace, trace_b: Trace, *, aligned: bool = False) -> None:
+        """``aligned``: B's steps counted from A's first scheduling step (a rerun's
+        comparison, :func:`~stepview.insight.compare.compare_runs`)."""
         # The main app's theme (stepview.ui.theme) and terminal driver (ui.terminal_driver).
         super().__init__(driver_class=driver_class(), ansi_color=True)
         self.theme = THEME
         self._traces = (trace_a, trace_b)
-        self.comparison: Comparison = compare_runs(trace_a.snapshots, trace_b.snapshots)
+        self.comparison: Comparison = compare_runs(
+            trace_a.snapshots, trace_b.snapshots, aligned=aligned
+        )
         steps: set[int] = set()
-        for trace in self._traces:
+        for trace, shift in zip(self._traces, (0, self.comparison.b_shift), strict=True):
             snaps = trace.snapshots
-            steps.update(snaps.step_at(i) for i in range(len(snaps)))
+            steps.update(snaps.step_at(i) + shift for i in range(len(snaps)))
         self.steps = sorted(steps) or [0]
         first = self.comparison.divergence.step
         self.position = self.steps.index(first) if first is not None else 0
@@ -121,7 +128,7 @@ class CompareApp(App[None]):
     def compose(self) -> ComposeResult:
         with Container(id="panes"):
             yield RunPane("A", self._traces[0], id="pane-a")
-            yield RunPane("B", self._traces[1], id="pane-b")
+            yield RunPane("B", self._traces[1], id="pane-b", shift=self.comparison.b_shift)
         yield Static(id="status", markup=False)
 
     def on_mount(self) -> None:
@@ -142,7 +149,7 @@ class CompareApp(App[None]):
         for pane in self.query(RunPane):
             pane.show(self.step)
         divergence = self.comparison.divergence
-        line = difference_line(divergence, self.comparison.b_names)
+        line = difference_line(divergence, self.comparison.b_names, self.comparison.b_shift)
         here = " ◆ here" if divergence.step == self.step else ""
         self.query_one("#status", Static).update(
             f"step {self.step}{here} │ {line}\n{self._names} │ [ ] {{ }} < > both · n diff · q"
