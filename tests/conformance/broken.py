@@ -2,7 +2,9 @@
 broken on purpose, to show that the checks find it (``test_a_broken_read_is_found``).
 
 ``state``: vLLM's PREEMPTED status read as WAITING (a status map of the wrong release);
-``blocks``: the KV cache groups read as empty (a renamed attribute of the block manager).
+``blocks``: the KV cache groups read as empty (a renamed attribute of the block manager);
+``scheduled``: the requests scheduled the step before forgotten (a request running but not
+scheduled this step would keep its last step's tokens in every subscriber's view).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def break_blocks() -> None:
     capture.CoreCapture.capture = without_blocks  # type: ignore[method-assign]
 
 
+def break_scheduled() -> None:
+    capture.CoreCapture._last_scheduled = property(  # type: ignore[assignment]
+        lambda self: [], lambda self, value: None
+    )
+
+
 if __name__ == "__main__":
-    {"state": break_state, "blocks": break_blocks}[sys.argv[1]]()
+    {"state": break_state, "blocks": break_blocks, "scheduled": break_scheduled}[sys.argv[1]]()
     sys.exit(0 if run_all(async_scheduling=False) else 1)

@@ -50,6 +50,8 @@ class Checker:
         self.preemptions = 0
         self.intros: dict[str, list[int]] = {}  # id: prompt token ids, as introduced
         self.states_seen: set[CoreState] = set()
+        self.unscheduled: dict[str, int] = {}  # id: steps it was running but not scheduled
+        self.first_scheduled: dict[str, int] = {}  # id: the step it was first scheduled in
 
     def step(self, *, update: bool = True) -> Any:
         """One ``schedule()``, checked, then (``update``) its outputs; the scheduler output."""
@@ -59,6 +61,11 @@ class Checker:
         self.steps += 1
         self._apply()
         self._compare(output)
+        for req in scheduler.running:
+            if req.request_id not in output.num_scheduled_tokens:
+                self.unscheduled[req.request_id] = self.unscheduled.get(req.request_id, 0) + 1
+        for request_id in output.num_scheduled_tokens:
+            self.first_scheduled.setdefault(request_id, self.steps)
         if update:
             self.update(output, holding)
         return output
@@ -107,7 +114,9 @@ class Checker:
         record = self.rig.records[-1]
         where = f"step {self.steps}"
         _same(f"{where}: preempted", sorted(record.preempted), sorted(output.preempted_req_ids))
-        scheduled = {f.req_id: f.num_scheduled_tokens for f in record.requests}
+        # As a subscriber's view has it: a request the record does not name keeps the
+        # figures of the last record that did (the plug-in names those scheduled before).
+        scheduled = {rid: f.num_scheduled_tokens for rid, f in self.view.items()}
         wanted = dict(output.num_scheduled_tokens)
         _same(f"{where}: scheduled", {k: v for k, v in scheduled.items() if v}, wanted)
         _same(f"{where}: requests held", sorted(self.view), sorted(scheduler.requests))
@@ -152,6 +161,7 @@ class Checker:
             "requests compared": self.compared,
             "preemptions": self.preemptions,
             "states": sorted(s.name for s in self.states_seen),
+            "unscheduled while running": sum(self.unscheduled.values()),
         }
 
 

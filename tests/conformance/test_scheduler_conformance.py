@@ -23,7 +23,7 @@ from tests.helpers import ROOT
 
 pytestmark = pytest.mark.engine
 
-SITUATIONS = 6  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
+SITUATIONS = 8  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
 
 
 def situations(release: str | None, *args: str) -> tuple[int, list[dict[str, Any]], str]:
@@ -64,18 +64,36 @@ def test_every_record_says_what_the_scheduler_holds(release: str | None, schedul
     assert not failed, json.dumps(failed, indent=1)
     assert code == 0 and len(ran) == SITUATIONS, (code, ran)
     base = "AsyncScheduler" if scheduling == "async" else "Scheduler"
-    assert {line["base"] for line in ran} == {base}
+    assert {line["base"] for line in ran if line["applies"]} == {base}
     kv_full = next(line for line in ran if line["situation"].startswith("KV cache full"))
     assert kv_full["preemptions"] > 0 and "PREEMPTED" in kv_full["states"]
+    # Each situation runs wherever its release can have it, and only there: a release's
+    # own scheduling is never reported as checked when it was not.
+    applies = {line["situation"] for line in ran if line["applies"]}
+    newer = {"0.33.0": {"prefill held by its cadence (0.33 on)"}}
+    newer["0.34.0"] = {*newer["0.33.0"], "cache-aware admission (0.34 on)"}
+    assert applies == {line["situation"] for line in ran} - ALL_NEWER | newer.get(
+        release or "", set()
+    )
+    cadence = next((line for line in ran if "cadence" in line["situation"]), {})
+    assert not cadence.get("applies") or cadence["unscheduled while running"] > 0
+
+
+ALL_NEWER = {"prefill held by its cadence (0.33 on)", "cache-aware admission (0.34 on)"}
 
 
 @pytest.mark.parametrize(
     ("broken", "found"),
-    [("state", "state: the record says"), ("blocks", "KV blocks: the record says")],
+    [
+        ("state", "state: the record says"),
+        ("blocks", "KV blocks: the record says"),
+        ("scheduled", "scheduled: the record says"),
+    ],
 )
 def test_a_broken_read_is_found(broken: str, found: str) -> None:
     """The suite is worth something only if it fails when the plug-in is wrong: a state
-    read as another, a KV cache group read as empty."""
+    read as another, a KV cache group read as empty, a request scheduled the step before
+    forgotten (found where one stays running unscheduled: one step ahead, here)."""
     code, lines, err = situations(None, "tests.conformance.broken", broken)
     *ran, summary = lines
     assert code == 1 and not summary["ok"], err[-2000:]

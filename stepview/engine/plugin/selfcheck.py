@@ -61,6 +61,9 @@ class Setting:
     chunked_prefill: bool = True
     prefix_caching: bool = False
     async_scheduling: bool = False
+    options: tuple[tuple[str, Any], ...] = ()
+    """More of ``SchedulerConfig``'s fields, by name: those only some releases have (0.33's
+    ``prefill_schedule_interval``, 0.34's cache-aware admission)."""
 
 
 class RecordingSink:
@@ -225,6 +228,7 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         enable_chunked_prefill=setting.chunked_prefill,
         async_scheduling=setting.async_scheduling,
         is_encoder_decoder=model_config.is_encoder_decoder,
+        **dict(setting.options),
     )
     cache_config = CacheConfig(
         block_size=BLOCK_SIZE,
