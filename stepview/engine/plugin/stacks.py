@@ -39,6 +39,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -252,6 +253,19 @@ class StackWatch:
         publisher.send_stacks(wire)
 
 
+def core_busy(scheduler: Any) -> Callable[[], bool]:
+    """Whether the core has requests and is not paused (vLLM's pause: stepview's ``p`` on its
+    own core), read from the watch's thread: plain attribute reads, atomic under the GIL."""
+
+    def busy() -> bool:
+        if not scheduler.requests:
+            return False
+        state = getattr(scheduler, "pause_state", None)
+        return state is None or getattr(state, "name", "UNPAUSED") == "UNPAUSED"
+
+    return busy
+
+
 def watch_stacks(scheduler: Any, capture: Any, sink: Any, local: bool) -> StackWatch | None:
     """The watch for the core ``scheduler`` runs in; ``None`` in stepview's own process
     (``local``: stepview dumps its own threads there), and where no one could get the stacks
@@ -266,16 +280,9 @@ def watch_stacks(scheduler: Any, capture: Any, sink: Any, local: bool) -> StackW
         publisher = sink if hasattr(sink, "take_asks") else None
         if folder is None and publisher is None:
             return None
-
-        def busy() -> bool:
-            if not scheduler.requests:
-                return False
-            state = getattr(scheduler, "pause_state", None)  # vLLM's pause (stepview's `p`)
-            return state is None or getattr(state, "name", "UNPAUSED") == "UNPAUSED"
-
         watch = StackWatch(
             lambda: capture.step,
-            busy,
+            core_busy(scheduler),
             publisher=publisher,
             folder=folder,
             after=after,
