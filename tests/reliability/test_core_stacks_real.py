@@ -29,7 +29,6 @@ from stepview.trace.reader import load_trace
 from stepview.ui.views.stacks_view import StacksScreen
 from tests.e2e.conftest import write_workload
 from tests.e2e.terminal import command_env, wait_gone
-from tests.engine.plugin.hanging_scheduler import HANG_AT_ENV, HANG_FILE_ENV, QUALNAME
 from tests.reliability.test_stuck_engine import (
     MULTIPROCESS,
     Watch,
@@ -40,6 +39,8 @@ from tests.reliability.test_stuck_engine import (
 )
 
 __all__ = ["watch"]  # the fixture
+
+pytestmark = pytest.mark.engine
 
 HANG_AT = 12  # a few steps in: requests running and waiting
 START_S = 300.0  # engine start-up on a busy 2-core machine
@@ -70,10 +71,11 @@ async def replay_shows(path: Path) -> str:
         return str(app.screen.query_one("#stacks-text", Static).render())
 
 
-@pytest.mark.engine
 def test_a_hung_then_stopped_engine_core_in_the_flight_recording(
     tmp_path: Path, watch: Watch
 ) -> None:
+    from tests.engine.plugin.hanging_scheduler import HANG_AT_ENV, HANG_FILE_ENV, QUALNAME
+
     hanging = tmp_path / "hanging"
     flights = tmp_path / "flight"
     workload = write_workload(tmp_path / "workload.jsonl", 16)

@@ -215,8 +215,9 @@ class StackWatch:
         note = f"no step had ended for {waited:.0f} s (the plug-in's watch wrote them)"
         text = dump_all_threads()
         record = files.hung_record(time.time(), note, text)
-        files.write_json(files.hung_file(self.folder, self.pid), record)
-        log.warning("stepview: engine core stuck in a step for %.0f s; stacks written", waited)
+        path = files.hung_file(self.folder, self.pid)
+        files.write_json(path, record)
+        log.warning("stepview: engine core stuck in a step for %.0f s; stacks in %s", waited, path)
         self._send(HUNG_STEP, text, note, [])
 
     def _pick_watchdog(self) -> None:
