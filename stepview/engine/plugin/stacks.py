@@ -19,10 +19,12 @@ three ways, none of which costs a step anything:
   watchdog writes the stacks once the core has been stuck that long.
 
 Why not arm the watchdog around each step, the obvious design: ``dump_traceback_later``
-starts a thread and its cancel joins it, 60 to 200 us a pair here, several times what the
-whole capture of a step costs (``python -m benchmarks capture_cost`` prints both). Here a
-step pays nothing at all: the counter was there, and the watch's work is per second, not per
-step (the benchmark prints that too, per step).
+starts a thread each time, and its cancel waits, holding the GIL, until the OS has run that
+thread to its end: 185 us a pair in a tight loop on this 2-core machine, 73 to 1 100 us a
+step in a run, up to 25 times what the whole capture of a step costs (``python -m benchmarks
+capture_cost`` prints both). Here a step pays nothing at all: the counter was there, and the
+watch's work is twice a second, not per step (3 to 14 us a step spread over a run: the
+benchmark prints that too).
 
 A watch asks a server's core for its stacks on the channel (an XPUB subscription, read here
 under the publisher's lock): the answer goes out on the stacks topic from this thread, so the
@@ -77,8 +79,8 @@ class StackWatch:
 
     def __init__(
         self,
-        counter: Any,
-        busy: Any,
+        counter: Callable[[], int],
+        busy: Callable[[], bool],
         *,
         publisher: Any = None,
         folder: Path | None = None,
