@@ -18,8 +18,9 @@ The benchmarks, and the last line each prints:
     pairs: ``core cpu: driver@mp/bare=X (median of N pairs)``.
 ``capture_cost``
     stepview's work per engine step (capture, publish, view, watch, driver) with 64 to 8 192
-    requests held: ``scaling: capture_us=A,B,C,D publish_us=... view_us=... watch_us=...
-    driver_us=...``.
+    requests held, and beside the capture what watching for a hung step costs (the plug-in's
+    stack watch, against faulthandler's watchdog armed around each step): ``scaling:
+    capture_us=A,B,C,D publish_us=... view_us=... watch_us=... driver_us=...``.
 ``server_overhead``
     vLLM's API server's throughput alone, with the plug-in, and with ``stepview --attach``
     watching: ``ratios: plugin/alone=X attached/alone=Y``.

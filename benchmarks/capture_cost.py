@@ -25,6 +25,14 @@ request; its cost is printed apart). The last line is ``scaling: capture_us=A,B,
 publish_us=... view_us=... watch_us=... driver_us=...`` (the four sizes in order); the line
 before it, each size's share of a step.
 
+Beside the capture, the line after the full record's says what watching for a hung step costs
+the engine core per step: the plug-in's stack watch (:mod:`stepview.engine.plugin.stacks`, a
+thread that wakes twice a second and keeps faulthandler's watchdog armed: its CPU time over
+the run, per step, and its wakes), against what arming faulthandler's watchdog around each
+step would cost (``dump_traceback_later`` before the step, ``cancel_dump_traceback_later``
+after, timed at every step of a second run of 64 requests on the same engine, outside the
+step's own time: the two share faulthandler's one watchdog, so they cannot run together).
+
 Usage: ``python -m benchmarks capture_cost [--requests 64,512,2048,8192] [--max-tokens 16]``
 (``--quick``: 16 requests only, for a smoke test); run it with nothing else heavy on the
 machine (``flock /tmp/stepview-engine.lock ...`` on a shared one).
@@ -33,6 +41,7 @@ machine (``flock /tmp/stepview-engine.lock ...`` on a shared one).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import statistics
@@ -48,6 +57,7 @@ from benchmarks.workload import BENCH_ENV, workload
 
 SIZES = (64, 512, 2048, 8192)
 MAX_NUM_SEQS = 32
+ARMED_REQUESTS = 64  # the second run's, arming faulthandler's watchdog around each step
 FIGURES = ("capture", "publish", "view", "watch", "driver")
 
 
@@ -84,7 +94,9 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     from stepview.engine.plugin.capture import CoreCapture
     from stepview.engine.plugin.config import ListenerSink, publish_every
     from stepview.engine.plugin.publisher import FactsPublisher
+    from stepview.engine.plugin.stacks import StackWatch, core_busy
     from stepview.engine.records.channel import FactsSubscriber
+    from stepview.engine.records.stacks import STACKS_AFTER_S
     from stepview.engine.watch.watched_core import WatchedCore
     from stepview.insight.run import RunInsight
     from stepview.model.commands import AddRequest
@@ -97,6 +109,28 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     publishes: list[int] = []
     views: list[int] = []
     _timed(EngineCore, "step", steps)
+    # What arming faulthandler's watchdog around each step would cost, timed at every step of
+    # a second run (patched before the engine is built: the core binds its step function then).
+    pairs: list[int] = []
+    arming = [False]
+    timed_step = EngineCore.step
+    watchdog_file = (workdir / "watchdog").open("wb")
+
+    def armed_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not arming[0]:
+            return timed_step(self, *args, **kwargs)
+        clock = time.perf_counter_ns
+        start = clock()
+        faulthandler.dump_traceback_later(3600, file=watchdog_file)
+        armed = clock() - start
+        try:
+            return timed_step(self, *args, **kwargs)
+        finally:
+            start = clock()
+            faulthandler.cancel_dump_traceback_later()
+            pairs.append(armed + clock() - start)
+
+    EngineCore.step = armed_step  # type: ignore[method-assign]
     _timed(CoreCapture, "capture", captures)
     _timed(FactsPublisher, "deliver", publishes)
     _timed(VllmEngine, "_scheduled", views)
@@ -112,6 +146,18 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     )
     address = f"ipc://{workdir}/facts.sock"
     publisher = FactsPublisher(address, publish_every())  # as a server's plug-in sends
+    # The stack watch as a server's plug-in runs it (the core here is in this process, where
+    # the plug-in leaves it to stepview): on the core's scheduler and capture.
+    scheduler = engine.llm_engine.engine_core.engine_core.scheduler
+    (workdir / "stacks").mkdir()
+    stacks = StackWatch(
+        lambda: scheduler._stepview.step,
+        core_busy(scheduler),
+        publisher=publisher,
+        folder=workdir / "stacks",
+        after=STACKS_AFTER_S,
+    )
+    stacks.start(answer_signal=True)
     subscriber = FactsSubscriber(address)
     watched = WatchedCore(0, f"ipc://{workdir}/unused.sock")
     clock = time.perf_counter
@@ -169,7 +215,18 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
             for name, samples in timed.items():  # what this step's engine call took, in all
                 per_step[name].append(sum(samples[seen[name] :]))
                 seen[name] = len(samples)
+        stacks.close()  # before the second run: faulthandler has one watchdog per process
+        arming[0] = True
+        before = len(steps)
+        for i, (prompt, spec) in enumerate(workload(ARMED_REQUESTS, max_tokens)):
+            ledger.accept(AddRequest(f"armed{i}", prompt, spec))
+        ledger.admit(engine)
+        while engine.has_unfinished():
+            engine.step()
+        arming[0] = False
     finally:
+        stacks.close()
+        watchdog_file.close()
         engine.shutdown()
         subscriber.close()
         publisher.close()
@@ -184,6 +241,12 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
         "measured_steps": last - first,
         "full_record_ms": sum(per_step[f][0] for f in ("capture", "publish", "watch")) / 1e6,
         **{name: _mean_us(samples[first:last]) for name, samples in per_step.items()},
+        # The watch works per wake, not per step: its CPU over the whole run, per step.
+        "stacks": stacks.work_ns / 1000 / max(1, len(held)),
+        "stacks_wakes": stacks.wakes,
+        "stacks_wake_us": stacks.work_ns / 1000 / max(1, stacks.wakes),
+        "armed": _mean_us(pairs[1:]),
+        "armed_step": _mean_us(steps[before + 1 :]),
     }
 
 
@@ -216,6 +279,16 @@ def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
         out(f"{row['requests']:>9} {row['step']:>9.0f}  {figures}")
     full = ", ".join(f"{row['requests']}: {row['full_record_ms']:.1f} ms" for row in rows)
     out(f"the first, full record (capture + publish + watch, once per new subscriber): {full}")
+    hung = ", ".join(
+        f"{row['requests']}: {row['stacks']:.2f} us ({row['stacks_wakes']} wakes of "
+        f"{row['stacks_wake_us']:.0f} us) against {row['armed']:.1f} us "
+        f"(capture {row['capture']:.1f} us; steps of {row['armed_step']:.0f} us)"
+        for row in rows
+    )
+    out(
+        "a hung step's stacks, per step: the plug-in's stack watch against faulthandler's "
+        f"watchdog armed around each step (a second run, {ARMED_REQUESTS} requests): {hung}"
+    )
     shares = " ".join(
         f"{f}=" + ",".join(f"{row[f] / row['step']:.2%}" for row in rows) for f in FIGURES
     )

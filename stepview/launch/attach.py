@@ -56,6 +56,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.attached import AttachedEngine
     from stepview.engine.watch.server_api import ServerApi
+    from stepview.engine.watch.server_stacks import ServerStacks
     from stepview.model.engine_api import Engine
 
     address = options.attach
@@ -90,16 +91,20 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": options.api}
 
-    def factory(phase: PhaseCallback) -> Engine:
-        phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=api)
-
     insight = exports_insight(options)
     read_only = None if api is not None else NO_API
     # As the modes on an engine of stepview's own: headless, a results file only if named.
     outputs = open_outputs(options, header, insight, default_results=not options.headless)
     if isinstance(outputs, int):
         return outputs
+    stacks = None
+    if outputs.flight is not None:  # each recording asks the cores' plug-ins for their stacks
+        stacks = outputs.flight.stacks = ServerStacks(address, ranks)
+
+    def factory(phase: PhaseCallback) -> Engine:
+        phase(f"connecting to {address}")
+        return AttachedEngine(address, ranks, api=api, stacks=stacks)
+
     if options.headless:
         from stepview.launch.attach_headless import watch_headless
 

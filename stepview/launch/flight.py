@@ -6,6 +6,10 @@ then, so a folder that cannot be written is one line and exit 2, not a lost reco
 moment of the incident. Headless runs name each recording on stderr as it is written; the
 TUI names it in the status bar (stderr is the screen there) and lists them when it ends.
 
+With stepview's own engine each recording also carries the engine core's thread stacks
+(:func:`own_core_stacks`; :mod:`stepview.engine.own.core_stacks`); a watch asks the server's
+cores' plug-ins for theirs (:mod:`stepview.engine.watch.server_stacks`, wired in ``attach``).
+
 ``SIGUSR1`` asks for a recording in every mode. Without a recorder it says how to get one
 instead of ending the process, which is what an unhandled ``SIGUSR1`` does: a watch left
 running for weeks must not die of someone trying.
@@ -65,9 +69,25 @@ def open_flight(
     )
 
 
+def own_core_stacks(recorder: FlightRecorder | None) -> Callable[[], None]:
+    """Have ``recorder``'s recordings carry the stacks of the engine stepview is about to
+    start (call before it starts: its core inherits where to write them); the clean-up."""
+    if recorder is None:
+        return lambda: None
+    from stepview.engine.own.core_stacks import open_stacks
+    from stepview.engine.own.environment import engine_core_in_own_process
+
+    probe = open_stacks(engine_core_in_own_process())
+    recorder.stacks = probe
+    return probe.close
+
+
 def say_dump(dump: FlightDump) -> None:
-    """One line on stderr per recording written, extended or complete."""
-    if not dump.open:
+    """One line on stderr per recording written, extended or complete, and when the engine
+    cores' stacks were added to it."""
+    if dump.stacks is not None:
+        notice(f"flight recording {dump.path}: {dump.stacks}")
+    elif not dump.open:
         notice(f"flight recording complete: {dump.path}")
     elif dump.extended:
         notice(f"flight recording goes on ({dump.why}): {dump.path}")

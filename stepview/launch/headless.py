@@ -54,7 +54,7 @@ from stepview.launch.exits import (
     unfinished_note,
 )
 from stepview.launch.export import exports_insight
-from stepview.launch.flight import flight_signal
+from stepview.launch.flight import flight_signal, own_core_stacks
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.model.commands import AddRequest, Command, Schedule
@@ -237,21 +237,30 @@ def run_headless(
         if admit is None:  # a load paces itself by its arrivals; the example, one per step
             admit = 0 if options.load is not None else 1
         processes = EngineProcesses()
-        driver = live_driver(
-            engine_argv,
-            log_path,
-            holder=holder,
-            sinks=[printer, *outputs.sinks],
-            history_size=1,
-            keep_finished=options.keep_finished,
-            admit_per_step=admit,
-            insight=insight,
-            processes=processes,
-        )
-        code, completed = drive(
-            driver, requests, printer, outputs.results, processes=processes, flight=outputs.flight
-        )
-        code = finish_run(driver, outputs, code, completed)
+        close_stacks = own_core_stacks(outputs.flight)
+        try:
+            driver = live_driver(
+                engine_argv,
+                log_path,
+                holder=holder,
+                sinks=[printer, *outputs.sinks],
+                history_size=1,
+                keep_finished=options.keep_finished,
+                admit_per_step=admit,
+                insight=insight,
+                processes=processes,
+            )
+            code, completed = drive(
+                driver,
+                requests,
+                printer,
+                outputs.results,
+                processes=processes,
+                flight=outputs.flight,
+            )
+            code = finish_run(driver, outputs, code, completed)
+        finally:
+            close_stacks()
         if driver.alive:  # given up on: exit handlers would wait on the engine thread's objects
             exit_now(code, run_exit_handlers=False)
         return code

@@ -22,6 +22,7 @@ from stepview.cli.args import OwnOptions, own_option_names
 from stepview.files.prompts_file import PromptsFileError
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
 from stepview.launch.export import exports_insight
+from stepview.launch.flight import own_core_stacks
 from stepview.launch.headless import starting_commands
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.launch.runner import run_app
@@ -57,6 +58,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         return outputs
     admit = 0 if options.admit_per_step is None else options.admit_per_step
     processes = EngineProcesses()
+    close_stacks = own_core_stacks(outputs.flight)
     # Before the driver: the helper process it starts (multiprocessing's resource tracker)
     # keeps this fd 2 as its stderr, and it warns there after a killed engine core, once
     # stepview has left: into the log, not onto the user's shell prompt.
@@ -85,6 +87,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
         )
     finally:
         restore_stderr()
+        close_stacks()  # before wrap_up, which may leave at once (an engine given up on)
     usage = usage_error()
     if usage is not None:
         outputs.discard()

@@ -30,6 +30,9 @@ What crosses a thread or a process is a value from here, never a live engine obj
 ``scheduling`` / ``alerts`` / ``lineage`` / ``errors``
     why a request waits and a step's token budget; problems a run shows; clones and forks;
     an exception told in one line.
+``stacks``
+    an engine core's thread stacks at one moment (faulthandler's text, read into threads and
+    frames), or why a recording has none.
 ``grow``
     an append-only list behind frozen views: how snapshots share what did not change.
 """

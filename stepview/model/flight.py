@@ -17,7 +17,8 @@ ON_KEY: Final = "key"  # ... with the TUI's key
 class FlightDump(NamedTuple):
     """One flight recording: its file, why it was written or last extended (an alert's kind
     and text, or ``signal``/``key``), the step it opens at, whether it is still being written
-    (it goes on while alerts keep coming) and whether ``why`` extended it."""
+    (it goes on while alerts keep coming), whether ``why`` extended it, and, once the engine
+    cores' stacks were added to it, what they say in a line (``stacks``)."""
 
     path: str
     kind: str
@@ -25,6 +26,7 @@ class FlightDump(NamedTuple):
     step: int
     open: bool = True
     extended: bool = False
+    stacks: str | None = None
 
 
 class FlightControl(Protocol):

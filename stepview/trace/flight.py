@@ -16,6 +16,11 @@ The file is named after when and why (``flight-20261201T231504Z-stall-step812.js
 header's ``flight`` says why and at which step, so a replay opens there. It goes on being
 written for DURATION after the trigger, so what happened next is in it too; an alert within
 that time extends the same file (a ``flight`` line says so) instead of starting a second one.
+
+With a :attr:`FlightRecorder.stacks` probe (stepview's own engine core, a watched server's
+plug-in) each recording also gets the engine cores' thread stacks at that moment, or why there
+are none, as a ``stacks`` line: taken on a thread of its own, since asking a core takes up to
+a second or two and an alert's recording is written on the driver's thread.
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ from typing import Any
 
 from stepview.model.flight import FlightDump
 from stepview.model.snapshot import EngineInfo, EngineState, RequestView, StepSnapshot
+from stepview.model.stacks import (
+    NONE,
+    CoreStacks,
+    StacksProbe,
+    stacks_record,
+    stacks_summary,
+)
 from stepview.trace.format import dump_line, trace_header
 from stepview.trace.linefile import LineFile
 from stepview.trace.recorder import HeaderFields, TraceLines, header_fields
@@ -103,6 +115,9 @@ class FlightRecorder:
         self._last: FlightDump | None = None
         self.written = 0  # recordings written
         self.error: str | None = None
+        self.stacks: StacksProbe | None = None
+        """The engine cores' stacks for each recording (set once the engine is known)."""
+        self._probing = False  # stacks are being taken (one at a time: it covers the rest)
 
     # -- SnapshotSink ----------------------------------------------------------------------------
 
@@ -204,7 +219,10 @@ class FlightRecorder:
         if file is not None and self._last is not None:
             file.write_lines([{"k": "flight", "kind": kind, "why": why, "step": step}])
             log.warning("flight recording %s goes on: %s", file.path, why)
-            self._tell(self._last._replace(kind=kind, why=why, open=True, extended=True))
+            self._tell(
+                self._last._replace(kind=kind, why=why, open=True, extended=True, stacks=None)
+            )
+            self._probe_stacks(kind, step, file.path)
             return
         path = self._new_path(kind, step)
         try:
@@ -230,6 +248,55 @@ class FlightRecorder:
         self.written += 1
         log.warning("flight recording written to %s: %s", path, why)
         self._tell(FlightDump(path, kind, why, step))
+        self._probe_stacks(kind, step, path)
+
+    # -- the engine cores' stacks ----------------------------------------------------------------
+
+    def _probe_stacks(self, kind: str, step: int, path: str) -> None:
+        """Have the engine cores' stacks taken off this thread (under the lock)."""
+        probe = self.stacks
+        if probe is None or self._probing:
+            return
+        self._probing = True
+        since = self._now() - self._held()[0] - 1.0  # what the recording holds, on the wall
+        threading.Thread(
+            target=self._take_stacks,
+            args=(probe, kind, step, path, since),
+            name="stepview-stacks",
+            daemon=True,
+        ).start()
+
+    def _take_stacks(
+        self, probe: StacksProbe, kind: str, step: int, path: str, since: float
+    ) -> None:
+        """Take the stacks and add them to the recording at ``path`` (still being written, or
+        complete already: then appended to)."""
+        try:
+            cores = list(probe.take(since))
+        except Exception as exc:  # a recording without stacks, never a failed one
+            log.exception("taking the engine cores' stacks failed")
+            cores = [CoreStacks("engine core", self._now(), NONE, why_none=f"failed: {exc!r}")]
+        line: dict[str, Any] = {"k": "stacks", "kind": kind, "step": step}
+        line["cores"] = [stacks_record(core) for core in cores]
+        with self._lock:
+            self._probing = False
+            if not cores:
+                return  # no engine core has started yet
+            file = self._file
+            if file is not None and file.path == path:
+                file.write_lines([line])
+            else:
+                try:
+                    done = LineFile(path, "a")
+                except OSError as exc:
+                    log.error("cannot add the engine cores' stacks to %s: %s", path, exc)
+                    return
+                done.write_lines([line])
+                done.close_file()
+            summary = stacks_summary(cores)
+            log.warning("flight recording %s: %s", path, summary)
+            if self._last is not None and self._last.path == path:
+                self._tell(self._last._replace(stacks=summary))
 
     def _go_on(self, snapshot: StepSnapshot) -> None:
         """The recording being written takes this snapshot too, until DURATION has passed
@@ -248,7 +315,7 @@ class FlightRecorder:
         if file.error is not None:
             self.error = file.error
         if self._last is not None:
-            self._tell(self._last._replace(open=False))
+            self._tell(self._last._replace(open=False, stacks=None))
 
     def _tell(self, dump: FlightDump) -> None:
         self._last = dump

@@ -21,6 +21,14 @@ Every later line is an object with a ``"k"`` (kind):
     version-1 readers read these traces). A replay takes the alerts that hold from the step
     lines' ``alerts``; a trace without them shows each alert line's alert at the step it was
     raised.
+``"stacks"``
+    A flight recording's engine cores' thread stacks, taken when it was written or extended
+    (:mod:`stepview.model.stacks`): ``kind`` and ``step`` of that trigger, and ``cores``, one
+    object per core with ``core`` (pid and name), ``taken`` (wall clock), ``how`` (``asked``,
+    ``hung step``, ``watchdog``, ``in process``; ``none`` with ``why_none`` saying why there
+    are none), ``text`` (faulthandler's dump, as written), ``note``, ``names`` (thread names
+    by hex ident) and ``step_thread`` (the thread that runs the core's steps). It follows the
+    step lines written meanwhile. A replay lists them (``K``); older readers skip the line.
 ``"step"``
     One published snapshot, recording only what changed since the previous step line. Its
     snapshot-level fields are the table of :mod:`stepview.trace.step_fields`, one entry per

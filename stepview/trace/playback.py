@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from stepview.model.stacks import RecordedStacks
+
 
 def check_speed(speed: float) -> float:
     """``speed`` as a float if it is a finite number above 0; else ``ValueError``."""
@@ -74,6 +76,7 @@ class PlaybackStatus:
     loaded: bool  # the whole trace has been read
     warning: str | None = None  # why reading stopped early (truncated or corrupt line)
     note: str | None = None  # what the trace is, when it is a part or a flight recording
+    stacks: tuple[RecordedStacks, ...] = ()  # a flight recording's engine-core stacks, read so far
 
     @property
     def at_end(self) -> bool:

@@ -26,6 +26,7 @@ from typing import IO, Any, TypeVar
 from stepview.model.errors import describe
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, Timings
+from stepview.model.stacks import recorded_stacks
 from stepview.trace.deltas import apply_request_delta
 from stepview.trace.format import (
     BLANK_REQUEST,
@@ -77,6 +78,8 @@ class _Decoder:
             self._event(line)
         elif kind == "alert":
             self._alert(line)
+        elif kind == "stacks":
+            self._trace.stacks.append(recorded_stacks(line))
         # Other kinds are additions a later v1 writer may make; a reader skips them.
 
     def _event(self, line: Mapping[str, Any]) -> None:

@@ -271,6 +271,7 @@ class ReplaySource:
             loaded=self._loaded(),
             warning=self._trace.warning,
             note=self._note,
+            stacks=tuple(self._trace.stacks),
         )
 
     def _run(self) -> None:

@@ -28,6 +28,7 @@ from stepview.model.snapshot import (
     RequestView,
     StepSnapshot,
 )
+from stepview.model.stacks import RecordedStacks
 from stepview.trace.format import TraceEvent, info_from_dict
 
 # A replay shows each recorded start-up phase for at most this long (seconds at 1x).
@@ -225,6 +226,8 @@ class Trace:
     header: dict[str, Any]
     path: str | None = None
     events: list[TraceEvent] = field(default_factory=list)
+    stacks: list[RecordedStacks] = field(default_factory=list)
+    """A flight recording's engine-core stacks (``stacks`` lines), in the order read."""
     warning: str | None = None  # set when a truncated or corrupt line ended reading
     complete: bool = False  # the whole file has been read (or reading stopped at a bad line)
     store: Store = field(default_factory=Store, repr=False)

@@ -36,6 +36,7 @@ from stepview.model.commands import Abort, Pause, Resume, SingleStep
 from stepview.model.flight import ON_KEY, FlightControl
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S, SnapshotSource
+from stepview.model.stacks import RecordedStacks
 from stepview.ui.bindings import (
     APP_BINDINGS,
     MAIN_ACTIONS,
@@ -62,6 +63,7 @@ from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 from stepview.ui.views.latency_view import LatencyScreen
+from stepview.ui.views.stacks_view import StacksScreen
 from stepview.ui.views.step_view import StepScreen
 
 # Full screens that show the step on screen and follow the history keys.
@@ -105,6 +107,7 @@ class StepviewApp(App[None]):
         self._timeline = timeline_for(source)
         self._warned = False
         self._noted = False
+        self._stacks_noted = False
         self._flight = FlightKey(flight)  # --flight-recorder: the F key, where it wrote
         self._replay_ready = False  # the replay has a snapshot to move over
         self.clock = clock
@@ -216,6 +219,14 @@ class StepviewApp(App[None]):
         if isinstance(mark, ReplayMark) and mark.status.note and not self._noted:
             self._noted = True  # what the trace is (a flight recording, a later part)
             self.notify(mark.status.note, title="About this trace", timeout=15)
+        if isinstance(mark, ReplayMark) and mark.status.stacks and not self._stacks_noted:
+            self._stacks_noted = True
+            self.refresh_bindings()  # K is on from now
+            self.notify(
+                "This recording holds the engine core's thread stacks: K shows them.",
+                title="Engine core stacks",
+                timeout=15,
+            )
 
     def _report_error(self, snapshot: StepSnapshot) -> None:
         message = snapshot.phase or "The engine stopped with an error."
@@ -240,6 +251,8 @@ class StepviewApp(App[None]):
         if action == "flight":  # any screen but a modal one; never over a replay
             live = self._timeline.mode is not Mode.REPLAY
             return live and not isinstance(self.screen, ModalScreen)
+        if action == "stacks":  # a replayed flight recording that holds them, over the panes
+            return bool(self._recorded_stacks()) and self._over() is Over.PANES
         if action not in MAIN_ACTIONS:
             return True  # Textual's own keys and the panes': not the app's to decide
         return action_enabled(
@@ -304,6 +317,16 @@ class StepviewApp(App[None]):
 
     def action_flight(self, by: str = ON_KEY) -> None:
         self.notify(self._flight.ask(by), title="Flight recorder")
+
+    def _recorded_stacks(self) -> tuple[RecordedStacks, ...]:
+        mark = self._timeline.mark(self._pulled)
+        return mark.status.stacks if isinstance(mark, ReplayMark) else ()
+
+    def action_stacks(self) -> None:
+        """``K``: the engine cores' thread stacks a replayed flight recording holds."""
+        takes = self._recorded_stacks()
+        if takes:
+            self.push_screen(StacksScreen(takes))
 
     def action_read_only(self) -> None:
         self.adder.read_only()

@@ -159,6 +159,13 @@ APP_BINDINGS: list[BindingType] = [
         show=False,
         tooltip="Write the flight recorder's last minutes as a trace (--flight-recorder)",
     ),
+    Binding(
+        "K",
+        "stacks",
+        "Stacks",
+        show=False,
+        tooltip="Replay of a flight recording: the engine core's thread stacks it holds",
+    ),
     Binding("question_mark", "help", "Help", key_display="?", tooltip="This help"),
     Binding("q", "quit", "Quit", tooltip="Stop the engine and quit"),
     # In a terminal, ctrl+c means "stop this program": unlike q it also works over the

@@ -106,6 +106,11 @@ def test_capture_cost_quick() -> None:
     per_step = rf"{NUMBER} \({NUMBER}%\)"
     assert_has_line(lines, rf"\s+16\s+{NUMBER}\s+{per_step}(\s+{per_step}){{4}}")
     assert_has_line(lines, rf"the first, full record .*: 16: {NUMBER} ms")
+    assert_has_line(
+        lines,
+        rf"a hung step's stacks, per step: .*: 16: {NUMBER} us \(\d+ wakes of {NUMBER} us\) "
+        rf"against {NUMBER} us \(capture {NUMBER} us; steps of {NUMBER} us\)",
+    )
     names = ("capture", "publish", "view", "watch", "driver")
     line = " ".join(rf"{name}_us={NUMBER}" for name in names)
     assert re.fullmatch(rf"scaling: {line}", lines[-1]), lines[-1]

@@ -31,6 +31,9 @@
 ``processes``
     the processes the engine started (its core, the core's worker), and ending them when the
     engine does not stop: vLLM only does it from the engine's own thread, which may be stuck.
+``core_stacks``
+    the engine core's thread stacks for a flight recording: asked for with a signal the
+    core's plug-in answers (it writes them into a folder made here), or why there are none.
 
 Every module imports vLLM lazily, inside functions, so the TUI can draw before vLLM loads.
 """

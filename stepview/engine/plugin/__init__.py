@@ -21,6 +21,10 @@ per step is the least that tells what happened, and nothing at all while nobody 
 ``vllm_versions``
     the rules that differ between vLLM versions applied to the live scheduler, what the
     capture reads checked when the scheduler is built, and the off switch told to listeners.
+``stacks``
+    the core's thread stacks, written by faulthandler when a step hangs (a thread of the
+    plug-in watches the step counter; faulthandler's C watchdog where that thread cannot run)
+    or when stepview or a watch asks; nothing of it runs per step.
 ``config``
     where the records go (the in-process listener or a publisher, from ``STEPVIEW_PUBLISH``)
     and which class the plug-in extends.

@@ -1,6 +1,10 @@
 """The engine core's end of the channel: an XPUB socket the plug-in publishes its records on.
 
-Runs inside vLLM's engine core, on its scheduling thread. XPUB hands the subscribers'
+Runs inside vLLM's engine core, on its scheduling thread, and on the plug-in's stack watch
+(:mod:`~stepview.engine.plugin.stacks`), which answers a watch's ask for the core's stacks
+while the scheduling thread may be stuck in a step: the socket is used under a lock (zmq
+sockets may change threads behind a full memory barrier), taken only to send and to read
+subscriptions, which the scheduling thread does every few steps. XPUB hands the subscribers'
 (un)subscribe messages to its owner, so the plug-in knows whether anyone listens and builds no
 record when nobody does; sends never block (past the high-water mark zmq drops records for a
 slow subscriber: the engine never waits for stepview); a server's sends the records of a few
@@ -12,6 +16,7 @@ other end, the addresses and the wire format are shared with stepview's side
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 import zmq
@@ -24,6 +29,7 @@ from stepview.engine.records.channel import (
 )
 from stepview.engine.records.curve import ServerKeys, secure_publisher
 from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, encode_batch_into
+from stepview.engine.records.stacks import StacksWire, asked_nonce, encode_stacks
 
 _TOPIC_LEN = len(FACTS_TOPIC)
 # At most this many records in one message (a burst of steps without a pause).
@@ -33,7 +39,8 @@ MAX_BATCH = 64
 class FactsPublisher:
     """The engine core's end: an XPUB socket bound at ``address``.
 
-    Only ever used from the engine core's scheduling thread.
+    Used from the engine core's scheduling thread, and from the stack watch's for
+    :meth:`take_asks` and :meth:`send_stacks` (the socket under :attr:`_lock`).
     """
 
     def __init__(self, address: str, every: float = 0.0, keys: ServerKeys | None = None) -> None:
@@ -69,12 +76,15 @@ class FactsPublisher:
         self.fresh = False
         self._next_check = 0.0
         self._buffer = bytearray(FACTS_TOPIC)
+        self._lock = threading.Lock()
+        self._asks: list[str] = []  # watches' asks for the core's stacks, not answered yet
 
     def wanted(self) -> bool:
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + SUBSCRIPTION_CHECK_S
-            self._read_subscriptions()
+            with self._lock:
+                self._read_subscriptions()
         return self._subscribed
 
     def _read_subscriptions(self) -> None:
@@ -94,6 +104,10 @@ class FactsPublisher:
             if not message:
                 continue
             if message[0] == 1:
+                nonce = asked_nonce(message[1:])
+                if nonce is not None:  # an ask for the stacks, no subscription to keep
+                    self._asks.append(nonce)
+                    continue
                 topics.add(message[1:])
                 if FACTS_TOPIC.startswith(message[1:]):
                     self.fresh = True
@@ -121,13 +135,32 @@ class FactsPublisher:
         self._pending.clear()
         # XPUB drops a message for a subscriber whose queue is full instead of blocking (or
         # raising, unless ZMQ_XPUB_NODROP is set, which it is not).
-        self._sock.send(buffer, zmq.NOBLOCK, copy=True)
+        with self._lock:
+            self._sock.send(buffer, zmq.NOBLOCK, copy=True)
+
+    def take_asks(self) -> list[str]:
+        """The asks for the core's stacks received since the last call (the stack watch's
+        thread: reads the subscriptions itself, the scheduling thread may be stuck)."""
+        with self._lock:
+            if self._sock.closed:
+                return []
+            self._read_subscriptions()
+            asks, self._asks = self._asks, []
+        return asks
+
+    def send_stacks(self, stacks: StacksWire) -> None:
+        """Send the core's stacks to the watches subscribed to them (never blocks)."""
+        with self._lock:
+            if not self._sock.closed:
+                with contextlib.suppress(zmq.ZMQError):
+                    self._sock.send(encode_stacks(stacks), zmq.NOBLOCK)
 
     def close(self) -> None:
         if self._pending:
             with contextlib.suppress(zmq.ZMQError):
                 self._send()
-        self._sock.close(0)
+        with self._lock:
+            self._sock.close(0)
         if self._auth is not None:
             self._auth.stop()
         self._context.term()

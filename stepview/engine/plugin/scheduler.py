@@ -19,6 +19,9 @@ and subscribers must still learn who left). For a client that did not add the re
 prompt ids and sampling (``intro``), and how requests ended (vLLM frees a request in the
 update that finishes it, so while someone listens the request map is copied before it).
 
+A thread of the plug-in writes the core's thread stacks when a step hangs, and when stepview
+or a watch asks (:mod:`~.stacks`): nothing of it runs per step.
+
 The plug-in never raises into vLLM: a capture that fails, or a vLLM whose scheduler lacks what
 it reads (:mod:`~.vllm_versions`), logs once, naming the vLLM version, and switches it off for
 the rest of the run; whoever listens is told why. It is built over the class vLLM would have
@@ -37,7 +40,8 @@ from typing import Any
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from stepview.engine.plugin.capture import CoreCapture
-from stepview.engine.plugin.config import chain_over, open_sink, resolve_base
+from stepview.engine.plugin.config import ListenerSink, chain_over, open_sink, resolve_base
+from stepview.engine.plugin.stacks import watch_stacks
 from stepview.engine.plugin.vllm_versions import announce_off
 from stepview.engine.records.channel import BASE_ENV
 
@@ -58,7 +62,13 @@ class StepviewScheduler(Scheduler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._stepview = connected(CoreCapture(self))
+        self._stepview = capture = connected(CoreCapture(self))
+        sink = capture.sink
+        self._stepview_stacks = (
+            None
+            if capture.failure is not None
+            else watch_stacks(self, capture, sink, isinstance(sink, ListenerSink))
+        )
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         throttle = kwargs.get("throttle_prefills", args[0] if args else False)
@@ -84,6 +94,8 @@ class StepviewScheduler(Scheduler):
 
     def shutdown(self) -> None:
         try:
+            if self._stepview_stacks is not None:
+                self._stepview_stacks.close()
             self._stepview.close()
         finally:
             super().shutdown()

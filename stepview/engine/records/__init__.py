@@ -13,6 +13,9 @@ on a laptop can read a GPU box's records with msgspec and pyzmq alone.
 ``curve``
     zmq's CURVE on the channel: encrypted, and only for the watches the server's owner allows
     (so a watch from another machine needs no ssh tunnel); also makes the key pairs.
+``stacks``
+    an engine core's thread stacks between the plug-in and stepview: the files in the
+    plug-in's folder, the signal that asks for them, their topic and wire on the channel.
 ``entries``
     a record read for one client: per request of the caller's, its state, prefill progress,
     preemptions, KV blocks and why it waits.

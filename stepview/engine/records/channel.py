@@ -17,7 +17,9 @@ only attaches to a server can use it.
   built from those monitor events only: no home-made keep-alive on top.
 
 Each message is one frame: :data:`~stepview.engine.records.facts.FACTS_TOPIC`, then a
-msgpack array of one or more consecutive :class:`~stepview.engine.records.facts.StepFacts`.
+msgpack array of one or more consecutive :class:`~stepview.engine.records.facts.StepFacts`;
+or, to a subscriber that asked for them, the engine core's thread stacks
+(:mod:`~stepview.engine.records.stacks`, a topic of their own).
 
 Addresses are zmq endpoints, ``tcp://HOST:PORT`` or ``ipc://PATH``. With data-parallel ranks,
 every engine core publishes on its own address derived from the base one by
@@ -44,6 +46,7 @@ from stepview.engine.records.curve import (
     secure_subscriber,
 )
 from stepview.engine.records.facts import FACTS_TOPIC, StepFacts, decode_batch
+from stepview.engine.records.stacks import STACKS_TOPIC, StacksWire, ask_topic, decode_stacks
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,8 @@ PUBLISH_EVERY_S = 0.05
 # How often the publisher reads (un)subscribe messages: a new subscriber waits at most this
 # long for its first record; reading them every step would cost a syscall per step.
 SUBSCRIPTION_CHECK_S = 0.05
+# Stacks a subscriber keeps until they are taken (each one is a few KB of text).
+KEPT_STACKS = 16
 _TOPIC_LEN = len(FACTS_TOPIC)
 
 
@@ -147,8 +152,11 @@ class FactsSubscriber:
     restarted engine core from the same one).
     """
 
-    def __init__(self, address: str, keys: WatchKeys | None = None) -> None:
-        """``keys``: CURVE, for a server publishing with it (see :mod:`.curve`)."""
+    def __init__(
+        self, address: str, keys: WatchKeys | None = None, *, stacks: bool = False
+    ) -> None:
+        """``keys``: CURVE, for a server publishing with it (see :mod:`.curve`); ``stacks``:
+        also receive the engine core's thread stacks (:mod:`.stacks`) into :attr:`stacks`."""
         self.address = address
         self._context = zmq.Context()
         sock = self._context.socket(zmq.SUB)
@@ -160,6 +168,10 @@ class FactsSubscriber:
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_IVL_MAX_MS)
         set_heartbeats(sock)
         sock.setsockopt(zmq.SUBSCRIBE, FACTS_TOPIC)
+        if stacks:
+            sock.setsockopt(zmq.SUBSCRIBE, STACKS_TOPIC)
+        self.stacks: list[StacksWire] = []
+        """Stacks received and not taken yet (:meth:`take_stacks`), the latest few."""
         self._monitor = sock.get_monitor_socket(_MONITORED)
         sock.connect(address)
         self._sock = sock
@@ -202,10 +214,32 @@ class FactsSubscriber:
             if len(frames) != 1:
                 self._bad(f"{len(frames)} frames")
                 continue
+            if frames[0].startswith(STACKS_TOPIC):
+                self._keep_stacks(frames[0])
+                continue
             try:
                 records.extend(decode_batch(memoryview(frames[0])[_TOPIC_LEN:]))
             except msgspec.DecodeError as exc:
                 self._bad(str(exc))
+
+    def _keep_stacks(self, message: bytes) -> None:
+        try:
+            self.stacks.append(decode_stacks(message))
+        except msgspec.DecodeError as exc:
+            self._bad(str(exc))
+        del self.stacks[:-KEPT_STACKS]
+
+    def take_stacks(self) -> list[StacksWire]:
+        """The stacks received since the last call, oldest first."""
+        taken, self.stacks = self.stacks, []
+        return taken
+
+    def ask_stacks(self, nonce: str) -> None:
+        """Ask the publisher's plug-in for the core's stacks now: a subscription it sees (and
+        no message matches), dropped at once; the answer names ``nonce``."""
+        topic = ask_topic(nonce)
+        self._sock.setsockopt(zmq.SUBSCRIBE, topic)
+        self._sock.setsockopt(zmq.UNSUBSCRIBE, topic)
 
     def wait_connected(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds until the handshake with a publisher is done."""

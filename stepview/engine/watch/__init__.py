@@ -13,6 +13,9 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
 ``watched_core`` / ``core_steps``
     one engine core (data-parallel rank): its records read into the driver's steps, with
     vLLM's own times for its requests.
+``server_stacks``
+    the engine cores' thread stacks for a flight recording: asked of each core's plug-in on
+    the records' channel, or why none came.
 ``adopting``
     other clients' requests as first seen: short ids, prompt ids, sampling parameters.
 ``metrics_page`` / ``metrics_watch`` / ``metrics_source``

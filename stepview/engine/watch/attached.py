@@ -57,6 +57,7 @@ from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, fold_oldest
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
+from stepview.engine.watch.server_stacks import ServerStacks
 from stepview.engine.watch.watched_core import LEFT, WatchedCore
 from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
 from stepview.model.engine_api import (
@@ -110,15 +111,19 @@ class AttachedEngine:
         *,
         api: ServerApi | None = None,
         clock: Callable[[], float] = time.time,
+        stacks: ServerStacks | None = None,
     ) -> None:
+        """``stacks``: the engine cores' stacks a flight recorder asks for, through here."""
         self.address = address
         self._clock = clock
         self._api = api
         self._cores: list[WatchedCore] = []
         self._closed = threading.Event()
+        self._stacks = stacks
         try:
             for queue, rank in enumerate(ranks):
-                self._cores.append(WatchedCore(rank, rank_address(address, rank), queue))
+                address_of = rank_address(address, rank)
+                self._cores.append(WatchedCore(rank, address_of, queue, stacks=bool(stacks)))
         except BaseException:
             self.shutdown()
             raise
@@ -327,6 +332,8 @@ class AttachedEngine:
                 for request_id in core.forget():  # nothing came: gone with the old core
                     self._ended.append(EndedRequest(request_id, RequestState.ABORTED, SILENT))
                     self._awaiting.discard(request_id)
+        if self._stacks is not None:
+            self._stacks.exchange(self._cores)
         if self._api is not None:
             answers = self._api.answers()
             if answers:

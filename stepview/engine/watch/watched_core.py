@@ -75,13 +75,15 @@ class _Sample:
 class WatchedCore:
     """One engine core (data-parallel ``rank``) publishing at ``address``."""
 
-    def __init__(self, rank: int, address: str, queue: int = 0) -> None:
-        """``queue``: which of the snapshot's queues this core's waiting requests are in."""
+    def __init__(self, rank: int, address: str, queue: int = 0, *, stacks: bool = False) -> None:
+        """``queue``: which of the snapshot's queues this core's waiting requests are in;
+        ``stacks``: also receive the core's thread stacks (a flight recorder wants them)."""
         self.rank = rank
         self.address = address
         self.queue = queue
         # CURVE keys (checked by the launcher before anything starts) for a tcp:// server.
-        self.subscriber = FactsSubscriber(address, watch_keys() if "tcp://" in address else None)
+        keys = watch_keys() if "tcp://" in address else None
+        self.subscriber = FactsSubscriber(address, keys, stacks=stacks)
         self.stream = RecordStream(self.subscriber.resync)
         self.unseen = 0  # requests whose whole life was in records that were lost
         self.core_started: float | None = None

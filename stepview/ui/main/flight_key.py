@@ -60,7 +60,9 @@ class FlightKey:
 
 
 def dump_text(dump: FlightDump) -> str:
-    """A toast's text for a recording written or extended."""
+    """A toast's text for a recording written or extended, or its stacks added."""
+    if dump.stacks is not None:
+        return f"Flight recording {dump.path}: {dump.stacks}"
     if dump.extended:
         return f"Flight recording goes on ({dump.why}): {dump.path}"
     return f"Flight recording ({dump.why}) in {dump.path}; it goes on for a while"
