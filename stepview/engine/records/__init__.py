@@ -13,6 +13,8 @@ on a laptop can read a GPU box's records with msgspec and pyzmq alone.
 ``curve``
     zmq's CURVE on the channel: encrypted, and only for the watches the server's owner allows
     (so a watch from another machine needs no ssh tunnel); also makes the key pairs.
+``catch_up``
+    how a watch that lost records asks the plug-in for the ends it missed, and the answer.
 ``entries``
     a record read for one client: per request of the caller's, its state, prefill progress,
     preemptions, KV blocks and why it waits.
