@@ -8,8 +8,8 @@ for those after the last record it read.
 Runs inside vLLM's engine core: per step it costs what ended in it (one encode per ending,
 a deque append), never what the core holds; asking costs only the watch that asked (one
 message, sent once). Memory is bounded by both a count and bytes (``STEPVIEW_END_LOG``,
-``STEPVIEW_END_LOG_MB``); what falls out is remembered by id (as many ids as the count
-bound), so a watch can still count what it will never see. Logging starts with the first
+``STEPVIEW_END_LOG_MB``); what falls out is remembered by id (up to :data:`FALLEN_IDS` times
+the count bound), so a watch can still count what it will never see. Logging starts with the first
 subscriber and stops :data:`~stepview.engine.records.catch_up.END_LOG_LINGER_S` after the last
 one left (the publisher says which: :attr:`EndLog.open`); then the log is emptied, and its
 answers say that ends from before may be missing (:attr:`known_after`).
@@ -36,6 +36,9 @@ from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts
 
 log = logging.getLogger("stepview.engine.plugin")
 
+# The ids of what fell out, kept to count what a watch will never see: this many times the
+# count bound (a watch far behind misses much more than the log holds, but only so much).
+FALLEN_IDS = 5
 _UNKNOWN = 1 << 62  # known_after while paused, until the first end logged since says from when
 _ENDED = int(CoreState.OTHER)  # the state a logged request is given: it is no longer held
 
@@ -51,7 +54,8 @@ class EndLog:
         self.max_ends = max(1, max_ends)
         self.max_bytes = max_bytes
         self._entries: deque[tuple[int, str, bytes]] = deque()  # (tag, core id, wire form)
-        self._fallen: deque[tuple[int, str]] = deque(maxlen=self.max_ends)  # (tag, core id)
+        # (tag, core id) of what fell out: ~160 bytes each, held only once that much fell out
+        self._fallen: deque[tuple[int, str]] = deque(maxlen=FALLEN_IDS * self.max_ends)
         self.bytes = 0  # encoded bytes held
         self.dropped = 0  # entries that fell out, since the start
         self.known_after = 0  # ends tagged at or before it may be in neither list of an answer

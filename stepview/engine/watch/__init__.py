@@ -13,6 +13,9 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
 ``watched_core`` / ``core_steps``
     one engine core (data-parallel rank): its records read into the driver's steps, with
     vLLM's own times for its requests.
+``catching_up``
+    a core whose records were lost (a watch too slow, a link that dropped) asking the
+    plug-in's log of ends for what came and went meanwhile, and folding it in.
 ``adopting``
     other clients' requests as first seen: short ids, prompt ids, sampling parameters.
 ``metrics_page`` / ``metrics_watch`` / ``metrics_source``

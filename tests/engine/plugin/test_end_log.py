@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepview.engine.plugin.end_log import EndLog
+from stepview.engine.plugin.end_log import FALLEN_IDS, EndLog
 from stepview.engine.records.catch_up import CatchUpAnswer, decode_answer
 from stepview.engine.records.facts import EndedFacts
 from tests.engine.plugin.fake_scheduler import FakeRequest, FakeScheduler, ListSink, _output
@@ -97,18 +97,19 @@ def test_the_log_is_bounded_by_bytes_too_and_never_empties_itself_for_one_big_en
 def test_when_even_the_ids_fall_out_or_the_log_paused_answers_say_from_when_they_are_whole() -> (
     None
 ):
-    log = EndLog(max_ends=2)  # as many fallen ids kept as ends
-    for tag in range(1, 8):
+    log = EndLog(max_ends=1)  # FALLEN_IDS ids kept of what fell out
+    for tag in range(1, FALLEN_IDS + 4):
         _log_of(log, tag, f"r{tag}-1")
-    answer = _answer(log, 0)
-    assert answer.missing == ["r4-1", "r5-1"] and answer.known_after >= 3
+    answer = _answer(log, 0)  # r1 .. r7 fell out, r8 is held: r1 and r2's ids are gone too
+    assert answer.missing == [f"r{tag}-1" for tag in range(3, FALLEN_IDS + 3)]
+    assert answer.known_after == 2
     assert _answer(log, answer.known_after).known_after <= answer.known_after
     log.pause()  # nobody listened for the linger: emptied, and no more ends logged
     assert len(log) == 0 and log.bytes == 0 and not log.open
     paused = _answer(log, 7)
-    assert paused.ends == [] and paused.known_after > 7  # whole from nowhere yet
-    _log_of(log, 9, "n-1")  # the first end logged again: whole after 9 only
-    assert _answer(log, 7).known_after == 9
+    assert paused.ends == [] and paused.known_after > 12  # whole from nowhere yet
+    _log_of(log, 12, "n-1")  # the first end logged again: whole after 12 only
+    assert _answer(log, 7).known_after == 12
 
 
 def test_off_by_environment_and_sized_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
