@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections import deque
 from typing import Any
 
@@ -80,6 +81,14 @@ class EndLog:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def footprint(self) -> int:
+        """The bytes the log holds in Python objects, its entries' and the fallen ids'
+        (O(entries): for benchmarks and tests, never per step)."""
+        size = sys.getsizeof
+        held = size(self._entries) + size(self._fallen)
+        held += sum(size(e) + size(e[0]) + size(e[1]) + size(e[2]) for e in self._entries)
+        return held + sum(size(f) + size(f[0]) + size(f[1]) for f in self._fallen)
 
     def add(
         self,
