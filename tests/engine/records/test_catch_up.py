@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 
 from stepview.engine.plugin.publisher import FactsPublisher
@@ -137,3 +138,27 @@ def test_question_topics_never_prefix_one_another_and_junk_is_no_question() -> N
     junk = [b"x/", b"x/1", b"x/-1.", b"9" * 40 + b"."]
     for topic in [b"stepview.facts.2", *(b"stepview.catchup.1/" + j for j in junk)]:
         assert asked_after(topic) is None
+
+
+def test_the_stream_says_after_which_record_records_were_missed() -> None:
+    from stepview.engine.records.entries import RecordStream
+
+    asked: list[int] = []
+    stream = RecordStream(lambda: asked.append(1))
+
+    def change(seq: int, core: float = 1.0) -> StepFacts:
+        return msgspec.structs.replace(_record(seq), full=False, core_started=core)
+
+    assert stream.accept(_record(1)) and stream.accept(change(2)) and stream.missed is None
+    assert not stream.accept(change(5))  # a gap: records 3 and 4 never came
+    assert stream.missed == (1.0, 2) and asked == [1]
+    assert stream.accept(_record(6)) and stream.missed == (1.0, 2)  # until the watch takes it
+    stream.missed = None
+    assert stream.accept(_record(7)) and stream.missed is None  # a full record that follows
+    assert stream.accept(_record(9)) and stream.missed == (1.0, 7)  # one that does not
+    stream.missed = None
+    stream.reset()  # the link dropped
+    assert stream.missed == (1.0, 9)
+    stream.missed = None
+    assert stream.accept(msgspec.structs.replace(_record(1), core_started=2.0))
+    assert stream.missed is None  # another engine core: nothing of the old one to catch up on
