@@ -24,8 +24,18 @@ import pytest
 from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records import channel
+from stepview.engine.watch import catching_up
 from stepview.engine.watch.attached import AttachedEngine
-from tests.engine.watch.attach_helpers import Watcher, ipc_address, watch_command, watching
+from tests.engine.watch.attach_helpers import (
+    Server,
+    Watcher,
+    ipc_address,
+    record,
+    request,
+    wait_until,
+    watch_command,
+    watching,
+)
 from tests.engine.watch.fake_core import FakeCore, tokens_of
 
 pytestmark = pytest.mark.engine  # the fake scheduler's statuses are vLLM's RequestStatus
@@ -174,3 +184,27 @@ def test_a_headless_watch_stopped_past_its_link_loses_no_request(tmp_path: Path)
         publisher.close()
     ids = written()
     assert sorted(ids) == sorted(f"req{n}" for n in core.lengths)  # every one, once
+
+
+def test_a_plugin_that_never_answers_is_waited_for_once(
+    server: Server, engine: AttachedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older plug-in has no log: the record after a gap waits for its answer once (here
+    0.2 s), then the watch goes on as before and never waits for that plug-in again."""
+    monkeypatch.setattr(catching_up, "CATCH_UP_WAIT_S", 0.2)
+    watcher = Watcher(engine)
+    server.send(record(1, request("a-0123abcd")))
+    watcher.step()
+    # (The test's publisher reads no subscription after the first: it answers nothing.)
+    server.send(record(5, request("b-0123abcd")))  # records 2 to 4 never came
+    result = watcher.step()  # held, then read all the same
+    assert [e.request_id for e in result.ended] == ["a"]
+    watched = engine._cores[0]
+    assert watched.catch_up.unanswered and not watched.catch_up.answered
+    later = record(9, request("c-0123abcd"))
+    server.send(later)
+    wait_until(engine.has_unfinished)  # (it says so only of a record it may read now)
+    assert watched.catch_up.after is not None  # asked again ...
+    assert not watched.catch_up.holds(later)  # ... but that record does not wait for it
+    watcher.step()
+    assert "c" in watcher.active()
