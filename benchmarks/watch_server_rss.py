@@ -10,7 +10,9 @@ The watch runs niced beside a server that keeps every core busy, so it falls beh
 records are dropped for it: what it missed it catches up from the plug-in's log of ends.
 Once the clients stop (and the requests in flight are answered), the results file must hold
 every request the clients completed; ``results`` and ``unseen`` (what the watch counted as
-lost) say whether it does, ``caught_up`` how many times the watch asked the log.
+lost) say whether it does, ``caught_up`` how many times the watch asked the log. Where this
+machine does not starve the watch, ``--starve S`` does: the watch is stopped for S seconds
+in every minute (past 3 s its link drops too).
 
 Last line: ``watch_server_rss: minutes=M requests=N results=R unseen=U caught_up=C
 rss_mb_first=A rss_mb_last=B rss_mb_max=C flight=ok|missing``. ``--minutes 30`` is the
@@ -82,6 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="one minute: a smoke test")
+    parser.add_argument(
+        "--starve",
+        type=float,
+        default=0.0,
+        help="stop the watch (SIGSTOP) for this many seconds in every minute: starved on "
+        "purpose where the machine does not starve it (default 0)",
+    )
     args = parser.parse_args(argv)
     minutes = 1 if args.quick else args.minutes
     work = Path(tempfile.mkdtemp(prefix="stepview-rss-"))
@@ -113,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         process = psutil.Process(watch.pid)
         started = time.monotonic()
         for minute in range(minutes + 1):
+            if minute and args.starve:  # the minute starts with the watch stopped
+                watch.send_signal(signal.SIGSTOP)
+                time.sleep(args.starve)  # (the starving is the point: nothing to wait on)
+                watch.send_signal(signal.SIGCONT)
             while minute and time.monotonic() < started + 60 * minute:
                 if watch.poll() is not None:  # a watch that died has no memory to sample
                     tail = (work / "watch.err").read_text().splitlines()[-3:]

@@ -55,7 +55,7 @@ class EndLog:
         self.max_ends = max(1, max_ends)
         self.max_bytes = max_bytes
         self._entries: deque[tuple[int, str, bytes]] = deque()  # (tag, core id, wire form)
-        # (tag, core id) of what fell out: ~160 bytes each, held only once that much fell out
+        # (tag, core id) of what fell out: ~180 bytes each, held only once that much fell out
         self._fallen: deque[tuple[int, str]] = deque(maxlen=FALLEN_IDS * self.max_ends)
         self.bytes = 0  # encoded bytes held
         self.dropped = 0  # entries that fell out, since the start
