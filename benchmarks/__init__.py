@@ -17,10 +17,11 @@ The benchmarks, and the last line each prints:
     the CPU time stepview's plug-in adds to an engine core in its own process, in interleaved
     pairs: ``core cpu: driver@mp/bare=X (median of N pairs)``.
 ``capture_cost``
-    stepview's work per engine step (capture, publish, view, watch, driver) with 64 to 8 192
-    requests held, and beside the capture what watching for a hung step costs (the plug-in's
-    stack watch, against faulthandler's watchdog armed around each step): ``scaling:
-    capture_us=A,B,C,D publish_us=... view_us=... watch_us=... driver_us=...``.
+    stepview's work per engine step (capture, the log of ends, publish, view, watch, driver)
+    with 64 to 8 192 requests held, and beside the capture what watching for a hung step costs
+    (the plug-in's stack watch, against faulthandler's watchdog armed around each step):
+    ``scaling: capture_us=A,B,C,D log_us=... publish_us=... view_us=... watch_us=...
+    driver_us=...``.
 ``server_overhead``
     vLLM's API server's throughput alone, with the plug-in, and with ``stepview --attach``
     watching: ``ratios: plugin/alone=X attached/alone=Y``.
@@ -39,8 +40,9 @@ The benchmarks, and the last line each prints:
     memory as they pass: ``watch_memory: rss_mb_10k=A rss_mb_100k=B rss_mb_1m=C``.
 ``watch_server_rss``
     an attached headless watch beside a real server under a steady load, its memory by
-    minute: ``watch_server_rss: minutes=M requests=N rss_mb_first=A rss_mb_last=B
-    rss_mb_max=C flight=ok|missing``.
+    minute and whether its results file holds every request the clients completed:
+    ``watch_server_rss: minutes=M requests=N results=R unseen=U caught_up=C rss_mb_first=A
+    rss_mb_last=B rss_mb_max=C flight=ok|missing``.
 
 What they share (not runnable on their own):
 

@@ -7,6 +7,9 @@ process (the plug-in's code is the same in a core process; only here can one pro
 everything), with ``time.perf_counter_ns``:
 
 * ``capture``: building the step's record inside the engine core (:meth:`CoreCapture.capture`);
+* ``log``: what the log of ends adds inside the engine core, for a watch that loses records
+  to catch up from (:meth:`EndLog.add`: each ending encoded and kept; nothing for the
+  requests that did not end in the step);
 * ``publish``: what a core process adds on top: encoding the record and the non-blocking zmq
   send (:meth:`FactsPublisher.deliver`, to a subscriber on an ipc socket, the records of
   ``STEPVIEW_PUBLISH_EVERY_MS`` sent together, as a server's plug-in sends them);
@@ -58,7 +61,7 @@ from benchmarks.workload import BENCH_ENV, workload
 SIZES = (64, 512, 2048, 8192)
 MAX_NUM_SEQS = 32
 ARMED_REQUESTS = 64  # the second run's, arming faulthandler's watchdog around each step
-FIGURES = ("capture", "publish", "view", "watch", "driver")
+FIGURES = ("capture", "log", "publish", "view", "watch", "driver")
 
 
 def _timed(cls: Any, name: str, into: list[int]) -> None:
@@ -93,6 +96,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     from stepview.engine.own.vllm_engine import VllmEngine
     from stepview.engine.plugin.capture import CoreCapture
     from stepview.engine.plugin.config import ListenerSink, publish_every
+    from stepview.engine.plugin.end_log import EndLog
     from stepview.engine.plugin.publisher import FactsPublisher
     from stepview.engine.plugin.stacks import StackWatch, core_busy
     from stepview.engine.records.channel import FactsSubscriber
@@ -108,6 +112,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     captures: list[int] = []
     publishes: list[int] = []
     views: list[int] = []
+    logs: list[int] = []
     _timed(EngineCore, "step", steps)
     # What arming faulthandler's watchdog around each step would cost, timed at every step of
     # a second run (patched before the engine is built: the core binds its step function then).
@@ -132,11 +137,16 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
 
     EngineCore.step = armed_step  # type: ignore[method-assign]
     _timed(CoreCapture, "capture", captures)
+    _timed(EndLog, "add", logs)
     _timed(FactsPublisher, "deliver", publishes)
     _timed(VllmEngine, "_scheduled", views)
     # Records as a server's plug-in makes them for an attached stepview: with every request's
     # intro, output tokens and end (stepview's own engine reads those from vLLM instead).
     ListenerSink.tails = True  # type: ignore[misc]
+    # ... and every ending in the log of ends a server's publisher keeps (open: someone listens).
+    end_log = EndLog()
+    end_log.open = True
+    ListenerSink.end_log = end_log  # type: ignore[attr-defined]
 
     engine = VllmEngine.create(
         tiny_engine_args(max_num_seqs=MAX_NUM_SEQS),
@@ -167,7 +177,13 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     encoder = TraceEncoder(EngineInfo())
     per_step: dict[str, list[int]] = {name: [] for name in ("step", *FIGURES)}
     held: list[int] = []
-    timed = {"step": steps, "capture": captures, "publish": publishes, "view": views}
+    timed = {
+        "step": steps,
+        "capture": captures,
+        "log": logs,
+        "publish": publishes,
+        "view": views,
+    }
     seen = dict.fromkeys(timed, 0)
     try:
         if not subscriber.wait_connected(10):
@@ -240,6 +256,10 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
         "steps": len(held),
         "measured_steps": last - first,
         "full_record_ms": sum(per_step[f][0] for f in ("capture", "publish", "watch")) / 1e6,
+        "logged": len(end_log),
+        "log_bytes": end_log.bytes,
+        "log_footprint": end_log.footprint(),
+        "log_add_us": _mean_us(logs),
         **{name: _mean_us(samples[first:last]) for name, samples in per_step.items()},
         # The watch works per wake, not per step: its CPU over the whole run, per step.
         "stacks": stacks.work_ns / 1000 / max(1, len(held)),
@@ -289,6 +309,13 @@ def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
         "a hung step's stacks, per step: the plug-in's stack watch against faulthandler's "
         f"watchdog armed around each step (a second run, {ARMED_REQUESTS} requests): {hung}"
     )
+    ends = ", ".join(
+        f"{row['requests']}: {row['logged']} ends, {row['log_add_us']:.1f} us each, "
+        f"{row['log_bytes'] / max(1, row['logged']):.0f} B encoded and "
+        f"{row['log_footprint'] / max(1, row['logged']):.0f} B held each"
+        for row in rows
+    )
+    out(f"the log of ends: {ends}")
     shares = " ".join(
         f"{f}=" + ",".join(f"{row[f] / row['step']:.2%}" for row in rows) for f in FIGURES
     )

@@ -6,16 +6,25 @@ flight recorder, the stuck watchdog and the metrics endpoint, beside vLLM's Open
 RSS (psutil) and the requests finished so far are printed; at the end a ``SIGUSR1`` must
 write a flight recording and Ctrl+C must end the watch with exit 0.
 
-Last line: ``watch_server_rss: minutes=M requests=N rss_mb_first=A rss_mb_last=B
-rss_mb_max=C flight=ok|missing``. ``--minutes 30`` is the issue's run (default); ``--quick``:
-1 minute, for a smoke test. Run it alone (``flock /tmp/stepview-engine.lock``): the server,
-the clients and the watch share the machine.
+The watch runs niced beside a server that keeps every core busy, so it falls behind and
+records are dropped for it: what it missed it catches up from the plug-in's log of ends.
+Once the clients stop (and the requests in flight are answered), the results file must hold
+every request the clients completed; ``results`` and ``unseen`` (what the watch counted as
+lost) say whether it does, ``caught_up`` how many times the watch asked the log. Where this
+machine does not starve the watch, ``--starve S`` does: the watch is stopped for S seconds
+in every minute (past 3 s its link drops too).
+
+Last line: ``watch_server_rss: minutes=M requests=N results=R unseen=U caught_up=C
+rss_mb_first=A rss_mb_last=B rss_mb_max=C flight=ok|missing``. ``--minutes 30`` is the
+issue's run (default); ``--quick``: 1 minute, for a smoke test. Run it alone (``flock
+/tmp/stepview-engine.lock``): the server, the clients and the watch share the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -51,10 +60,37 @@ def clients(port: int, stop: threading.Event, done: list[int]) -> list[threading
     return [threading.Thread(target=client, args=(n,), daemon=True) for n in range(CLIENTS)]
 
 
+def settle(port: int, results: Path, done: list[int], threads: list[threading.Thread]) -> None:
+    """After the clients stop: their last requests answered, then until the results file
+    holds as many requests as they completed (a few minutes at most), a request now and
+    then (an idle engine core answers no catch-up question; these count as the clients')."""
+    for thread in threads:
+        thread.join(120)
+    deadline = time.monotonic() + 300
+    kick = time.monotonic() + 10
+    while _lines(results) < sum(done) and time.monotonic() < deadline:
+        if time.monotonic() >= kick:
+            complete(port, "One more", 4)
+            done[0] += 1
+            kick = time.monotonic() + 10
+        time.sleep(1)
+
+
+def _lines(path: Path) -> int:
+    return sum(1 for _ in path.open()) if path.exists() else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="one minute: a smoke test")
+    parser.add_argument(
+        "--starve",
+        type=float,
+        default=0.0,
+        help="stop the watch (SIGSTOP) for this many seconds in every minute: starved on "
+        "purpose where the machine does not starve it (default 0)",
+    )
     args = parser.parse_args(argv)
     minutes = 1 if args.quick else args.minutes
     work = Path(tempfile.mkdtemp(prefix="stepview-rss-"))
@@ -86,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         process = psutil.Process(watch.pid)
         started = time.monotonic()
         for minute in range(minutes + 1):
+            if minute and args.starve:  # the minute starts with the watch stopped
+                watch.send_signal(signal.SIGSTOP)
+                time.sleep(args.starve)  # (the starving is the point: nothing to wait on)
+                watch.send_signal(signal.SIGCONT)
             while minute and time.monotonic() < started + 60 * minute:
                 if watch.poll() is not None:  # a watch that died has no memory to sample
                     tail = (work / "watch.err").read_text().splitlines()[-3:]
@@ -97,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"minute {minute:3d}: watch rss {rss[-1]:6.1f} MB, {sum(done)} requests", flush=True
             )
+        stop.set()
+        print("clients stopped; waiting for the watch's results file", flush=True)
+        settle(port, work / "results.jsonl", done, threads)
         watch.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + 30
         while not any(flight.glob("flight-*.jsonl")) and time.monotonic() < deadline:
@@ -108,17 +151,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = watch.wait(60)
         stderr.close()
         server.kill()
-    results = (
-        sum(1 for _ in (work / "results.jsonl").open()) if (work / "results.jsonl").exists() else 0
-    )
+    results = _lines(work / "results.jsonl")
     print(f"watch exit code {code}; {results} requests in its results file; files in {work}")
+    err = (work / "watch.err").read_text()
+    told = [int(n) for n in re.findall(r"\((\d+) so far; stepview_requests_unseen", err)]
+    unseen = max(told, default=0)
+    logged = (work / "log").read_text().splitlines() if (work / "log").exists() else []
+    caught = len({line for line in logged if "caught up on records" in line})
     for line in (work / "watch.err").read_text().splitlines()[-4:]:
         print(f"  watch: {line}")
     if recorded:
         header = json.loads(next(flight.glob("flight-*.jsonl")).open().readline())
         print(f"  flight recording: {header['flight']['why']}, {header['flight']['held']} s held")
     print(
-        f"watch_server_rss: minutes={minutes} requests={sum(done)} rss_mb_first={rss[0]:.1f} "
+        f"watch_server_rss: minutes={minutes} requests={sum(done)} results={results} "
+        f"unseen={unseen} caught_up={caught} rss_mb_first={rss[0]:.1f} "
         f"rss_mb_last={rss[-1]:.1f} rss_mb_max={max(rss):.1f} "
         f"flight={'ok' if recorded else 'missing'}"
     )

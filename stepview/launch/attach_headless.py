@@ -100,7 +100,8 @@ class LinkNotices:
         new, self._unseen = link.unseen - self._unseen, link.unseen
         notice(
             f"{new}{more} requests at {self.address} arrived and ended while their records "
-            f"were lost (view behind, or link down): not in the results file "
+            f"were lost (view behind, or link down) and past the server's log of ends: not in "
+            f"the results file "
             f"({link.unseen} so far; stepview_requests_unseen_total counts them)"
         )
 

@@ -104,14 +104,15 @@ def test_server_overhead_quick() -> None:
 def test_capture_cost_quick() -> None:
     lines = run_quick("capture_cost", timeout=240)
     per_step = rf"{NUMBER} \({NUMBER}%\)"
-    assert_has_line(lines, rf"\s+16\s+{NUMBER}\s+{per_step}(\s+{per_step}){{4}}")
+    assert_has_line(lines, rf"\s+16\s+{NUMBER}\s+{per_step}(\s+{per_step}){{5}}")
     assert_has_line(lines, rf"the first, full record .*: 16: {NUMBER} ms")
     assert_has_line(
         lines,
         rf"a hung step's stacks, per step: .*: 16: {NUMBER} us \(\d+ wakes of {NUMBER} us\) "
         rf"against {NUMBER} us \(capture {NUMBER} us; steps of {NUMBER} us\)",
     )
-    names = ("capture", "publish", "view", "watch", "driver")
+    assert_has_line(lines, rf"the log of ends: 16: \d+ ends, {NUMBER} us each, .* held each")
+    names = ("capture", "log", "publish", "view", "watch", "driver")
     line = " ".join(rf"{name}_us={NUMBER}" for name in names)
     assert re.fullmatch(rf"scaling: {line}", lines[-1]), lines[-1]
 
@@ -145,8 +146,8 @@ def test_watch_server_rss_quick() -> None:
     assert_has_line(lines, rf"minute +1: watch rss +{NUMBER} MB, \d+ requests")
     assert_has_line(lines, r"watch exit code 0; \d+ requests in its results file; files in .*")
     assert re.fullmatch(
-        rf"watch_server_rss: minutes=1 requests=\d+ rss_mb_first={NUMBER} rss_mb_last={NUMBER} "
-        rf"rss_mb_max={NUMBER} flight=ok",
+        rf"watch_server_rss: minutes=1 requests=(\d+) results=\1 unseen=0 caught_up=\d+ "
+        rf"rss_mb_first={NUMBER} rss_mb_last={NUMBER} rss_mb_max={NUMBER} flight=ok",
         lines[-1],
     ), lines[-1]
 

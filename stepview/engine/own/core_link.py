@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from stepview.engine.records.catch_up import END_LOG_ENV
 from stepview.engine.records.channel import (
     BASE_ENV,
     PUBLISH_ENV,
@@ -214,12 +215,14 @@ class SubscribedLink:
         return self._subscriber
 
     def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
-        # Every record at once: the driver reads each step's with that step's outputs.
+        # Every record at once: the driver reads each step's with that step's outputs. No
+        # log of ends: stepview's own engine has every request's end from vLLM's outputs.
         env = {
             MULTIPROCESSING_ENV: "1",
             PUBLISH_ENV: self.address,
             BASE_ENV: base,
             PUBLISH_EVERY_ENV: "0",
+            END_LOG_ENV: "0",
         }
         return _environment(env)
 

@@ -28,9 +28,14 @@ per step is the least that tells what happened, and nothing at all while nobody 
 ``config``
     where the records go (the in-process listener or a publisher, from ``STEPVIEW_PUBLISH``)
     and which class the plug-in extends.
+``waiting_head``
+    where vLLM's scan of the waiting queues stopped (the record's one word on the queue).
 ``publisher``
     the engine core's end of the zmq channel (XPUB: knows whether anyone listens, never
-    blocks the engine).
+    blocks the engine; answers a watch's catch-up question).
+``end_log``
+    a bounded log of the requests that ended, as a watch that never saw them needs them:
+    a watch that lost records catches up from it.
 ``client_side``
     the two reads of vLLM's private objects stepview's own engine makes from the client side
     (engine-core id to the caller's id; pausing a core in its own process): kept here so that

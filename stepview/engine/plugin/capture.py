@@ -11,8 +11,11 @@ own events, without looking at the others: those that arrived (``add_request``),
 scheduled in this step or the one before (tokens computed, outputs appended, KV blocks
 taken), those preempted, those vLLM set aside or un-set-aside (``deferred_waiting``, a set),
 and those in a blocked waiting status (their status can change with no event we see). The
-queue is one id, where vLLM's scan stopped, found from the front of the queue in O(1). Only
-the first record after someone (re)subscribes lists every request.
+queue is one id, where vLLM's scan stopped, found from the front of the queue in O(1)
+(:mod:`~stepview.engine.plugin.waiting_head`). Only the first record after someone
+(re)subscribes lists every request. Each ending also goes to the publisher's log of ends
+(:mod:`~stepview.engine.plugin.end_log`), for a watch that loses records: while someone
+listens, and for a linger after the last one left (ends only: no record is built then).
 
 Apart from the scheduler class (:mod:`~stepview.engine.plugin.scheduler`) so that its rules
 run over a fake scheduler in tests.
@@ -29,8 +32,11 @@ from typing import Any
 from vllm.v1.request import RequestStatus
 
 from stepview.engine.plugin import vllm_versions as versions
+from stepview.engine.plugin.end_log import EndLog
 from stepview.engine.plugin.intro import intro_of
 from stepview.engine.plugin.times import CoreTimes, wall_offset
+from stepview.engine.plugin.waiting_head import BLOCKED as _BLOCKED
+from stepview.engine.plugin.waiting_head import scan_head
 from stepview.engine.records.channel import FactsSink
 from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
 
@@ -46,14 +52,6 @@ _STATE_OF: dict[Any, int] = {
     RequestStatus.PREEMPTED: CoreState.PREEMPTED,
 }
 _OTHER = int(CoreState.OTHER)
-# vLLM's blocked waiting statuses: their requests are named in every record while they last.
-_BLOCKED = frozenset(
-    {
-        RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR,
-        RequestStatus.WAITING_FOR_REMOTE_KVS,
-        RequestStatus.WAITING_FOR_STREAMING_REQ,
-    }
-)
 _NO_TOKENS: list[int] = []  # shared by every record that has no new token (never mutated)
 
 
@@ -75,6 +73,7 @@ class CoreCapture:
         # absent here gets its intro). Cleared when someone (re)subscribes.
         self._sent: dict[str, int] = {}
         self._ended: list[EndedFacts] = []  # how requests ended, for the next record
+        self._log: EndLog | None = None  # the publisher's log of ends (catching watches up)
         self._times = CoreTimes()  # vLLM's scheduled / first-token times (tails only)
         # What the next record must name besides this step's scheduled and preempted requests.
         self._listening = False  # the last schedule() built a record
@@ -172,7 +171,7 @@ class CoreCapture:
         requests it has output for, those of ``output`` (the step's scheduled ones); those it
         fails go through ``finish_requests`` (:meth:`after_abort`).
         """
-        if not (self._listening and self._tails):
+        if not (self._tails and (self._listening or self._logging())):
             return None
         try:
             requests = scheduler.requests
@@ -206,7 +205,7 @@ class CoreCapture:
 
     def after_abort(self, scheduler: Any, aborted: Any) -> None:
         """After ``finish_requests`` (aborts): how they ended, then the idle record."""
-        if self._listening and self._tails:
+        if self._tails and (self._listening or self._logging()):
             try:
                 for req in aborted or ():
                     self._end(req)
@@ -214,22 +213,36 @@ class CoreCapture:
                 self._switch_off(exc)
         self.after_finish(scheduler)
 
+    def _logging(self) -> bool:
+        """Ends are logged though no record is built: the link of the last watch dropped
+        less than the linger ago (:mod:`~stepview.engine.plugin.end_log`)."""
+        log = self._log
+        return log is not None and log.open and self.sink is not None
+
     def _end(self, req: Any) -> None:
-        """Keep how ``req`` ended (its tokens, its finish reason) for the next record."""
-        self._sent.pop(req.request_id, None)
-        first_at = self._times.forget(req.request_id)
+        """Keep how ``req`` ended (its tokens, its finish reason) for the next record, and
+        in the log of ends, tagged with that record's seq."""
+        request_id = req.request_id
+        self._sent.pop(request_id, None)
+        times = self._times
+        log = self._log
+        made = times.of(request_id) if log is not None else (0.0, 0.0)
+        first_at = times.forget(request_id)
         reason = req.get_finished_reason()
         stop = req.stop_reason
-        self._ended.append(
-            EndedFacts(
-                req.request_id,
-                req.num_output_tokens,
-                list(req.output_token_ids),
-                "abort" if reason is None else str(reason),
-                stop if isinstance(stop, str | int) else None,
-                first_at,
-            )
+        ended = EndedFacts(
+            request_id,
+            req.num_output_tokens,
+            list(req.output_token_ids),
+            "abort" if reason is None else str(reason),
+            stop if isinstance(stop, str | int) else None,
+            first_at,
         )
+        if self._listening:
+            self._ended.append(ended)
+        if log is not None and log.open:
+            cached = self._cached.get(request_id, 0)
+            log.add(self.seq + 1, req, ended, self.started, time.time(), cached, made)
 
     def after_finish(self, scheduler: Any) -> None:
         """After outputs or aborts: the idle record, when the scheduler has just emptied."""
@@ -272,6 +285,9 @@ class CoreCapture:
         if full:
             sent.clear()
             self._full = False
+            self._log = log = getattr(sink, "end_log", None)  # a publisher's; not a listener's
+            if log is not None:
+                log.core_started = self.started
         tails = self._tails
         times = self._times
         for request_id in finished:
@@ -351,7 +367,7 @@ class CoreCapture:
                     scheduled_at = times.scheduled_at(events)
                 if not outputs:
                     if now_scheduled:
-                        times.unstamped[request_id] = req
+                        times.unstamped[request_id] = (req, scheduled_at)
                 elif first:
                     first_at = first.pop(request_id, 0.0)
                 had = sent_get(request_id, -1)
@@ -410,7 +426,7 @@ class CoreCapture:
             facts,
             idle,
             self._take_ended(),
-            _scan_head(scheduler, deferred),
+            scan_head(scheduler, deferred),
             *self._settings,
             self._held,
             model=self._model if full else "",
@@ -428,22 +444,3 @@ class CoreCapture:
         sink, self.sink = self.sink, None
         if sink is not None:
             sink.close()
-
-
-def _scan_head(scheduler: Any, deferred: Any) -> str | None:
-    """Where vLLM's scan of the waiting queues stopped: the first request, in the order it
-    scans them (those holding KV blocks first), that it neither set aside nor found blocked.
-
-    The scan pops what it schedules and puts what it sets aside back at the front, so this
-    is the front of the queue, looked at in O(1), unless set-aside requests sit there.
-    """
-    for queue in (scheduler.kv_holding_waiting, scheduler.waiting):
-        if not queue:
-            continue
-        first = queue.peek_request()
-        if first not in deferred and first.status not in _BLOCKED:
-            return str(first.request_id)
-        for req in queue:  # set-aside requests at the front: past them (rare, and few)
-            if req not in deferred and req.status not in _BLOCKED:
-                return str(req.request_id)
-    return None

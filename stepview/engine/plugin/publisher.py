@@ -10,7 +10,8 @@ record when nobody does; sends never block (past the high-water mark zmq drops r
 slow subscriber: the engine never waits for stepview); a server's sends the records of a few
 steps together (``every``), since waking zmq's I/O thread is most of what a send costs. The
 other end, the addresses and the wire format are shared with stepview's side
-(:mod:`stepview.engine.records.channel`).
+(:mod:`stepview.engine.records.channel`). A subscription to the catch-up topic is a question
+to the log of what ended (:mod:`~stepview.engine.plugin.end_log`), answered to that subscriber.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
+from stepview.engine.plugin.end_log import EndLog
+from stepview.engine.records.catch_up import CATCH_UP_TOPIC, END_LOG_LINGER_S, asked_after
 from stepview.engine.records.channel import (
     HIGH_WATER_MARK,
     SUBSCRIPTION_CHECK_S,
@@ -78,6 +81,11 @@ class FactsPublisher:
         self._buffer = bytearray(FACTS_TOPIC)
         self._lock = threading.Lock()
         self._asks: list[str] = []  # watches' asks for the core's stacks, not answered yet
+        self.end_log = EndLog.from_env()  # what ended, for watches that lost records
+        self._log_until = 0.0  # the end of the linger after the last subscriber left
+        # Questions to the log of ends, answered on the scheduling thread only: the stack
+        # watch reads subscriptions too, and the log changes under the scheduling thread.
+        self._questions: list[bytes] = []
 
     def wanted(self) -> bool:
         now = time.monotonic()
@@ -85,6 +93,11 @@ class FactsPublisher:
             self._next_check = now + SUBSCRIPTION_CHECK_S
             with self._lock:
                 self._read_subscriptions()
+                questions, self._questions = self._questions, []
+                for topic in questions:
+                    self._answer(topic)
+            if self.end_log is not None:
+                self._keep_log(now)
         return self._subscribed
 
     def _read_subscriptions(self) -> None:
@@ -104,6 +117,9 @@ class FactsPublisher:
             if not message:
                 continue
             if message[0] == 1:
+                if message.startswith(CATCH_UP_TOPIC, 1):  # a question, not a subscription
+                    self._questions.append(message[1:])
+                    continue
                 nonce = asked_nonce(message[1:])
                 if nonce is not None:  # an ask for the stacks, no subscription to keep
                     self._asks.append(nonce)
@@ -114,6 +130,28 @@ class FactsPublisher:
             elif message[0] == 0:
                 topics.discard(message[1:])
         self._subscribed = any(FACTS_TOPIC.startswith(t) for t in topics)
+
+    def _keep_log(self, now: float) -> None:
+        """Log ends while someone listens and for the linger after; then stop (and empty)."""
+        log = self.end_log
+        assert log is not None
+        if self._subscribed:
+            log.open = True
+            self._log_until = now + END_LOG_LINGER_S
+        elif log.open and now >= self._log_until:
+            log.pause()
+
+    def _answer(self, topic: bytes) -> None:
+        """Answer a question (:mod:`~stepview.engine.records.catch_up`) under its own topic:
+        only the subscriber that asked receives it. Once per question, never per step; on
+        the scheduling thread, under :attr:`_lock`."""
+        after = asked_after(topic)
+        if after is None:
+            return
+        log = self.end_log
+        answer = EndLog(1, 0).answer(after) if log is None else log.answer(after)  # off: empty
+        with contextlib.suppress(zmq.ZMQError):
+            self._sock.send(topic + answer, zmq.NOBLOCK, copy=True)
 
     def deliver(self, facts: StepFacts) -> None:
         """Send ``facts``, with those held since the last send, unless ``every`` has not

@@ -39,11 +39,15 @@ def wall_offset() -> float:
 class CoreTimes:
     """The requests waiting for their first token, and the first-token times not sent yet."""
 
-    __slots__ = ("first", "offset", "unstamped")
+    __slots__ = ("first", "made", "offset", "unstamped")
 
     def __init__(self) -> None:
-        self.unstamped: dict[str, Any] = {}  # core id -> Request: scheduled, no token yet
+        # core id -> (Request, its scheduled time): scheduled, no token yet
+        self.unstamped: dict[str, tuple[Any, float]] = {}
         self.first: dict[str, float] = {}  # core id -> first-token time (wall), not sent yet
+        # core id -> (scheduled, first token), kept until it ends: the log of ends carries
+        # them (vLLM drops its events with the first output; the record's went long before).
+        self.made: dict[str, tuple[float, float]] = {}
         self.offset = 0.0  # wall_offset() as of the record being built
 
     def scheduled_at(self, events: Iterable[Any]) -> float:
@@ -62,13 +66,15 @@ class CoreTimes:
             return
         at: float | None = None
         for request_id in scheduled if len(scheduled) < len(waiting) else list(waiting):
-            req = waiting.get(request_id)
-            if req is None:
+            held = waiting.get(request_id)
+            if held is None:
                 continue
+            req = held[0]
             if req.num_output_tokens:
                 if at is None:
                     at = _outputs_time(outputs) + wall_offset()
                 self.first[request_id] = at
+                self.made[request_id] = (held[1], at)
                 del waiting[request_id]
             elif req.is_finished():
                 del waiting[request_id]
@@ -76,11 +82,21 @@ class CoreTimes:
     def forget(self, request_id: str) -> float:
         """The request left; its first-token time if it was not sent (0.0: none)."""
         self.unstamped.pop(request_id, None)
+        self.made.pop(request_id, None)
         return self.first.pop(request_id, 0.0)
+
+    def of(self, request_id: str) -> tuple[float, float]:
+        """vLLM's (scheduled, first token) times of a request, as far as they were seen."""
+        made = self.made.get(request_id)
+        if made is not None:
+            return made
+        held = self.unstamped.get(request_id)
+        return (0.0, 0.0) if held is None else (held[1], 0.0)
 
     def clear(self) -> None:
         self.unstamped.clear()
         self.first.clear()
+        self.made.clear()
 
 
 def _outputs_time(outputs: Any) -> float:

@@ -16,6 +16,8 @@ on a laptop can read a GPU box's records with msgspec and pyzmq alone.
 ``stacks``
     an engine core's thread stacks between the plug-in and stepview: the files in the
     plug-in's folder, the signal that asks for them, their topic and wire on the channel.
+``catch_up``
+    how a watch that lost records asks the plug-in for the ends it missed, and the answer.
 ``entries``
     a record read for one client: per request of the caller's, its state, prefill progress,
     preemptions, KV blocks and why it waits.

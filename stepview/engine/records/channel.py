@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import secrets
 import time
 from typing import Protocol
 
@@ -39,6 +40,13 @@ import msgspec
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+from stepview.engine.records.catch_up import (
+    CATCH_UP_TOPIC,
+    CatchUpAnswer,
+    answer_payload,
+    decode_answer,
+    question_topic,
+)
 from stepview.engine.records.curve import (
     WATCH_SECRET_ENV,
     WATCH_SERVER_KEY_ENV,
@@ -184,6 +192,9 @@ class FactsSubscriber:
         self.refusal: str | None = None  # why, for the user
         self._hedged = False  # the refusal is a guess (see _read_monitor)
         self._unexplained = 0  # handshakes failed without a reason since the last success
+        self.answers: list[CatchUpAnswer] = []  # catch-up answers received, not taken yet
+        self._name = secrets.token_hex(4).encode()  # tells this watch's questions apart
+        self._asked: bytes | None = None  # the question subscribed to
 
     @property
     def connected(self) -> bool:
@@ -216,6 +227,9 @@ class FactsSubscriber:
                 continue
             if frames[0].startswith(STACKS_TOPIC):
                 self._keep_stacks(frames[0])
+                continue
+            if frames[0].startswith(CATCH_UP_TOPIC):
+                self._answered(frames[0])
                 continue
             try:
                 records.extend(decode_batch(memoryview(frames[0])[_TOPIC_LEN:]))
@@ -317,6 +331,26 @@ class FactsSubscriber:
         """
         self._sock.setsockopt(zmq.UNSUBSCRIBE, FACTS_TOPIC)
         self._sock.setsockopt(zmq.SUBSCRIBE, FACTS_TOPIC)
+
+    def ask_catch_up(self, after: int) -> None:
+        """Ask the plug-in for the ends logged after record ``after``
+        (:mod:`~stepview.engine.records.catch_up`): the answer comes to :attr:`answers`.
+        Asking again sends the question anew (an answer can be dropped like a record)."""
+        self.unask()
+        self._asked = question_topic(self._name, after)
+        self._sock.setsockopt(zmq.SUBSCRIBE, self._asked)
+
+    def unask(self) -> None:
+        """Drop the question (a link that comes back would ask it again)."""
+        if self._asked is not None:
+            self._sock.setsockopt(zmq.UNSUBSCRIBE, self._asked)
+            self._asked = None
+
+    def _answered(self, message: bytes) -> None:
+        try:
+            self.answers.append(decode_answer(answer_payload(message)))
+        except (ValueError, msgspec.DecodeError) as exc:
+            self._bad(f"catch-up answer: {exc}")
 
     def _bad(self, why: str) -> None:
         if not self.bad_records:

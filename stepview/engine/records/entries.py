@@ -289,6 +289,10 @@ class RecordStream:
     address means waiting for a full record again, which :meth:`accept` asks for through
     ``resync``. What the records it cannot use said of requests that ended is kept
     (:attr:`ended`): those ends are in no later record, and the full one only says who is left.
+    Who came and went inside the records that never arrived, only the plug-in's log of ends
+    can say: :attr:`missed` is the last record read before records were missed (a gap, a link
+    that dropped, a full record that does not follow), the point to catch up from
+    (:mod:`~stepview.engine.records.catch_up`).
     """
 
     def __init__(self, resync: Callable[[], None]) -> None:
@@ -297,26 +301,39 @@ class RecordStream:
         self._core: float | None = None
         self.ended: list[EndedFacts] = []  # of records that could not be read
         self.lost = 0  # records dropped while waiting for a full one
+        self.last: tuple[float, int] | None = None  # (core_started, seq) of the last one read
+        self.missed: tuple[float, int] | None = None  # records after this one were missed
 
     def accept(self, facts: StepFacts) -> bool:
         """Whether ``facts`` can be read now (in order); asks for a full record when not."""
         if facts.full:
+            last = self.last
+            if last is not None and last[0] == facts.core_started and facts.seq != last[1] + 1:
+                self._missed()  # a link that came back: records went by unseen
             self._next, self._core = facts.seq + 1, facts.core_started
+            self.last = (facts.core_started, facts.seq)
             return True
         if self._next is not None and facts.seq == self._next and facts.core_started == self._core:
             self._next += 1
+            self.last = (facts.core_started, facts.seq)
             return True
         if self._next is not None:  # a gap, or another core: the picture is lost
             self._next = None
+            self._missed()
             self._resync()
         self.lost += 1
         if self._core is not None:  # ends before the first picture were never anyone's here
             self.ended.extend(facts.ended)
         return False
 
+    def _missed(self) -> None:
+        if self.missed is None and self.last is not None:
+            self.missed = self.last
+
     def reset(self) -> None:
         """The link was lost: whatever comes next starts from a full record."""
         self._next = None
+        self._missed()
 
 
 def merge_records(older: StepFacts, newer: StepFacts) -> StepFacts:

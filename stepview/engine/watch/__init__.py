@@ -16,6 +16,9 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
 ``server_stacks``
     the engine cores' thread stacks for a flight recording: asked of each core's plug-in on
     the records' channel, or why none came.
+``catching_up``
+    a core whose records were lost (a watch too slow, a link that dropped) asking the
+    plug-in's log of ends for what came and went meanwhile, and folding it in.
 ``adopting``
     other clients' requests as first seen: short ids, prompt ids, sampling parameters.
 ``metrics_page`` / ``metrics_watch`` / ``metrics_source``

@@ -27,7 +27,12 @@ How a record becomes a step (one record per ``step()``, oldest first):
 * a request a record names as gone (``finished``) without saying how it ended, or one a
   full record no longer holds, has **left** the engine: it ends FINISHED with finish reason
   ``left the engine`` (vLLM's own reason was in a record that was lost). One stepview sent
-  waits for its HTTP answer instead, which carries the text and the real finish reason.
+  waits for its HTTP answer instead, which carries the text and the real finish reason;
+* records lost (zmq dropped them for a watch too slow, or the link dropped): the watch asks
+  the plug-in's log of ends for every end after the last record it read, and the full record
+  after the gap waits for the answer (:mod:`~stepview.engine.watch.catching_up`), so the
+  requests that ended meanwhile end as they did, those that came and went are adopted and
+  end too, and only what fell out of the log is counted unseen.
 
 The link: while a rank's connection is lost (server killed, network down) the view is held
 as it was, requests included, and the state is DISCONNECTED. When it is back, the server's
@@ -303,6 +308,8 @@ class AttachedEngine:
             subscriber = core.subscriber
             records = self._without_off(core, subscriber.poll(budget=RECEIVE_BUDGET_S))
             if subscriber.connects != core.connects:
+                if core.connects:  # back: what went by meanwhile is to catch up on
+                    core.stream.reset()
                 core.connects = subscriber.connects
                 if core.samples and core.core_started is not None:
                     core.settle_at = now + SETTLE_S  # back: the next record settles them
@@ -332,6 +339,8 @@ class AttachedEngine:
                 for request_id in core.forget():  # nothing came: gone with the old core
                     self._ended.append(EndedRequest(request_id, RequestState.ABORTED, SILENT))
                     self._awaiting.discard(request_id)
+            core.catch_up.received()
+            core.catch_up.want(core.stream)  # records were missed: ask the log at once
         if self._stacks is not None:
             self._stacks.exchange(self._cores)
         if self._api is not None:
@@ -378,7 +387,9 @@ class AttachedEngine:
         backlog = self._backlog
         if not backlog:
             return False
-        wait = backlog[0][2]
+        core, facts, wait = backlog[0]
+        if core.catch_up.holds(facts):  # a full record after a gap: the log's answer first
+            return False
         described = self._described
         return wait is None or described is None or described.ready(wait, self._clock())
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from itertools import chain
 
 import msgspec
 
@@ -45,6 +46,7 @@ from stepview.engine.records.facts import (
     split_internal_id,
 )
 from stepview.engine.watch.adopting import arrival, short_id
+from stepview.engine.watch.catching_up import CatchUp
 from stepview.engine.watch.core_steps import CoreStep, ScheduledTimes
 from stepview.model.engine_api import CompletionUpdate, EndedRequest, OutputUpdate
 from stepview.model.snapshot import RankStatus, RequestState
@@ -85,14 +87,13 @@ class WatchedCore:
         keys = watch_keys() if "tcp://" in address else None
         self.subscriber = FactsSubscriber(address, keys, stacks=stacks)
         self.stream = RecordStream(self.subscriber.resync)
+        self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed
         self.unseen = 0  # requests whose whole life was in records that were lost
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
         self._per_request: dict[str, int] = {}  # stepview id -> its samples here
         self.unintroduced: dict[str, float] = {}  # core id -> record time first seen
-        # What records dropped unread carried that no later record repeats (see stash()).
-        self.intros: dict[str, RequestIntro] = {}
-        self.unread_ends: list[EndedFacts] = []
+        self.intros: dict[str, RequestIntro] = {}  # intros of records dropped unread
         self.times = ScheduledTimes()  # vLLM's scheduled times until the first tokens
         self.view = EntryReader(self._lookup, queue)
         self.connects = 0  # the subscriber's connect count as last seen
@@ -124,7 +125,6 @@ class WatchedCore:
         self._per_request.clear()
         self.unintroduced.clear()
         self.intros.clear()
-        self.unread_ends.clear()
         self.times.clear()
         self.stream.ended.clear()
         self.view = EntryReader(self._lookup, self.queue)
@@ -178,7 +178,11 @@ class WatchedCore:
         # What the record names first, then what ended, then what left without a word: a
         # record read as one of several (the view catching up) may name a request and end it.
         new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
-        for req in facts.requests:
+        caught = self.catch_up.take(facts) if facts.full else None
+        requests = facts.requests  # with those that came and went in the records missed:
+        if caught is not None and caught.logged:  # adopted first, ended with the rest below
+            requests = [*(logged.request for logged in caught.logged), *requests]
+        for req in requests:
             sample = samples.get(req.req_id)
             if sample is None:
                 sample = self._adopt(req, facts.time, now, own, labelled, new_ids)
@@ -194,12 +198,16 @@ class WatchedCore:
                     offset, stamps,
                 )  # fmt: skip
         ends = facts.ended
-        lost = self.stream.ended
-        if lost:
-            self._count_unseen(lost)
-        if self.unread_ends or lost:
-            ends = [*self.unread_ends, *lost, *ends]
-            self.unread_ends = []
+        # The ends of records that came after a gap, unread: with the full record that
+        # follows it (before it, the catch-up could not have adopted their requests).
+        lost = self.stream.ended if facts.full else []
+        missing = () if caught is None else caught.missing
+        partly = caught is not None and not caught.complete
+        if lost or missing or partly:
+            self._count_unseen(lost, missing, partly)
+        if lost or caught:
+            logged = () if caught is None else (logged.end for logged in caught.logged)
+            ends = [*lost, *logged, *ends]
             lost.clear()
         if ends:
             generated += self._finish(ends, now, awaiting, outputs, ended, (offset, stamps))
@@ -322,13 +330,19 @@ class WatchedCore:
             outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), finished))
         return added
 
-    def _count_unseen(self, lost: list[EndedFacts]) -> None:
-        """Requests that arrived and ended within lost records are in no pane and no results
-        file (no record left names them): the log says how many, never silently."""
-        unseen = sum(1 for end in lost if end.req_id not in self.samples)
+    def _count_unseen(self, lost: list[EndedFacts], missing: Iterable[str], partly: bool) -> None:
+        """Requests that arrived and ended within lost records, and that the plug-in's log of
+        ends no longer held (``missing``; ``partly``: nor even all their ids), are in no pane
+        and no results file: the log says how many, never silently."""
+        ids = dict.fromkeys(chain((end.req_id for end in lost), missing))
+        unseen = sum(1 for core_id in ids if core_id not in self.samples)
+        if partly:
+            log.warning("stepview: the log of ends at %s no longer held all that was "
+                        "missed: more requests than counted may have gone unseen",
+                        self.address)  # fmt: skip
         if unseen:
             self.unseen += unseen
-            what = "arrived and ended while its records were lost (link dropped, view behind)"
+            what = "arrived and ended in records lost and past the plug-in's log of ends"
             log.warning("stepview: %d requests at %s %s: not shown, not in the results file "
                         "(%d so far)", unseen, self.address, what, self.unseen)  # fmt: skip
 
