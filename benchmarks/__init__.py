@@ -52,6 +52,9 @@ What they share (not runnable on their own):
     stepview in a private tmux server, as a user runs it.
 ``ui_scale_source``
     the prepared snapshots ``ui_scale`` publishes at a fixed rate.
+``synthetic_core``
+    a synthetic vLLM engine core stepping a queue of requests as records of change, for the
+    benchmarks that watch a server without running one.
 ``children``
     how a benchmark starts a fresh Python (``python -m benchmarks.x``, the root on
     ``PYTHONPATH``), so it runs from any directory.
