@@ -2,7 +2,7 @@
 plug-in's records of change, for the benchmarks that watch a server without running one.
 
 ``watch_memory`` feeds one watch a million requests as fast as it takes them (a full batch of
-256, a queue that never empties); ``fleet_scale`` runs 32 at a server's pace (a few requests
+256, a queue that never empties); ``fleet_scale`` runs 48 at a server's pace (a few requests
 running, steps at tens a second), each behind the plug-in's own publisher
 (:mod:`stepview.engine.plugin.publisher`), so the watch reads the wire format a real server
 sends. The requests are of realistic size (prompts and completions of 100 to 300 tokens), 1 in
