@@ -38,6 +38,10 @@ The benchmarks, and the last line each prints:
 ``watch_memory``
     an attached headless watch fed a million requests by a synthetic core (no vLLM), its
     memory as they pass: ``watch_memory: rss_mb_10k=A rss_mb_100k=B rss_mb_1m=C``.
+``fleet_scale``
+    one headless watch of 64 simulated servers (48 plug-in, 16 ``/metrics``; no vLLM): its
+    CPU per server and how far behind it falls: ``fleet_scale: servers=64
+    cpu_pct_per_server=X lag_s_p50=A lag_s_max=B rss_mb=R cpu_pct=C up=U``.
 ``watch_server_rss``
     an attached headless watch beside a real server under a steady load, its memory by
     minute and whether its results file holds every request the clients completed:
@@ -55,6 +59,11 @@ What they share (not runnable on their own):
     stepview in a private tmux server, as a user runs it.
 ``ui_scale_source``
     the prepared snapshots ``ui_scale`` publishes at a fixed rate.
+``fleet_servers``
+    the simulated fleet ``fleet_scale`` watches, in one process of its own.
+``synthetic_core``
+    a synthetic vLLM engine core stepping a queue of requests as records of change, for the
+    benchmarks that watch a server without running one.
 ``children``
     how a benchmark starts a fresh Python (``python -m benchmarks.x``, the root on
     ``PYTHONPATH``), so it runs from any directory.
@@ -72,6 +81,7 @@ BENCHMARKS = (
     "core_cpu",
     "engine_overhead",
     "flight_size",
+    "fleet_scale",
     "long_queue",
     "server_overhead",
     "ui_scale",

@@ -70,6 +70,7 @@ class FleetRow:
     ranks: tuple[RankStatus, ...] = ()  # its data-parallel ranks, when it has several
     mark: str = ""  # BUSIEST, IDLEST or ""
     labels: Labels = ()  # where it is listed with labels (file_sd, Prometheus)
+    behind: float | None = None  # s its view is behind a plug-in server (None: /metrics)
 
     @property
     def up(self) -> bool:
@@ -201,6 +202,7 @@ def fleet_record(row: FleetRow) -> dict[str, Any]:
         "per_request": row.per_request,
         "mark": row.mark or None,
         "labels": dict(row.labels),
+        "behind_s": _round(row.behind, 2),
     }
     if row.ranks:
         record["ranks"] = [rank_record(rank) for rank in row.ranks]

@@ -28,6 +28,7 @@ import json
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -39,6 +40,7 @@ from stepview.launch.attach_headless import LinkNotices
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
 from stepview.launch.terminal import claim_terminal
+from stepview.model.engine_api import LinkState
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FILE_SD, Discovery, Roster, Target
 
@@ -191,7 +193,10 @@ def watch_fleet_headless(
             for member, snapshot in zip(members, snapshots, strict=True):
                 links[member.address].on_snapshot(snapshot, ())
             rows = [
-                fleet_row(member.address, snapshot, window, member.labels)
+                replace(
+                    fleet_row(member.address, snapshot, window, member.labels),
+                    behind=_behind(member.source),
+                )
                 for member, snapshot in zip(members, snapshots, strict=True)
             ]
             now = round(time.time(), 3)
@@ -203,3 +208,10 @@ def watch_fleet_headless(
                 silence(out)
                 return EXIT_BROKEN_PIPE
     return 0
+
+
+def _behind(source: SnapshotSource) -> float | None:
+    """How many seconds a plug-in server's view is behind it (its driver's link, read off the
+    driver's thread: a tuple replaced whole); None for a ``/metrics`` watch, which has none."""
+    link = getattr(source, "link", None)
+    return link.behind if isinstance(link, LinkState) else None

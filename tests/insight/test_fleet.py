@@ -101,6 +101,8 @@ def test_a_metrics_row_reads_the_scrape() -> None:
     record = fleet_record(got)
     assert record["address"] == "http://h:8000" and record["mark"] is None
     assert record["labels"] == {}
+    assert record["behind_s"] is None  # a /metrics watch reads no records: never behind
+    assert fleet_record(replace(got, behind=1.234))["behind_s"] == 1.23
 
 
 def test_a_listed_servers_labels_go_with_its_row_and_record() -> None:

@@ -14,6 +14,13 @@ shrinks while on screen, and the table follows (rebuilt only when its rows chang
 kept on its server). A server listed with labels has them on a second, dim line of its cell,
 so the table is no wider at 80 columns; a listing that cannot be read is said on a line of its
 own above the table, and servers joining or leaving in a notification.
+
+At tens of servers the table is taller than the terminal: ``s`` sorts it by a column (the
+figures that say a server is loaded or slow, worst first) and ``/`` narrows it to the servers
+whose address or labels hold some text (:mod:`stepview.insight.fleet_order` decides both; the
+title line says which sort and filter are on). The busiest/idlest marks stay the whole fleet's:
+a filter hides rows, it does not change which server is busiest. The cursor follows its server
+wherever a sort, a filter or a refresh moves it, so Enter opens the server the user chose.
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
 from stepview.insight.fleet import (
     BUSIEST,
@@ -37,9 +45,11 @@ from stepview.insight.fleet import (
     mark_imbalance,
     shown_labels,
 )
+from stepview.insight.fleet_order import LISTED, matching, next_sort, ordered
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FixedRoster, Roster
 from stepview.ui.display import percent, rate_value, seconds
+from stepview.ui.main.filter_bar import FilterBar
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
@@ -64,6 +74,7 @@ RULE = (
     f"▲ busiest ▼ idlest: marked when the servers up differ by {WAITING_SPREAD}+ waiting "
     f"or {KV_SPREAD:.0%}+ KV use"
 )
+FILTER_PLACEHOLDER = "address or label text (gpu-1, zone=b, :8001); enter keeps, esc clears"
 
 
 class FleetApp(App[str | None]):
@@ -79,12 +90,19 @@ class FleetApp(App[str | None]):
         Binding("enter", "open", "Open server", priority=True),
         Binding("left", "columns('left')", "Columns", key_display="←→", priority=True),
         Binding("right", "columns('right')", "Columns", show=False, priority=True),
+        Binding("home", "ends('top')", "First", show=False, priority=True),
+        Binding("end", "ends('bottom')", "Last", show=False, priority=True),
+        Binding("s", "sort", "Sort"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("escape", "clear_filter", "Clear filter"),
         Binding("q", "quit", "Quit"),
     ]
     DEFAULT_CSS = """
     #fleet-title { height: 1; background: $panel; padding: 0 1; }
     #fleet-problem { height: auto; color: $warning; padding: 0 1; }
     #fleet-rule { height: 1; color: $text-muted; padding: 0 1; }
+    #fleet-filter { display: none; }
+    #fleet-filter.-shown { display: block; }
     DataTable { height: 1fr; }
     """
 
@@ -98,11 +116,20 @@ class FleetApp(App[str | None]):
         super().__init__(driver_class=driver_class(), ansi_color=True)
         self.roster = FixedRoster(members) if isinstance(members, Sequence) else members
         self.window = window
+        self.fleet: list[FleetRow] = []
+        """Every server's row as last polled, in the roster's order, marks included."""
         self.rows: list[FleetRow] = []
-        """The rows on screen, marks included: everything drawn comes from them."""
+        """The rows on screen, sorted and filtered: everything drawn comes from them."""
+        self.sort = LISTED
+        """The order of the rows (:data:`~stepview.insight.fleet_order.SORTS`), ``s`` cycles it."""
+        self.filter = ""
+        """The text the shown servers' address or labels hold (``/``); ``""``: all shown."""
         self._cursor = cursor  # the server to put the cursor on, once it has a row
         self._owners: list[str] = []  # table row -> the address of its server
         self._layout: tuple[tuple[str, int], ...] = ()  # each table row's server and height
+        self._cells: list[tuple[object, ...]] = []  # each table row's cells, as drawn
+        # Made here, not looked up on mount: the footer asks check_action before the mount.
+        self._bar = FilterBar(id="fleet-filter", placeholder=FILTER_PLACEHOLDER)
         self.theme = THEME
 
     def compose(self) -> ComposeResult:
@@ -110,6 +137,7 @@ class FleetApp(App[str | None]):
         yield Static(id="fleet-problem")
         yield DataTable(cursor_type="row", zebra_stripes=True)
         yield Static(RULE, id="fleet-rule")
+        yield self._bar
         yield Footer()
 
     def on_mount(self) -> None:
@@ -134,15 +162,17 @@ class FleetApp(App[str | None]):
             self.notify(line, timeout=8)
         members = self.roster.members()
         rows = [fleet_row(m.address, m.source.latest(), self.window, m.labels) for m in members]
-        self.rows = mark_imbalance(rows)
-        up = sum(row.up for row in self.rows)
-        self._title.update(
-            f"stepview fleet · {len(self.rows)} servers, {up} up · "
-            f"figures over the last {self.window:g} s · Enter: a server's full view"
-        )
+        self.fleet = mark_imbalance(rows)
         problems = self.roster.problems() or (() if members else (NO_SERVER,))
         self._problem.update("\n".join(problems))
         self._problem.display = bool(problems)
+        self._show()
+
+    def _show(self) -> None:
+        """Draw the polled rows in the chosen order and filter (again after ``s`` or ``/``,
+        without waiting for the next poll)."""
+        self.rows = matching(ordered(self.fleet, self.sort), self.filter)
+        self._title.update(self._title_line())
         cells: list[tuple[object, ...]] = []
         layout: list[tuple[str, int]] = []
         for row in self.rows:
@@ -158,15 +188,39 @@ class FleetApp(App[str | None]):
                 layout.append((row.address, 1))
         self._owners = [address for address, _ in layout]
         if tuple(layout) == self._layout:
-            # The same rows: new figures in place. Rebuilding (clear) would also put the
-            # table back at its left edge twice a second, out of reach of a narrow terminal
-            # that scrolled right (with the arrow keys) to see the last columns.
-            table = self._table
-            for number, values in enumerate(cells):
-                for column, value in enumerate(values):
-                    table.update_cell_at(Coordinate(number, column), value, update_width=True)
-            return
-        self._rebuild(cells, tuple(layout))
+            self._update(cells)
+        else:
+            self._rebuild(cells, tuple(layout))
+        self._cells = cells
+
+    def _update(self, cells: list[tuple[object, ...]]) -> None:
+        """The same rows: new figures in place. Rebuilding (clear) would also put the table
+        back at its left edge twice a second, out of reach of a narrow terminal that
+        scrolled right (with the arrow keys) to see the last columns.
+
+        Only the cells that changed are set, and a column is measured again only for a cell
+        wider than it: the table re-measures a whole column for each cell set narrower than
+        the column (every cell but the widest), which at 64 servers was a second of CPU per
+        poll. So a column widens as soon as a figure needs it and never narrows while the
+        rows stay the same (no table jumping sideways as figures come and go)."""
+        table = self._table
+        columns = table.ordered_columns
+        for number, (values, before) in enumerate(zip(cells, self._cells, strict=True)):
+            for column, (value, was) in enumerate(zip(values, before, strict=True)):
+                if value != was:
+                    wider = _width(value) > columns[column].content_width
+                    table.update_cell_at(Coordinate(number, column), value, update_width=wider)
+
+    def _title_line(self) -> str:
+        """How many servers, up, shown (a filter on), in which order: first, so that a
+        narrow terminal still sees them."""
+        up = sum(row.up for row in self.fleet)
+        line = f"stepview fleet · {len(self.fleet)} servers, {up} up"
+        if self.filter:
+            line += f" · {len(self.rows)} match “{self.filter}”"
+        if self.sort != LISTED:
+            line += f" · by {self.sort}"
+        return f"{line} · figures over the last {self.window:g} s · Enter: a server's full view"
 
     def _rebuild(
         self, cells: list[tuple[object, ...]], layout: tuple[tuple[str, int], ...]
@@ -176,6 +230,7 @@ class FleetApp(App[str | None]):
         row = table.cursor_row
         if self._layout and 0 <= row < len(self._layout):
             self._cursor = self._layout[row][0]
+        scrolled = table.scroll_x  # clear() puts it back at the left edge: keep where it was
         table.clear()
         for values, (_, height) in zip(cells, layout, strict=True):
             table.add_row(*values, height=height)
@@ -186,6 +241,55 @@ class FleetApp(App[str | None]):
         if self._cursor in owners:
             row = owners.index(self._cursor)
         table.move_cursor(row=min(max(row, 0), table.row_count - 1))
+        if scrolled:  # once the new rows have their widths
+            self.call_after_refresh(table.scroll_to, x=scrolled, animate=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While the filter bar has the focus, Enter and the arrows are its own (keep the
+        filter, move in the text); Esc clears a filter only when there is one."""
+        if action in ("open", "columns", "ends") and self.focused is self._bar:
+            return False
+        if action == "clear_filter":
+            return bool(self.filter) or self._bar.has_class("-shown")
+        return True
+
+    def action_sort(self) -> None:
+        """The next sort of :data:`~stepview.insight.fleet_order.SORTS`, drawn at once."""
+        self.sort = next_sort(self.sort)
+        self._show()
+
+    def action_filter(self) -> None:
+        """``/``: the filter bar, shown and focused, its text applied as it is typed."""
+        self._bar.add_class("-shown")
+        self._bar.focus()
+
+    def action_clear_filter(self) -> None:
+        """Esc: every server again (the cursor stays on its server)."""
+        self._bar.clear()
+        self._filter_cleared()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input is self._bar and event.value != self.filter:
+            self.filter = event.value
+            self._show()
+            self.refresh_bindings()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the bar: the filter kept (the bar too, to show it), the table focused."""
+        if event.input is self._bar:
+            self._bar.set_class(bool(self.filter), "-shown")
+            self._table.focus()
+
+    def on_filter_bar_cleared(self, event: FilterBar.Cleared) -> None:
+        self._filter_cleared()
+
+    def _filter_cleared(self) -> None:
+        self._bar.remove_class("-shown")
+        self._table.focus()
+        if self.filter:
+            self.filter = ""
+            self._show()
+        self.refresh_bindings()
 
     def action_open(self) -> None:
         """Leave with the server under the cursor (its rank rows open it too)."""
@@ -199,11 +303,25 @@ class FleetApp(App[str | None]):
         else:
             self._table.action_scroll_right()
 
+    def action_ends(self, which: str) -> None:
+        """The first or the last row: after a sort the server the cursor stays on may be far
+        from the worst one, which is first."""
+        if which == "top":
+            self._table.action_scroll_top()
+        else:
+            self._table.action_scroll_bottom()
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
 
     async def action_quit(self) -> None:
         self.exit(None)
+
+
+def _width(value: object) -> int:
+    """The cells ``value`` takes on screen (its widest line)."""
+    text = value.plain if isinstance(value, Text) else str(value)
+    return max(cell_len(line) for line in text.split("\n"))
 
 
 def _cells(row: FleetRow) -> tuple[object, ...]:

@@ -1,0 +1,170 @@
+"""One stepview watching 64 simulated servers: its CPU per server and how far it falls behind.
+
+A fleet is watched by one process, every server on a thread of its own
+(:mod:`stepview.launch.fleet`): what it costs grows with the fleet, and a watch that cannot
+keep up falls behind its plug-in servers. Here :mod:`benchmarks.fleet_servers` plays the fleet
+in one process of its own: three servers in four with the plug-in (a synthetic engine core
+behind the plug-in's own publisher: a few requests running, ``--steps-per-s`` steps a second,
+records batched as a server sends them) and the rest unmodified, answering ``/metrics`` pages
+with vLLM's metric names. One ``stepview --attach-file FILE --headless`` watches them all, as
+a team leaves it running (its default ``--nice 10`` and ``--scrape-interval 1``).
+
+Once every server has been reached (its line says it is up), for ``--seconds``: the watch's
+CPU seconds (psutil: user and system, children included) per server per wall second, in
+percent of one core; how far behind its plug-in servers its views are, as the watch itself
+says in each line (``behind_s``: seconds between a record's time and its reading, beyond the
+first record's, the figure behind the status bar's "view N s behind the server"), p50 and
+max over every line of the window; and its RSS at the end. The last line is ``fleet_scale:
+servers=64 cpu_pct_per_server=X lag_s_p50=A lag_s_max=B rss_mb=R cpu_pct=C up=U``, where C
+is the whole watch's share of one core and U how many servers its last lines showed up.
+``--quick``: 4 servers for 8 s, a smoke test. Run it alone: the simulated fleet takes a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from benchmarks.children import child_env, module_command
+
+UP = frozenset({"running", "idle", "paused"})
+REACH_TIMEOUT_S = 60.0
+
+
+class Lines:
+    """The watch's JSON lines, read on a thread: the latest per server, and every line."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.latest: dict[str, dict[str, Any]] = {}
+        self.every: list[dict[str, Any]] = []
+        self._stream = stream
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            record = json.loads(line)
+            self.latest[record["address"]] = record
+            self.every.append(record)
+
+    def up(self) -> int:
+        return sum(1 for record in list(self.latest.values()) if record["state"] in UP)
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system + times.children_user + times.children_system)
+
+
+def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
+def measure(servers: int, seconds: float, steps_per_s: float, folder: Path) -> dict[str, Any]:
+    """Start the fleet and the watch, measure for ``seconds`` once all are up."""
+    plugins = servers * 3 // 4 if servers > 1 else 1
+    listing = folder / "servers.txt"
+    fleet_command = module_command(
+        "benchmarks.fleet_servers",
+        *("--plugin", str(plugins), "--metrics", str(servers - plugins)),
+        *("--file", str(listing), "--steps-per-s", str(steps_per_s)),
+    )
+    fleet = subprocess.Popen(
+        fleet_command, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    watch: subprocess.Popen[str] | None = None
+    try:
+        assert fleet.stdout is not None
+        if fleet.stdout.readline().strip() != "ready":
+            raise SystemExit(f"the simulated fleet did not start ({fleet.wait()})")
+        command = module_command(
+            "stepview", "--attach-file", str(listing), "--headless",
+            "--log-file", str(folder / "watch.log"),
+        )  # fmt: skip
+        with (folder / "watch.err").open("w") as errors:
+            watch = subprocess.Popen(
+                command, env=child_env(), stdout=subprocess.PIPE, stderr=errors,
+                stdin=subprocess.DEVNULL, text=True,
+            )  # fmt: skip
+        assert watch.stdout is not None
+        lines = Lines(watch.stdout)
+        process = psutil.Process(watch.pid)
+        began = time.monotonic()
+        while lines.up() < servers:
+            if watch.poll() is not None:
+                raise SystemExit(f"the watch exited ({watch.returncode}); see {folder}")
+            if time.monotonic() - began > REACH_TIMEOUT_S:
+                raise SystemExit(f"{lines.up()} of {servers} servers up after {REACH_TIMEOUT_S} s")
+            time.sleep(0.2)
+        reached = time.monotonic() - began
+        first, start, cpu_start = len(lines.every), time.monotonic(), cpu_seconds(process)
+        time.sleep(seconds)
+        cpu, wall = cpu_seconds(process) - cpu_start, time.monotonic() - start
+        rss = process.memory_info().rss / 2**20
+        window = lines.every[first:]
+        up = lines.up()
+        code = stop(watch)
+    finally:
+        if watch is not None:
+            stop(watch, signal.SIGKILL)
+        assert fleet.stdin is not None
+        fleet.stdin.close()
+        stop(fleet, signal.SIGTERM)
+    simulated = json.loads(fleet.stdout.read().strip().splitlines()[-1])
+    behind = [r["behind_s"] for r in window if r.get("behind_s") is not None]
+    if code != 0 or not behind:
+        raise SystemExit(f"the watch exited {code}, {len(behind)} lines with behind_s: {folder}")
+    return {
+        "reached_s": reached,
+        "cpu_pct": 100.0 * cpu / wall,
+        "behind": behind,
+        "rss_mb": rss,
+        "up": up,
+        "simulated": simulated,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--servers", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--steps-per-s", type=float, default=20.0, help="each plug-in server's")
+    parser.add_argument("--quick", action="store_true", help="4 servers for 8 s: a smoke test")
+    args = parser.parse_args(argv)
+    servers, seconds = (4, 8.0) if args.quick else (args.servers, args.seconds)
+    with tempfile.TemporaryDirectory(prefix="stepview-fleet-") as tmp:
+        got = measure(servers, seconds, args.steps_per_s, Path(tmp))
+    behind, simulated = got["behind"], got["simulated"]
+    print(f"all {servers} servers up after {got['reached_s']:.1f} s; measured for {seconds:.0f} s")
+    print(
+        f"simulated fleet: {simulated['steps_per_s']} steps/s per plug-in server, "
+        f"{simulated['records']} records, scrapes per page {simulated['scrapes']}"
+    )
+    p99 = statistics.quantiles(behind, n=100)[98] if len(behind) > 1 else behind[0]
+    print(f"{len(behind)} lines with behind_s; p99 {p99:.2f} s")
+    print(
+        f"fleet_scale: servers={servers} cpu_pct_per_server={got['cpu_pct'] / servers:.2f} "
+        f"lag_s_p50={statistics.median(behind):.2f} lag_s_max={max(behind):.2f} "
+        f"rss_mb={got['rss_mb']:.1f} cpu_pct={got['cpu_pct']:.1f} up={got['up']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
