@@ -243,7 +243,8 @@ def run(plugins: int, pages: int, file: Path, steps_per_s: float, seed: int) -> 
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def fleet_process(argv: Sequence[str] | None = None) -> int:
+    """The fleet's process (not a benchmark of its own: ``fleet_scale`` starts it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--plugin", type=int, default=48)
     parser.add_argument("--metrics", type=int, default=16)
@@ -257,4 +258,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(fleet_process())

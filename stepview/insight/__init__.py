@@ -32,4 +32,6 @@ it live, a replay runs it over a trace, and the UI can call it on its history.
 ``fleet``
     several servers at a glance: one row of figures per server (and rank) read off its latest
     snapshot, and which is busiest and idlest.
+``fleet_order``
+    which fleet rows are shown, in what order: the fleet screen's sort and filter.
 """

@@ -86,6 +86,7 @@ class FactsPublisher:
         # Questions to the log of ends, answered on the scheduling thread only: the stack
         # watch reads subscriptions too, and the log changes under the scheduling thread.
         self._questions: list[bytes] = []
+        self.answered = 0  # questions to the log answered, since the start
 
     def wanted(self) -> bool:
         now = time.monotonic()
@@ -152,6 +153,7 @@ class FactsPublisher:
         answer = EndLog(1, 0).answer(after) if log is None else log.answer(after)  # off: empty
         with contextlib.suppress(zmq.ZMQError):
             self._sock.send(topic + answer, zmq.NOBLOCK, copy=True)
+        self.answered += 1
 
     def deliver(self, facts: StepFacts) -> None:
         """Send ``facts``, with those held since the last send, unless ``every`` has not

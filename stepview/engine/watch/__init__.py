@@ -13,6 +13,8 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
 ``watched_core`` / ``core_steps``
     one engine core (data-parallel rank): its records read into the driver's steps, with
     vLLM's own times for its requests.
+``plugin_word``
+    what each core's plug-in says of itself: switched off (and why), the vLLM it runs.
 ``server_stacks``
     the engine cores' thread stacks for a flight recording: asked of each core's plug-in on
     the records' channel, or why none came.

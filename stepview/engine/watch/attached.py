@@ -57,10 +57,10 @@ from dataclasses import replace
 
 from stepview.engine.records.channel import ChannelState, rank_address
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.records.vllm_versions import untested_warning
 from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, fold_oldest
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer
+from stepview.engine.watch.plugin_word import PluginWord
 from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
 from stepview.engine.watch.server_stacks import ServerStacks
 from stepview.engine.watch.watched_core import LEFT, WatchedCore
@@ -135,8 +135,7 @@ class AttachedEngine:
         self._labelled = len(self._cores) > 1
         self._backlog: Backlog = deque()  # records not read yet
         self._ended: list[EndedRequest] = []  # settled outside a record
-        self._off: dict[int, str] = {}  # rank -> why its plug-in switched itself off
-        self._versions_read: set[int] = set()  # ranks whose vLLM version was checked
+        self._plugins = PluginWord()  # which plug-ins are off, and their vLLM versions
         self._answers: list[ApiAnswer] = []  # API answers not reported yet
         self._own: dict[str, str] = {}  # the server's client id -> stepview id (sent via API)
         self._awaiting: set[str] = set()  # stepview ids sent via the API, no answer yet
@@ -279,12 +278,8 @@ class AttachedEngine:
                 if unseen:  # the TUI's only word of it (headless: LinkNotices)
                     message += f"; {unseen} requests came and went unseen"
         state = EngineState.RUNNING if busy else EngineState.IDLE
-        if self._off:
-            why = "; ".join(
-                f"rank {rank}: {reason}" if self._labelled else reason
-                for rank, reason in sorted(self._off.items())
-            )
-            off = f"stepview's plug-in is off on this server ({why}): no per-request view"
+        off = self._plugins.said(self._labelled)
+        if off is not None:
             message = f"{off}; {message}" if message else off
         return LinkState(state, message, ranks, behind, unseen)
 
@@ -360,26 +355,12 @@ class AttachedEngine:
             self._info = replace(self._info, model=f"{named} @ {self.address}")
 
     def _without_off(self, core: WatchedCore, records: list[StepFacts]) -> list[StepFacts]:
-        """``records`` less a plug-in's word that it switched itself off (a vLLM it cannot
-        read): kept for :meth:`link` and logged once; a record of a step clears it. While
-        one is off, :attr:`info` says there are no per-request states (``detailed_states``):
-        what the snapshots, and a monitor through the metrics, learn of it."""
-        kept = [facts for facts in records if facts.plugin_off is None]
-        if len(kept) < len(records):
-            reason = next(f.plugin_off for f in reversed(records) if f.plugin_off is not None)
-            if reason is not None and self._off.get(core.rank) != reason:
-                log.warning("stepview: the plug-in at %s is off: %s", core.address, reason)
-                self._off[core.rank] = reason
-        elif kept:
-            self._off.pop(core.rank, None)
-        if self._info.detailed_states == bool(self._off):
-            self._info = replace(self._info, detailed_states=not self._off)
-        if records and core.rank not in self._versions_read:  # once: warn, never refuse
-            self._versions_read.add(core.rank)
-            version = records[-1].vllm_version
-            warning = untested_warning(version, f"the server at {core.address}")
-            if version and warning is not None:
-                log.warning("stepview: %s", warning)
+        """``records`` less a plug-in's word that it switched itself off (kept for
+        :meth:`link`). While one is off, :attr:`info` says there are no per-request states
+        (``detailed_states``): what the snapshots, and a monitor through the metrics, learn."""
+        kept = self._plugins.read(core, records)
+        if self._info.detailed_states == bool(self._plugins.off):
+            self._info = replace(self._info, detailed_states=not self._plugins.off)
         return kept
 
     def _next_ready(self) -> bool:

@@ -147,6 +147,27 @@ class Server:
         for facts in records:
             publisher.deliver(facts)
 
+    @contextmanager
+    def stepping(self) -> Iterator[None]:
+        """While inside, read subscriptions as a stepping engine core does (each step): the
+        plug-in answers a watch's questions to its log of ends (and sees a resubscription) only
+        when it reads them, and a watch holds the full record after a gap for that answer."""
+        publisher = self.publisher
+        assert publisher is not None
+        done = threading.Event()
+
+        def step() -> None:
+            while not done.wait(0.01):
+                publisher.wanted()
+
+        thread = threading.Thread(target=step, name="core-steps", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
     def kill(self) -> None:
         publisher, self.publisher = self.publisher, None
         if publisher is not None:
