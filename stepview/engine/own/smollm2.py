@@ -58,8 +58,19 @@ Progress = Callable[[str], None]
 
 def engine_defaults() -> dict[str, object]:
     """:data:`SMOLLM2_ENGINE_DEFAULTS` with the dtype this machine computes fastest
-    (:func:`engine_dtype`); the checkpoint itself stays bfloat16, which vLLM casts from."""
-    return {**SMOLLM2_ENGINE_DEFAULTS, "dtype": engine_dtype()}
+    (:func:`engine_dtype`); the checkpoint itself stays bfloat16, which vLLM casts from.
+
+    The KV cache is held in that dtype too: in float32 a token takes twice the bytes, so the
+    cache gets twice the bytes, the same ~2 800 tokens (64 MiB of float32 held 1 280: vLLM
+    refused to start the 2 048-token model on an AVX2-only machine)."""
+    dtype = engine_dtype()
+    kv_bytes = SMOLLM2_ENGINE_DEFAULTS["kv_cache_memory_bytes"]
+    assert isinstance(kv_bytes, int)
+    return {
+        **SMOLLM2_ENGINE_DEFAULTS,
+        "dtype": dtype,
+        "kv_cache_memory_bytes": kv_bytes * (2 if dtype == "float32" else 1),
+    }
 
 
 def engine_dtype() -> str:

@@ -14,13 +14,21 @@ from stepview.engine.own.smollm2 import SMOLLM2_ENGINE_DEFAULTS, engine_defaults
 pytestmark = pytest.mark.engine
 
 
-@pytest.mark.parametrize(("native", "dtype"), [(True, "bfloat16"), (False, "float32")])
-def test_bf16_only_where_the_cpu_computes_it(
-    monkeypatch: pytest.MonkeyPatch, native: bool, dtype: str
+@pytest.mark.parametrize(
+    ("native", "dtype", "kv_scale"), [(True, "bfloat16", 1), (False, "float32", 2)]
+)
+def test_bf16_only_where_the_cpu_computes_it_and_the_kv_cache_holds_as_many_tokens(
+    monkeypatch: pytest.MonkeyPatch, native: bool, dtype: str, kv_scale: int
 ) -> None:
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
     assert engine_dtype() == dtype
-    assert engine_defaults() == {**SMOLLM2_ENGINE_DEFAULTS, "dtype": dtype}
+    kv_bytes = SMOLLM2_ENGINE_DEFAULTS["kv_cache_memory_bytes"]
+    assert isinstance(kv_bytes, int)
+    assert engine_defaults() == {
+        **SMOLLM2_ENGINE_DEFAULTS,
+        "dtype": dtype,
+        "kv_cache_memory_bytes": kv_bytes * kv_scale,  # a float32 token takes twice the bytes
+    }
     assert SMOLLM2_ENGINE_DEFAULTS["dtype"] == "bfloat16"  # the checkpoint's, unchanged
 
 
