@@ -66,11 +66,14 @@ def cpu_seconds(process: psutil.Process) -> float:
     return float(times.user + times.system + times.children_user + times.children_system)
 
 
+STOP_WAIT_S = 120  # a niced watch beside a loaded machine (a test run) stops slowly
+
+
 def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
     if process.poll() is None:
         process.send_signal(sig)
         try:
-            process.wait(30)
+            process.wait(STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             process.kill()
     return process.wait()
@@ -128,8 +131,17 @@ def measure(servers: int, seconds: float, steps_per_s: float, folder: Path) -> d
         stop(fleet, signal.SIGTERM)
     simulated = json.loads(fleet.stdout.read().strip().splitlines()[-1])
     behind = [r["behind_s"] for r in window if r.get("behind_s") is not None]
-    if code != 0 or not behind:
-        raise SystemExit(f"the watch exited {code}, {len(behind)} lines with behind_s: {folder}")
+    if code != 0 or not behind:  # the folder goes with the run: say what it held
+        said = [
+            line
+            for name in ("watch.err", "watch.log")
+            if (folder / name).exists()
+            for line in (folder / name).read_text(errors="replace").splitlines()[-8:]
+        ]
+        raise SystemExit(
+            f"the watch exited {code}, {len(behind)} lines with behind_s; its stderr and log "
+            "end:\n" + "\n".join(said)
+        )
     return {
         "reached_s": reached,
         "cpu_pct": 100.0 * cpu / wall,
