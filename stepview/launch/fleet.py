@@ -46,6 +46,7 @@ from stepview.model.targets import FILE_SD, Discovery, Roster, Target
 
 if TYPE_CHECKING:
     from stepview.engine.watch.api_key import ApiKey
+    from stepview.engine.watch.backlog import ReadPace
     from stepview.engine.watch.fleet_members import Finder, FleetMembers
 
 
@@ -76,17 +77,20 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
             return fail(problem)
     lower_priority(ATTACH_NICE if options.nice is None else options.nice)
     gc.set_threshold(*WATCH_GC_THRESHOLDS)
+    if not options.headless:
+        _import_screens()
+    paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
     roster = FleetMembers(
         [Target(address) for address in options.fleet],
         finders,
-        lambda target: _source(options, target.address, key),
+        lambda target: _source(options, target.address, key, paces),
     )
     roster.start()
     try:
         if options.headless:
             code = watch_fleet_headless(roster, options.scrape_interval, options.window)
         else:
-            code = asyncio.run(_fleet_tui(roster, options.window))
+            code = asyncio.run(_fleet_tui(roster, options.window, paces))
     finally:
         count = len(roster.members())
         roster.stop()
@@ -105,8 +109,20 @@ def _finder(discovery: Discovery) -> Finder:
     return PrometheusFinder(discovery)
 
 
-def _source(options: OwnOptions, address: str, key: ApiKey | None) -> SnapshotSource:
-    """The watch a single ``--attach ADDRESS`` would give this server (not started)."""
+def _import_screens() -> None:
+    """Import the screens before any watch starts: once 64 watches read records on their
+    threads, an import on the main thread (hundreds of files, under the GIL) took minutes."""
+    import stepview.ui.app
+    import stepview.ui.fleet.fleet_app
+    import stepview.ui.fleet.server_app  # noqa: F401
+
+
+def _source(
+    options: OwnOptions, address: str, key: ApiKey | None, paces: dict[str, ReadPace]
+) -> SnapshotSource:
+    """The watch a single ``--attach ADDRESS`` would give this server (not started), except
+    that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
+    no more; a server's full view asks for each step while it is open)."""
     from stepview.engine.watch.server_api import ServerApi
 
     history = options.history if not options.headless else 1
@@ -118,13 +134,15 @@ def _source(options: OwnOptions, address: str, key: ApiKey | None) -> SnapshotSo
         return MetricsSource(watch, interval=options.scrape_interval, history=history)
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.watch.attached import AttachedEngine
+    from stepview.engine.watch.backlog import ReadPace
     from stepview.model.engine_api import Engine
 
     ranks = options.attach_ranks or (0,)
+    pace = paces.setdefault(address, ReadPace())
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=None)
+        return AttachedEngine(address, ranks, api=None, pace=pace)
 
     return Driver(
         factory,
@@ -134,9 +152,11 @@ def _source(options: OwnOptions, address: str, key: ApiKey | None) -> SnapshotSo
     )
 
 
-async def _fleet_tui(roster: FleetMembers, window: float) -> int:
+async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:
     """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
-    server held meanwhile: if it leaves the fleet, its watch stops when the view is left)."""
+    server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
+    records read each as a step while the view is open)."""
+    from stepview.engine.watch.backlog import FLEET_READ_S
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
     from stepview.ui.fleet.server_app import BACK, FleetServerApp
@@ -165,12 +185,17 @@ async def _fleet_tui(roster: FleetMembers, window: float) -> int:
         member = roster.hold(chosen)
         if member is None:  # it left between Enter and here: the fleet again
             continue
+        pace = paces.get(chosen)
+        if pace is not None:
+            pace.every = 0.0
         try:
             view = FleetServerApp(member.source, cpu_budget=StepviewApp.CPU_BUDGET)
             current[:] = [view]
             await view.run_async()
         finally:
             roster.release(chosen)
+            if pace is not None:
+                pace.every = FLEET_READ_S
         if view.leaving != BACK:
             break
     return 0

@@ -57,7 +57,7 @@ from dataclasses import replace
 
 from stepview.engine.records.channel import ChannelState, rank_address
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, fold_oldest
+from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_oldest
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer
 from stepview.engine.watch.plugin_word import PluginWord
@@ -117,14 +117,18 @@ class AttachedEngine:
         api: ServerApi | None = None,
         clock: Callable[[], float] = time.time,
         stacks: ServerStacks | None = None,
+        pace: ReadPace | None = None,
     ) -> None:
-        """``stacks``: the engine cores' stacks a flight recorder asks for, through here."""
+        """``stacks``: the engine cores' stacks a flight recorder asks for, through here;
+        ``pace``: read the records at most this often (a fleet's watch), else each as a step."""
         self.address = address
         self._clock = clock
         self._api = api
         self._cores: list[WatchedCore] = []
         self._closed = threading.Event()
         self._stacks = stacks
+        self._pace = pace
+        self._read_at = 0.0  # when records were last read (monotonic), for the pace
         try:
             for queue, rank in enumerate(ranks):
                 address_of = rank_address(address, rank)
@@ -190,7 +194,13 @@ class AttachedEngine:
             )
 
     def has_unfinished(self) -> bool:
-        """True when a step is ready to report (a record, an API answer, a settled request)."""
+        """True when a step is ready to report (a record, an API answer, a settled request).
+
+        A paced watch first waits for its pace (a shutdown ends the wait)."""
+        every = 0.0 if self._pace is None else self._pace.every
+        left = self._read_at + every - time.monotonic() if every else 0.0
+        if left > 0:  # once per read: the records that come meanwhile are read together
+            self._closed.wait(left)
         self._receive()
         return bool(self._answers or self._ended) or self._next_ready()
 
@@ -208,6 +218,9 @@ class AttachedEngine:
                 tuple(outputs), {}, self._counters(), ended=tuple(ended), described=told
             )
         backlog = self._backlog
+        if self._pace is not None and self._pace.every:
+            self._read_at = time.monotonic()
+            fold_oldest(backlog, len(backlog) - 1)  # what came since: one record per core
         count = 1 if len(backlog) <= CATCH_UP_AFTER else min(len(backlog), CATCH_UP_STEP)
         now = self._clock()
         reads: list[CoreStep] = []

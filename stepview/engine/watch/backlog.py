@@ -7,11 +7,17 @@ is lost but the steps in between. A server steps 100-200 times a second: this is
 most a second or two behind. Kept longer, a stepview that cannot keep up (niced on a box the
 server saturates) would leave the records in zmq's queues instead, whose overflow drops them
 whole, with the ends of requests in them.
+
+A fleet's watch reads its backlog at a pace (:class:`ReadPace`): what came since the last read
+as one record per engine core. The fleet screen shows each server's figures, not its steps,
+and 64 servers stepping 20 times a second are 1 280 records a second for one process: read one
+by one they kept a core busy and starved the screen itself.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from stepview.engine.records.entries import merge_many
 from stepview.engine.records.facts import StepFacts
@@ -19,6 +25,21 @@ from stepview.engine.watch.detokenize import Wait, joined_waits
 from stepview.engine.watch.watched_core import WatchedCore
 
 MAX_BACKLOG = 256
+FLEET_READ_S = 0.25  # a fleet's watch reads what came at most this often (the screen: 0.5 s)
+
+
+@dataclass
+class ReadPace:
+    """How often a watch reads its records: ``every`` seconds at most, what came meanwhile as
+    one record per engine core; 0 reads each record as a step of its own.
+
+    Shared by the fleet (which sets it: 0 while a server's full view is open, for its steps)
+    and the watch's driver thread (which reads it each time it looks for a record): one float,
+    replaced whole.
+    """
+
+    every: float = FLEET_READ_S
+
 
 Backlog = deque[tuple[WatchedCore, StepFacts, Wait | None]]
 """Records not read yet, oldest first: each one's engine core, and what its reading waits for
