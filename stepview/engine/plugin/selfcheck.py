@@ -64,6 +64,9 @@ class Setting:
     options: tuple[tuple[str, Any], ...] = ()
     """More of ``SchedulerConfig``'s fields, by name: those only some releases have (0.33's
     ``prefill_schedule_interval``, 0.34's cache-aware admission)."""
+    kv_connector: str = ""
+    """A KV connector for the scheduler, ``module:Class`` (the conformance suite's store-less
+    one): what ``--kv-transfer-config`` would name on a server."""
 
 
 class RecordingSink:
@@ -228,6 +231,9 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         enable_chunked_prefill=setting.chunked_prefill,
         async_scheduling=setting.async_scheduling,
         is_encoder_decoder=model_config.is_encoder_decoder,
+        # A connector without the hybrid KV cache manager's support needs it off (0.32 does
+        # not turn it off by itself).
+        **({"disable_hybrid_kv_cache_manager": True} if setting.kv_connector else {}),
         **dict(setting.options),
     )
     cache_config = CacheConfig(
@@ -241,4 +247,15 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         cache_config=cache_config,
         scheduler_config=scheduler_config,
         device_config=DeviceConfig(device="cpu"),  # 0.33 on: a CUDA build cannot infer it
+        kv_transfer_config=_kv_transfer(setting.kv_connector),
     )
+
+
+def _kv_transfer(connector: str) -> Any:
+    """The ``KVTransferConfig`` naming ``connector`` (``module:Class``), or ``None``."""
+    if not connector:
+        return None
+    from vllm.config import KVTransferConfig
+
+    module, name = connector.split(":")
+    return KVTransferConfig(kv_connector=name, kv_connector_module_path=module, kv_role="kv_both")
