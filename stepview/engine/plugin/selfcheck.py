@@ -224,6 +224,9 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         seed=0,
         max_model_len=MAX_MODEL_LEN,
     )
+    options: dict[str, Any] = dict(setting.options)
+    if setting.kv_connector:  # one without the hybrid KV cache manager's support needs it
+        options.setdefault("disable_hybrid_kv_cache_manager", True)  # off (0.32 does not)
     scheduler_config = SchedulerConfig(
         max_num_seqs=setting.max_num_seqs,
         max_num_batched_tokens=setting.token_budget,
@@ -231,10 +234,7 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         enable_chunked_prefill=setting.chunked_prefill,
         async_scheduling=setting.async_scheduling,
         is_encoder_decoder=model_config.is_encoder_decoder,
-        # A connector without the hybrid KV cache manager's support needs it off (0.32 does
-        # not turn it off by itself).
-        **({"disable_hybrid_kv_cache_manager": True} if setting.kv_connector else {}),
-        **dict(setting.options),
+        **options,
     )
     cache_config = CacheConfig(
         block_size=BLOCK_SIZE,
