@@ -5,8 +5,10 @@ broken on purpose at a time, to show that the checks find it (``test_each_broken
 ``blocks``: the KV cache groups read as empty (a renamed attribute of the block manager);
 ``scheduled``: the requests scheduled the step before forgotten (a request running but not
 scheduled this step would keep its last step's tokens in every subscriber's view);
-``kv_loads``: vLLM 0.34's queue of KV loads and its in-flight cap not read (the plug-in as it
-was for 0.33: a request held at the cap would be blamed on the KV cache, or on nothing).
+``kv_queue``: vLLM 0.34's queue of KV loads (``async_kv_waiting``) left out of the scan of the
+waiting queues (a request behind a load the cache cannot hold would read as the scan's stop);
+``kv_cap``: its in-flight KV-load cap not read (a request held there would be blamed on the KV
+cache).
 
 Each break is undone before the next, so one process (one import of vLLM) runs them all; each
 situation's line carries ``"broken": WHAT``.
@@ -46,21 +48,26 @@ def broken_scheduled() -> contextlib.AbstractContextManager[Any]:
     return mock.patch.object(capture.CoreCapture, "_last_scheduled", forgotten, create=True)
 
 
-def broken_kv_loads() -> contextlib.AbstractContextManager[Any]:
-    real = waiting_head.WaitingScan.fields
+def broken_kv_queue() -> contextlib.AbstractContextManager[Any]:
+    real = waiting_head.WaitingScan.scan_head
 
-    def without_kv_loads(self: waiting_head.WaitingScan, *args: Any) -> dict[str, Any]:
-        self.max_kv_loads = 0  # as if no cap were set: neither the queue nor the cap read
-        return real(self, *args)
+    def without_kv_queue(self: waiting_head.WaitingScan, *args: Any) -> str | None:
+        scheduler, deferred, _loads, capped = args
+        return real(self, scheduler, deferred, None, capped)
 
-    return mock.patch.object(waiting_head.WaitingScan, "fields", without_kv_loads)
+    return mock.patch.object(waiting_head.WaitingScan, "scan_head", without_kv_queue)
+
+
+def broken_kv_cap() -> contextlib.AbstractContextManager[Any]:
+    return mock.patch.object(waiting_head.WaitingScan, "_at_load_cap", lambda self, s: [])
 
 
 BREAKS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "state": broken_state,
     "blocks": broken_blocks,
     "scheduled": broken_scheduled,
-    "kv_loads": broken_kv_loads,
+    "kv_queue": broken_kv_queue,
+    "kv_cap": broken_kv_cap,
 }
 
 

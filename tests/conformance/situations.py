@@ -206,6 +206,25 @@ def kv_load_cap(setting: Setting) -> Checker:
     return checker
 
 
+def kv_load_stops_the_scan(setting: Setting) -> Checker:
+    """0.34 on: the head of the KV-load queue, first by arrival, finds too few free blocks for
+    its load: vLLM's scan stops there, so a later request in ``waiting`` waits behind it."""
+    if not rules_for(version()).kv_load_queue:
+        raise NotApplicable(f"vLLM {version()} has no queue of KV loads")
+    small = replace(setting, kv_connector=CONNECTOR, num_blocks=9)  # 8 usable: 128 tokens
+    checker = Checker(configured(small, max_num_inflight_kv_loads=2))
+    checker.rig.add("big", prompt(0, 100), 20)
+    checker.step()
+    checker.rig.add("load0", prompt(1, 50), 2)
+    checker.rig.add("plain", prompt(2, 20), 2)
+    checker.step()
+    reason = checker.reasons()["plain"]
+    if reason is None or reason.blocker != "load0":
+        raise Mismatch(f"plain, behind load0 (the scan stopped at its load), waits for: {reason}")
+    drive(checker)
+    return checker
+
+
 def pause_and_resume(setting: Setting) -> Checker:
     """vLLM's ``pause_scheduler``: paused for new requests (PAUSED_NEW) the running one runs
     on and one that arrives waits, for the pause (not behind anyone, nor for the KV cache);
@@ -239,6 +258,7 @@ SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
     "cache-aware admission (0.34 on)": cache_aware_admission,
     "remote KV loads (a KV connector)": remote_kv_loads,
     "KV-load queue and its in-flight cap (0.34 on)": kv_load_cap,
+    "a KV load stops the scan (0.34 on)": kv_load_stops_the_scan,
     "pause and resume": pause_and_resume,
 }
 

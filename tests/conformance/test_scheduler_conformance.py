@@ -25,12 +25,13 @@ from tests.helpers import ROOT
 
 pytestmark = pytest.mark.engine
 
-SITUATIONS = 11  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
+SITUATIONS = 12  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
 # The situations only some releases have (situations.NEWER), with the first that has each.
 NEWER = {
     "prefill held by its cadence (0.33 on)": "0.33.0",
     "cache-aware admission (0.34 on)": "0.34.0",
     "KV-load queue and its in-flight cap (0.34 on)": "0.34.0",
+    "a KV load stops the scan (0.34 on)": "0.34.0",
 }
 
 
@@ -93,7 +94,8 @@ BROKEN = {
     "state": "state: the record says",
     "blocks": "KV blocks: the record says",
     "scheduled": "scheduled: the record says",
-    "kv_loads": "load1, held at the KV-load cap, waits for: None",
+    "kv_queue": "plain, behind load0 (the scan stopped at its load), waits for: WaitReason(",
+    "kv_cap": "load1, held at the KV-load cap, waits for: WaitReason(code='kv_cache'",
 }
 
 
@@ -101,8 +103,8 @@ def test_each_broken_read_is_found() -> None:
     """The suite is worth something only if it fails when the plug-in is wrong: a state
     read as another, a KV cache group read as empty, a request scheduled the step before
     forgotten (found where one stays running unscheduled: one step ahead, paused), 0.34's
-    queue of KV loads and its cap not read. On 0.34, the release with every situation; one
-    process, each break undone before the next."""
+    queue of KV loads left out of the scan, its in-flight cap not read. On 0.34, the release
+    with every situation; one process, each break undone before the next."""
     code, lines, err = situations(RELEASES[-1], "tests.conformance.broken", *BROKEN)
     assert lines, err[-3000:]
     for broken, found in BROKEN.items():
