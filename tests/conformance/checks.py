@@ -5,7 +5,10 @@ carry only what changed). :class:`Checker` does the same with the records a :cla
 collects and, right after each ``schedule()`` (when a record describes the scheduler as it
 is), compares that view with what the scheduler holds: the same requests, each with the
 state, prompt and computed tokens, outputs, preemptions and KV blocks vLLM has; this step's
-scheduled tokens and preemptions; the queues' sizes and the free blocks. Across the run, each
+scheduled tokens and preemptions; the queues' sizes and the free blocks; which requests vLLM
+set aside, and that the request named as where its scan stopped is in one of its waiting
+queues (the KV-load queue too, from 0.34); :meth:`Checker.reasons` reads every waiting
+request's reason from that view, as the app does. Across the run, each
 request that left is in exactly one record's ``finished`` and ends (``ended``) exactly once,
 with its last token count. A read or a rule of the plug-in that is wrong for a release shows
 up here as a named difference, not as a test that happens to pass. Records are checked as
@@ -18,6 +21,8 @@ from collections import Counter
 from typing import Any
 
 from stepview.engine.records.facts import CoreState, RequestFacts, decode_facts, encode_facts
+from stepview.engine.records.waiting_reasons import QueueView
+from stepview.model.scheduling import WaitReason
 from tests.conformance.rig import Rig
 
 # vLLM's RequestStatus names (unfinished ones) and the state records give them.
@@ -93,8 +98,8 @@ class Checker:
         records = self.rig.records
         if made and len(records) == self.read:
             raise Mismatch(f"step {self.steps}: schedule() made no record")
-        for made in records[self.read :]:
-            record = decode_facts(encode_facts(made))  # as a subscriber gets it: on the wire
+        for sent in records[self.read :]:
+            record = decode_facts(encode_facts(sent))  # as a subscriber gets it: on the wire
             if record.full:
                 self.view = {}
             for facts in record.requests:
@@ -127,6 +132,12 @@ class Checker:
         _same(f"{where}: waiting", record.num_waiting, counts[1])
         pool = scheduler.kv_cache_manager.block_pool
         _same(f"{where}: free blocks", record.kv_free_blocks, pool.get_num_free_blocks())
+        _same(f"{where}: paused", record.paused, int(scheduler.pause_state))
+        queues = [scheduler.kv_holding_waiting, scheduler.waiting]
+        queues += [getattr(scheduler, "async_kv_waiting", ())]  # 0.34 on
+        queued = {r.request_id for queue in queues for r in queue}
+        if record.waiting_head is not None and record.waiting_head not in queued:
+            raise Mismatch(f"{where}: the scan stopped at {record.waiting_head}, in no queue")
 
     def _compare_request(self, where: str, facts: RequestFacts, req: Any) -> None:
         state = STATES.get(req.status.name)
@@ -143,9 +154,20 @@ class Checker:
         _same(f"{where}: output tokens", facts.num_output_tokens, req.num_output_tokens)
         _same(f"{where}: preemptions", facts.num_preemptions, req.num_preemptions)
         _same(f"{where}: KV blocks", facts.num_kv_blocks, blocks)
+        _same(f"{where}: set aside", facts.deferred, req in self.rig.scheduler.deferred_waiting)
         prompt = [int(t) for t in req.prompt_token_ids]  # 0.34: an int32 array subclass
         _same(f"{where}: prompt as introduced", self.intros.get(req.request_id), prompt)
         self.compared += 1
+
+    def reasons(self) -> dict[str, WaitReason | None]:
+        """Why each waiting request of the subscriber's view was not scheduled in the last
+        step, by the waiting-reason rules (its own reason, else the one its queue shares)."""
+        queue = QueueView(self.rig.records[-1])
+        return {
+            request_id: queue.own(facts) or queue.shared
+            for request_id, facts in self.view.items()
+            if facts.state != CoreState.RUNNING and not facts.num_scheduled_tokens
+        }
 
     def finish(self) -> dict[str, Any]:
         """After the last step: every request left once and ended once; the figures."""

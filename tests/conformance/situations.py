@@ -1,11 +1,12 @@
 """Scripted situations a scheduler meets in production, each run on a fresh :class:`Rig`
 and checked step by step by a :class:`Checker`.
 
-``python -m tests.conformance.situations [--async]`` runs them all with whichever vLLM is first
-on the path and prints one JSON line per situation (its figures, or the first mismatch), then
-``{"vllm": VERSION, "ok": BOOL}``; exit 1 if any failed. The test
-(``test_scheduler_conformance.py``) runs it once per release and scheduler class, since one
-process can import only one vLLM.
+``python -m tests.conformance.situations`` runs them all with whichever vLLM is first on the
+path, over ``Scheduler`` and then over ``AsyncScheduler``, and prints one JSON line per
+situation (its figures, or the first mismatch), then ``{"vllm": VERSION, "async": BOOL, "ok":
+BOOL}`` for each class; exit 1 if any failed. The test (``test_scheduler_conformance.py``)
+runs it once per release, since one process can import only one vLLM (and importing it is
+most of the time a release takes: the situations themselves take milliseconds).
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from dataclasses import replace
 from typing import Any
 
 from stepview.engine.plugin.selfcheck import BLOCK_SIZE
+from stepview.engine.records.facts import CoreState
 from stepview.engine.records.vllm_versions import rules_for
+from stepview.model.scheduling import DEFERRED
 from tests.conformance.checks import Checker, Mismatch
 from tests.conformance.rig import Rig, Setting, version
+
+CONNECTOR = "tests.conformance.connector:FakeConnector"
 
 
 def prompt(seed: int, length: int) -> list[int]:
@@ -143,6 +148,8 @@ def cache_aware_admission(setting: Setting) -> Checker:
     drive(checker)
     if checker.first_scheduled["hot"] > checker.first_scheduled["cold"]:
         raise Mismatch(f"no reordering happened: {checker.first_scheduled}")
+    if checker.rig.records[-1].cache_aware_window != 4:  # "first come, first served" no more
+        raise Mismatch(f"the window, as recorded: {checker.rig.records[-1].cache_aware_window}")
     return checker
 
 
@@ -163,6 +170,83 @@ def one_step_ahead(setting: Setting) -> Checker:
     return checker
 
 
+def remote_kv_loads(setting: Setting) -> Checker:
+    """A KV connector loading two prompts asynchronously (``WAITING_FOR_REMOTE_KVS``, their
+    blocks taken before they run) beside a request that computes its own."""
+    checker = Checker(Rig(replace(setting, kv_connector=CONNECTOR)))
+    for i in range(2):
+        checker.rig.add(f"load{i}", prompt(i, 50), 2)
+    checker.rig.add("plain", prompt(3, 20), 2)
+    drive(checker)
+    if CoreState.WAITING_FOR_REMOTE_KVS not in checker.states_seen:
+        raise Mismatch("no request waited for its KV load: the situation did not happen")
+    return checker
+
+
+def kv_load_cap(setting: Setting) -> Checker:
+    """0.34 on: with ``max_num_inflight_kv_loads=1``, the second of two loads waits at the head
+    of the KV-load queue (``async_kv_waiting``) while the first is in flight, for the cap and
+    not the KV cache; a request needing no load goes on past it."""
+    if not rules_for(version()).kv_load_queue:
+        raise NotApplicable(f"vLLM {version()} has no queue of KV loads")
+    checker = Checker(
+        configured(replace(setting, kv_connector=CONNECTOR), max_num_inflight_kv_loads=1)
+    )
+    for i in range(2):
+        checker.rig.add(f"load{i}", prompt(i, 50), 2)
+    checker.rig.add("plain", prompt(3, 20), 2)
+    checker.step()
+    held = [r.request_id for r in checker.rig.scheduler.async_kv_waiting]
+    if held != ["load1"]:
+        raise Mismatch(f"the KV-load queue after the first step: {held}, not load1 held")
+    reason = checker.reasons()["load1"]
+    if reason is None or reason.code != DEFERRED or "KV-load cap" not in reason.text:
+        raise Mismatch(f"load1, held at the KV-load cap, waits for: {reason}")
+    drive(checker)
+    return checker
+
+
+def kv_load_stops_the_scan(setting: Setting) -> Checker:
+    """0.34 on: the head of the KV-load queue, first by arrival, finds too few free blocks for
+    its load: vLLM's scan stops there, so a later request in ``waiting`` waits behind it."""
+    if not rules_for(version()).kv_load_queue:
+        raise NotApplicable(f"vLLM {version()} has no queue of KV loads")
+    small = replace(setting, kv_connector=CONNECTOR, num_blocks=9)  # 8 usable: 128 tokens
+    checker = Checker(configured(small, max_num_inflight_kv_loads=2))
+    checker.rig.add("big", prompt(0, 100), 20)
+    checker.step()
+    checker.rig.add("load0", prompt(1, 50), 2)
+    checker.rig.add("plain", prompt(2, 20), 2)
+    checker.step()
+    reason = checker.reasons()["plain"]
+    if reason is None or reason.blocker != "load0":
+        raise Mismatch(f"plain, behind load0 (the scan stopped at its load), waits for: {reason}")
+    drive(checker)
+    return checker
+
+
+def pause_and_resume(setting: Setting) -> Checker:
+    """vLLM's ``pause_scheduler``: paused for new requests (PAUSED_NEW) the running one runs
+    on and one that arrives waits, for the pause (not behind anyone, nor for the KV cache);
+    paused whole (PAUSED_ALL) nothing is scheduled; then the resume."""
+    from vllm.v1.core.sched.interface import PauseState
+
+    checker = Checker(Rig(setting))
+    scheduler = checker.rig.scheduler
+    checker.rig.add("running", prompt(0, 20), 8)
+    checker.step()
+    for state in (PauseState.PAUSED_NEW, PauseState.PAUSED_ALL):
+        scheduler.set_pause_state(state)
+        checker.rig.add(f"new{int(state)}", prompt(int(state), 20), 2)
+        checker.step()
+        reasons = checker.reasons()
+        if {r.text.split(":")[0] for r in reasons.values() if r} != {"vLLM's scheduler is paused"}:
+            raise Mismatch(f"paused ({state.name}), the waiting wait for: {reasons}")
+    scheduler.set_pause_state(PauseState.UNPAUSED)
+    drive(checker)
+    return checker
+
+
 SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
     "running slots full": slots_full,
     "token budget spent, chunked prefill": token_budget,
@@ -172,14 +256,19 @@ SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
     "one step ahead (async scheduling)": one_step_ahead,
     "prefill held by its cadence (0.33 on)": prefill_cadence,
     "cache-aware admission (0.34 on)": cache_aware_admission,
+    "remote KV loads (a KV connector)": remote_kv_loads,
+    "KV-load queue and its in-flight cap (0.34 on)": kv_load_cap,
+    "a KV load stops the scan (0.34 on)": kv_load_stops_the_scan,
+    "pause and resume": pause_and_resume,
 }
 
 
-def run_all(async_scheduling: bool) -> bool:
+def run_all(async_scheduling: bool, tag: dict[str, Any] | None = None) -> bool:
+    """Every situation, one JSON line each (starting with ``tag``), then the summary line."""
     setting = Setting(async_scheduling=async_scheduling)
     ok = True
     for name, situation in SITUATIONS.items():
-        line: dict[str, Any] = {"situation": name}
+        line: dict[str, Any] = {**(tag or {}), "situation": name}
         try:
             checker = situation(setting)
             line.update(checker.finish(), base=checker.rig.base, ok=True, applies=True)
@@ -193,9 +282,16 @@ def run_all(async_scheduling: bool) -> bool:
             ok = False
             line.update(ok=False, error=traceback.format_exc(limit=-4))
         print(json.dumps(line), flush=True)
-    print(json.dumps({"vllm": version(), "async": async_scheduling, "ok": ok}), flush=True)
+    summary = {**(tag or {}), "vllm": version(), "async": async_scheduling, "ok": ok}
+    print(json.dumps(summary), flush=True)
     return ok
 
 
+def main() -> int:
+    """Every situation over ``Scheduler``, then over ``AsyncScheduler``."""
+    results = [run_all(mode, tag={"async": mode}) for mode in (False, True)]
+    return 0 if all(results) else 1
+
+
 if __name__ == "__main__":
-    sys.exit(0 if run_all("--async" in sys.argv[1:]) else 1)
+    sys.exit(main())

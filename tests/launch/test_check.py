@@ -79,9 +79,7 @@ def test_on_vllm_0_34s_scheduler(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr
     assert lines[0].startswith("vLLM 0.34.0 (vllm) at "), lines
-    assert (
-        "  stepview is tested on vLLM >=0.32,<0.34: the plug-in carries on, and switches" in lines
-    )
+    assert not any("stepview is tested on" in line for line in lines), lines  # 0.34 is
     assert (
         "plug-in over AsyncScheduler: reads it (a request scheduled, recorded, ended once)" in lines
     )

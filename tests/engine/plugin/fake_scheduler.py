@@ -86,6 +86,7 @@ class FakeScheduler:
         )
         self.running: list[FakeRequest] = []
         self.prefill_capacity_bound = False
+        self.pause_state = 0  # vLLM's PauseState.UNPAUSED
         self.lora_config = None
         self.policy = SimpleNamespace(value="fcfs")
         # vLLM's waiting queues: requests holding KV blocks first, then the rest.
