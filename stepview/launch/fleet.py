@@ -28,6 +28,7 @@ import json
 import signal
 import sys
 import time
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -56,6 +57,7 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.fleet_members import FleetMembers
+    from stepview.engine.watch.fleet_turn import FleetTurn
     from stepview.engine.watch.server_api import ServerApi
 
     ranks = options.attach_ranks or (0,)
@@ -80,10 +82,11 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     if not options.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
+    turn = FleetTurn()  # one watch works at a time
     roster = FleetMembers(
         [Target(address) for address in options.fleet],
         finders,
-        lambda target: _source(options, target.address, key, paces),
+        lambda target: _source(options, target.address, key, paces, turn),
     )
     roster.start()
     try:
@@ -118,11 +121,16 @@ def _import_screens() -> None:
 
 
 def _source(
-    options: OwnOptions, address: str, key: ApiKey | None, paces: dict[str, ReadPace]
+    options: OwnOptions,
+    address: str,
+    key: ApiKey | None,
+    paces: dict[str, ReadPace],
+    turn: AbstractContextManager[object],
 ) -> SnapshotSource:
     """The watch a single ``--attach ADDRESS`` would give this server (not started), except
     that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
-    no more; a server's full view asks for each step while it is open)."""
+    no more; a server's full view asks for each step while it is open), and that it works
+    only in its ``turn``, the fleet's (one watch at a time)."""
     from stepview.engine.watch.server_api import ServerApi
 
     history = options.history if not options.headless else 1
@@ -130,7 +138,7 @@ def _source(
         from stepview.engine.watch.metrics_source import MetricsSource
         from stepview.engine.watch.metrics_watch import MetricsWatch
 
-        watch = MetricsWatch(ServerApi(address, key), window=options.window)
+        watch = MetricsWatch(ServerApi(address, key), window=options.window, turn=turn)
         return MetricsSource(watch, interval=options.scrape_interval, history=history)
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.watch.attached import AttachedEngine
@@ -142,13 +150,14 @@ def _source(
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=None, pace=pace)
+        return AttachedEngine(address, ranks, api=None, pace=pace, turn=turn)
 
     return Driver(
         factory,
         history_size=history,
         keep_finished=options.keep_finished,
         read_only=NO_API,
+        turn=turn,
     )
 
 
