@@ -28,6 +28,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
@@ -82,7 +83,7 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     if not options.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
-    turn = FleetTurn()  # one watch works at a time
+    turn = FleetTurn()  # one watch works at a time, none while the screen answers a key
     roster = FleetMembers(
         [Target(address) for address in options.fleet],
         finders,
@@ -93,7 +94,7 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
         if options.headless:
             code = watch_fleet_headless(roster, options.scrape_interval, options.window)
         else:
-            code = asyncio.run(_fleet_tui(roster, options.window, paces))
+            code = asyncio.run(_fleet_tui(roster, options.window, paces, turn.give_way))
     finally:
         count = len(roster.members())
         roster.stop()
@@ -161,10 +162,16 @@ def _source(
     )
 
 
-async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:
+async def _fleet_tui(
+    roster: FleetMembers,
+    window: float,
+    paces: dict[str, ReadPace],
+    give_way: Callable[[], None],
+) -> int:
     """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
     server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
-    records read each as a step while the view is open)."""
+    records read each as a step while the view is open). ``give_way``: the watches step
+    aside for a moment, called on each of the fleet screen's keys."""
     from stepview.engine.watch.backlog import FLEET_READ_S
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
@@ -185,7 +192,7 @@ async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadP
         loop.add_signal_handler(sig, on_signal, sig)
     chosen: str | None = None
     while not stopping:
-        fleet = FleetApp(roster, window=window, cursor=chosen)
+        fleet = FleetApp(roster, window=window, cursor=chosen, on_key=give_way)
         current[:] = [fleet]
         await fleet.run_async()
         if stopping or fleet.return_value is None:

@@ -164,3 +164,21 @@ async def test_a_cell_that_grows_in_place_widens_its_column() -> None:
         state, waiting = table.ordered_columns[1], table.ordered_columns[4]
         assert state.content_width >= len("running")
         assert waiting.content_width >= len("9 (capacity 9)")
+
+
+async def test_each_key_lets_the_watches_give_way_before_it_is_handled() -> None:
+    """The launcher's watches step aside on every key (stepview.engine.watch.fleet_turn): at
+    64 busy servers a key waited seconds for the interpreter lock behind them."""
+    pressed: list[str] = []
+    app = FleetApp(
+        [(HTTP, StaticSource(scraped(0, 0.1))), (TCP, StaticSource(plugin()))],
+        window=60.0,
+        on_key=lambda: pressed.append(app.sort),
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert pressed == []  # drawing and polling do not
+        await pilot.press("s")
+        assert pressed and pressed[0] == "listed"  # called before the sort was handled
+        await pilot.press("slash", "t", "escape", "down")
+        assert len(pressed) >= 5  # the filter bar's keys too
