@@ -205,7 +205,7 @@ async def _fleet_tui(
         if pace is not None:
             pace.every = 0.0
         try:
-            view = FleetServerApp(member.source, cpu_budget=StepviewApp.CPU_BUDGET)
+            view = FleetServerApp(member.source, cpu_budget=StepviewApp.CPU_BUDGET, on_key=give_way)
             current[:] = [view]
             await view.run_async()
         finally:

@@ -138,7 +138,7 @@ class FleetApp(App[str | None]):
         self.theme = THEME
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and self._on_key_pressed is not None:
+        if isinstance(event, events.Key) and not event.is_forwarded and self._on_key_pressed:
             self._on_key_pressed()
         await super().on_event(event)
 
