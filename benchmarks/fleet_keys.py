@@ -92,7 +92,8 @@ def one_session(
     addresses = listing.read_text().split()
     env = {**os.environ, "PYTHONPATH": str(tree)}
     command = [*wrap, sys.executable, "-m", "stepview", "--attach-file", str(listing)]
-    command += ["--log-file", str(folder / f"tui-{os.getpid()}.log")]
+    log = folder / f"tui-{os.getpid()}.log"
+    command += ["--log-file", str(log)]
     tmux = Tmux(f"stepview-fleet-keys-{os.getpid()}-{next(SESSIONS)}", env)
     began = time.perf_counter()
     tmux.start(f"cd {shlex.quote(str(tree))} && exec {shlex.join(command)}")
@@ -107,6 +108,9 @@ def one_session(
             tmux.press(key)
             took.append(_until(tmux, shown, KEY_TIMEOUT_S, key) - sent)
         return reached, took
+    except SystemExit as exc:  # stepview ended: its log says why (the folder goes with the run)
+        said = log.read_text(errors="replace").splitlines()[-8:] if log.exists() else []
+        raise SystemExit("\n".join([str(exc), "its log ends:", *said])) from None
     finally:
         tmux.kill()
 
