@@ -4,7 +4,8 @@ servers listed where they already are (``--attach prometheus://…``, a file_sd 
 Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
 ``/metrics`` watch (:class:`~stepview.engine.watch.metrics_source.MetricsSource`) for an
 ``http://`` address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver`
-for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them. The fleet screen reads the
+for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them but a lock: they work one
+at a time (``run_fleet``'s ``turn``). The fleet screen reads the
 latest snapshot of each (:mod:`stepview.ui.fleet.fleet_app`); Enter shows one server's full
 view on the same running source, Esc comes back. ``--headless`` prints, every
 ``--scrape-interval``, one JSON line per server (:func:`stepview.insight.fleet.fleet_record`,
@@ -27,8 +28,8 @@ import gc
 import json
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
@@ -58,7 +59,6 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.fleet_members import FleetMembers
-    from stepview.engine.watch.fleet_turn import FleetTurn
     from stepview.engine.watch.server_api import ServerApi
 
     ranks = options.attach_ranks or (0,)
@@ -83,7 +83,11 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     if not options.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
-    turn = FleetTurn()  # one watch works at a time, none while the screen answers a key
+    # One watch works at a time: each on a runnable thread of its own, 64 left the screen's
+    # thread 1/65 of the interpreter lock (a key took 5-10 s to show). A driver holds the turn
+    # while it reads, applies and publishes a step, a /metrics watch while it reads a page
+    # into figures, neither while it waits: one watch at most competes with the screen.
+    turn = threading.RLock()
     roster = FleetMembers(
         [Target(address) for address in options.fleet],
         finders,
@@ -94,7 +98,7 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
         if options.headless:
             code = watch_fleet_headless(roster, options.scrape_interval, options.window)
         else:
-            code = asyncio.run(_fleet_tui(roster, options.window, paces, turn.give_way))
+            code = asyncio.run(_fleet_tui(roster, options.window, paces))
     finally:
         count = len(roster.members())
         roster.stop()
@@ -162,16 +166,10 @@ def _source(
     )
 
 
-async def _fleet_tui(
-    roster: FleetMembers,
-    window: float,
-    paces: dict[str, ReadPace],
-    give_way: Callable[[], None],
-) -> int:
+async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:
     """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
     server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
-    records read each as a step while the view is open). ``give_way``: the watches step
-    aside for a moment, called on each of the fleet screen's keys."""
+    records read each as a step while the view is open)."""
     from stepview.engine.watch.backlog import FLEET_READ_S
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
@@ -192,7 +190,7 @@ async def _fleet_tui(
         loop.add_signal_handler(sig, on_signal, sig)
     chosen: str | None = None
     while not stopping:
-        fleet = FleetApp(roster, window=window, cursor=chosen, on_key=give_way)
+        fleet = FleetApp(roster, window=window, cursor=chosen)
         current[:] = [fleet]
         await fleet.run_async()
         if stopping or fleet.return_value is None:
@@ -205,7 +203,7 @@ async def _fleet_tui(
         if pace is not None:
             pace.every = 0.0
         try:
-            view = FleetServerApp(member.source, cpu_budget=StepviewApp.CPU_BUDGET, on_key=give_way)
+            view = FleetServerApp(member.source, cpu_budget=StepviewApp.CPU_BUDGET)
             current[:] = [view]
             await view.run_async()
         finally:

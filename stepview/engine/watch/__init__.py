@@ -31,9 +31,6 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
     a fleet found where it is listed (``--attach prometheus://``, a file_sd ``--attach-file``):
     the servers Prometheus scrapes, asked of its HTTP API, and the thread that follows the
     listings, starting the watch of a server that joins and stopping that of one that leaves.
-``fleet_turn``
-    the turn a fleet's watches take one at a time, and leave to the fleet screen on a key: in
-    one process, 64 runnable watch threads kept the screen's thread from the interpreter lock.
 ``kv_event_wire`` / ``kv_blocks`` / ``kv_events_watch``
     the server's KV-cache events (``--kv-events``): decoded without vLLM, folded into block
     churn and prefix reuse, subscribed to beside ``/metrics``.

@@ -25,12 +25,11 @@ wherever a sort, a filter or a refresh moves it, so Enter opens the server the u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
@@ -113,12 +112,8 @@ class FleetApp(App[str | None]):
         *,
         window: float,
         cursor: str | None = None,
-        on_key: Callable[[], None] | None = None,
     ) -> None:
-        """``on_key``: called on each key before it is handled (the launcher's watches step
-        aside, so that the key shows at once however busy they are)."""
         super().__init__(driver_class=driver_class(), ansi_color=True)
-        self._on_key_pressed = on_key
         self.roster = FixedRoster(members) if isinstance(members, Sequence) else members
         self.window = window
         self.fleet: list[FleetRow] = []
@@ -136,11 +131,6 @@ class FleetApp(App[str | None]):
         # Made here, not looked up on mount: the footer asks check_action before the mount.
         self._bar = FilterBar(id="fleet-filter", placeholder=FILTER_PLACEHOLDER)
         self.theme = THEME
-
-    async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded and self._on_key_pressed:
-            self._on_key_pressed()
-        await super().on_event(event)
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")

@@ -16,11 +16,10 @@ what it is built on. Running it as it is keeps one definition of that view.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from textual import events
 from textual.binding import Binding, BindingType
 
 from stepview.model.commands import Command
@@ -75,24 +74,10 @@ class FleetServerApp(StepviewApp):
         Binding("escape", "to_fleet", "Fleet", tooltip="Back to the fleet"),
     ]
 
-    def __init__(
-        self,
-        source: SnapshotSource,
-        *,
-        cpu_budget: float | None = None,
-        on_key: Callable[[], None] | None = None,
-    ) -> None:
-        """``on_key``: called on each key before it is handled, as on the fleet screen (the
-        fleet's other watches run on meanwhile, and step aside)."""
+    def __init__(self, source: SnapshotSource, *, cpu_budget: float | None = None) -> None:
         super().__init__(Borrowed(source), cpu_budget=cpu_budget)
         self.leaving = QUIT
         """How the user left: :data:`BACK` (Esc) to the fleet, or :data:`QUIT`."""
-        self._on_key_pressed = on_key
-
-    async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded and self._on_key_pressed:
-            self._on_key_pressed()
-        await super().on_event(event)
 
     def action_to_fleet(self) -> None:
         self.leaving = BACK

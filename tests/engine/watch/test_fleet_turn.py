@@ -20,7 +20,6 @@ from stepview.engine.driver.loop import Driver
 from stepview.engine.watch import metrics_watch
 from stepview.engine.watch.attached import AttachedEngine
 from stepview.engine.watch.backlog import ReadPace
-from stepview.engine.watch.fleet_turn import FleetTurn
 from stepview.engine.watch.metrics_page import MetricsPage, read_page
 from stepview.engine.watch.metrics_watch import MetricsWatch
 from stepview.engine.watch.server_api import ServerApi
@@ -153,53 +152,3 @@ def test_a_metrics_watch_reads_its_page_in_the_turn_and_asks_out_of_it(
     assert asked and not any(asked)
     assert read == [True]
     assert turn.holder is None
-
-
-class FakeTime:
-    """A clock that moves only when slept on."""
-
-    def __init__(self) -> None:
-        self.now = 10.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-def take(turn: FleetTurn, inside: list[str]) -> None:
-    with turn:
-        inside.append("other")
-
-
-def test_the_fleet_turn_is_one_threads_at_a_time_and_reentrant() -> None:
-    turn = FleetTurn()
-    inside: list[str] = []
-    with turn:
-        with turn:  # a driver's step reads the sockets in the turn it holds
-            inside.append("nested")
-        other = threading.Thread(target=take, args=(turn, inside))
-        other.start()
-        other.join(0.2)
-        assert inside == ["nested"]  # the other thread waits while this one holds it
-    other.join(5)
-    assert inside == ["nested", "other"]
-
-
-def test_a_key_keeps_every_watch_out_of_the_turn_for_a_moment() -> None:
-    time = FakeTime()
-    turn = FleetTurn(clock=time.clock, sleep=time.sleep)
-    with turn:
-        pass
-    assert time.slept == []  # no key: no wait
-    turn.give_way(0.5)
-    turn.give_way(0.2)  # a later, shorter one does not cut the first short
-    with turn:
-        assert time.now >= 10.5
-    assert sum(time.slept) == pytest.approx(0.5)
-    with turn:  # the screen done: the turn is the watches' again
-        pass
-    assert sum(time.slept) == pytest.approx(0.5)

@@ -104,8 +104,7 @@ async def test_q_leaves_the_fleet_without_a_server() -> None:
 async def test_a_server_view_runs_on_the_borrowed_source_and_esc_goes_back() -> None:
     source = StaticSource(plugin(), accepts_requests=False)
     source.started = True  # the fleet's: running before the view and after it
-    pressed: list[str] = []
-    app = FleetServerApp(source, on_key=lambda: pressed.append(app.leaving))
+    app = FleetServerApp(source)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         # The full single-server view: the plug-in's requests in their panes.
@@ -114,7 +113,6 @@ async def test_a_server_view_runs_on_the_borrowed_source_and_esc_goes_back() -> 
         await pilot.press("escape")
     assert app.leaving == BACK
     assert source.sent == [Pause()] and not source.stopped  # the view never stops it
-    assert pressed == [QUIT, QUIT]  # the fleet's watches told of each key, before it is handled
 
 
 async def test_q_in_a_server_view_quits_the_fleet() -> None:
@@ -166,21 +164,3 @@ async def test_a_cell_that_grows_in_place_widens_its_column() -> None:
         state, waiting = table.ordered_columns[1], table.ordered_columns[4]
         assert state.content_width >= len("running")
         assert waiting.content_width >= len("9 (capacity 9)")
-
-
-async def test_each_key_lets_the_watches_give_way_before_it_is_handled() -> None:
-    """The launcher's watches step aside on every key (stepview.engine.watch.fleet_turn): at
-    64 busy servers a key waited seconds for the interpreter lock behind them."""
-    pressed: list[str] = []
-    app = FleetApp(
-        [(HTTP, StaticSource(scraped(0, 0.1))), (TCP, StaticSource(plugin()))],
-        window=60.0,
-        on_key=lambda: pressed.append(app.sort),
-    )
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        assert pressed == []  # drawing and polling do not
-        await pilot.press("s")
-        assert pressed and pressed[0] == "listed"  # called before the sort was handled
-        await pilot.press("slash", "t", "escape", "down")
-        assert len(pressed) == 5  # once a key, the filter bar's keys too
