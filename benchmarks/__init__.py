@@ -42,6 +42,10 @@ The benchmarks, and the last line each prints:
     one headless watch of 64 simulated servers (48 plug-in, 16 ``/metrics``; no vLLM): its
     CPU per server and how far behind it falls: ``fleet_scale: servers=64
     cpu_pct_per_server=X lag_s_p50=A lag_s_max=B rss_mb=R cpu_pct=C up=U``.
+``fleet_keys``
+    the fleet screen of the same 64 simulated servers in tmux: how long a key (cursor, sort,
+    filter, Enter, Esc) takes to show, one checkout beside another (``--tree``):
+    ``fleet_keys: servers=64 rounds=R LABEL_key_s_p50=A LABEL_key_s_max=B LABEL_up_s=U``.
 ``watch_server_rss``
     an attached headless watch beside a real server under a steady load, its memory by
     minute and whether its results file holds every request the clients completed:
@@ -60,7 +64,7 @@ What they share (not runnable on their own):
 ``ui_scale_source``
     the prepared snapshots ``ui_scale`` publishes at a fixed rate.
 ``fleet_servers``
-    the simulated fleet ``fleet_scale`` watches, in one process of its own.
+    the simulated fleet ``fleet_scale`` and ``fleet_keys`` watch, in one process of its own.
 ``synthetic_core``
     a synthetic vLLM engine core stepping a queue of requests as records of change, for the
     benchmarks that watch a server without running one.
@@ -81,6 +85,7 @@ BENCHMARKS = (
     "core_cpu",
     "engine_overhead",
     "flight_size",
+    "fleet_keys",
     "fleet_scale",
     "long_queue",
     "server_overhead",

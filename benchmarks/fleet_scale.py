@@ -79,60 +79,86 @@ def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
     return process.wait()
 
 
+class SimulatedFleet:
+    """:mod:`benchmarks.fleet_servers` in a process of its own while in a ``with``: three
+    servers in four with the plug-in, the rest ``/metrics`` pages, listed in :attr:`listing`;
+    :attr:`stats` is its closing line (records published, pages scraped), once left;
+    ``wrap``: a command it runs under (``taskset -c 0``)."""
+
+    def __init__(
+        self, servers: int, steps_per_s: float, folder: Path, wrap: Sequence[str] = ()
+    ) -> None:
+        plugins = servers * 3 // 4 if servers > 1 else 1
+        self.listing = folder / "servers.txt"
+        self.stats: dict[str, Any] = {}
+        simulate = module_command(
+            "benchmarks.fleet_servers",
+            *("--plugin", str(plugins), "--metrics", str(servers - plugins)),
+            *("--file", str(self.listing), "--steps-per-s", str(steps_per_s)),
+        )
+        self._command = [*wrap, *simulate]
+
+    def __enter__(self) -> SimulatedFleet:
+        fleet = self._process = subprocess.Popen(
+            self._command, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        assert fleet.stdout is not None
+        if fleet.stdout.readline().strip() != "ready":
+            stop(fleet, signal.SIGTERM)
+            raise SystemExit(f"the simulated fleet did not start ({fleet.wait()})")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fleet = self._process
+        assert fleet.stdin is not None and fleet.stdout is not None
+        fleet.stdin.close()
+        stop(fleet, signal.SIGTERM)
+        said = fleet.stdout.read().strip().splitlines()
+        self.stats = json.loads(said[-1]) if said else {}
+
+
 def measure(
     servers: int, seconds: float, steps_per_s: float, folder: Path, nice: Sequence[str] = ()
 ) -> dict[str, Any]:
     """Start the fleet and the watch, measure for ``seconds`` once all are up; ``nice``: the
     watch's ``--nice`` flag, when not its default (lowered by 10)."""
-    plugins = servers * 3 // 4 if servers > 1 else 1
-    listing = folder / "servers.txt"
-    fleet_command = module_command(
-        "benchmarks.fleet_servers",
-        *("--plugin", str(plugins), "--metrics", str(servers - plugins)),
-        *("--file", str(listing), "--steps-per-s", str(steps_per_s)),
-    )
-    fleet = subprocess.Popen(
-        fleet_command, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
     watch: subprocess.Popen[str] | None = None
-    try:
-        assert fleet.stdout is not None
-        if fleet.stdout.readline().strip() != "ready":
-            raise SystemExit(f"the simulated fleet did not start ({fleet.wait()})")
-        command = module_command(
-            "stepview", "--attach-file", str(listing), "--headless",
-            "--log-file", str(folder / "watch.log"), *nice,
-        )  # fmt: skip
-        with (folder / "watch.err").open("w") as errors:
-            watch = subprocess.Popen(
-                command, env=child_env(), stdout=subprocess.PIPE, stderr=errors,
-                stdin=subprocess.DEVNULL, text=True,
+    with SimulatedFleet(servers, steps_per_s, folder) as fleet:
+        try:
+            command = module_command(
+                "stepview", "--attach-file", str(fleet.listing), "--headless",
+                "--log-file", str(folder / "watch.log"), *nice,
             )  # fmt: skip
-        assert watch.stdout is not None
-        lines = Lines(watch.stdout)
-        process = psutil.Process(watch.pid)
-        began = time.monotonic()
-        while lines.up() < servers:
-            if watch.poll() is not None:
-                raise SystemExit(f"the watch exited ({watch.returncode}); see {folder}")
-            if time.monotonic() - began > REACH_TIMEOUT_S:
-                raise SystemExit(f"{lines.up()} of {servers} servers up after {REACH_TIMEOUT_S} s")
-            time.sleep(0.2)
-        reached = time.monotonic() - began
-        first, start, cpu_start = len(lines.every), time.monotonic(), cpu_seconds(process)
-        time.sleep(seconds)
-        cpu, wall = cpu_seconds(process) - cpu_start, time.monotonic() - start
-        rss = process.memory_info().rss / 2**20
-        window = lines.every[first:]
-        up = lines.up()
-        code = stop(watch)
-    finally:
-        if watch is not None:
-            stop(watch, signal.SIGKILL)
-        assert fleet.stdin is not None
-        fleet.stdin.close()
-        stop(fleet, signal.SIGTERM)
-    simulated = json.loads(fleet.stdout.read().strip().splitlines()[-1])
+            with (folder / "watch.err").open("w") as errors:
+                watch = subprocess.Popen(
+                    command, env=child_env(), stdout=subprocess.PIPE, stderr=errors,
+                    stdin=subprocess.DEVNULL, text=True,
+                )  # fmt: skip
+            assert watch.stdout is not None
+            lines = Lines(watch.stdout)
+            process = psutil.Process(watch.pid)
+            began = time.monotonic()
+            while lines.up() < servers:
+                if watch.poll() is not None:
+                    raise SystemExit(f"the watch exited ({watch.returncode}); see {folder}")
+                if time.monotonic() - began > REACH_TIMEOUT_S:
+                    raise SystemExit(
+                        f"{lines.up()} of {servers} servers up after {REACH_TIMEOUT_S} s"
+                    )
+                time.sleep(0.2)
+            reached = time.monotonic() - began
+            first, start, cpu_start = len(lines.every), time.monotonic(), cpu_seconds(process)
+            time.sleep(seconds)
+            cpu, wall = cpu_seconds(process) - cpu_start, time.monotonic() - start
+            rss = process.memory_info().rss / 2**20
+            window = lines.every[first:]
+            up = lines.up()
+            code = stop(watch)
+        finally:
+            if watch is not None:
+                stop(watch, signal.SIGKILL)
+    simulated = fleet.stats
     behind = [r["behind_s"] for r in window if r.get("behind_s") is not None]
     if code != 0 or not behind:  # the folder goes with the run: say what it held
         said = [

@@ -23,6 +23,7 @@ TTFT and latencies).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -159,11 +160,14 @@ def serve(page: MetricsPage, lock: threading.Lock) -> str:
                 self._answer(404, b'{"detail": "Not Found"}', "application/json")
 
         def _answer(self, status: int, body: bytes, kind: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            # A watch stopped mid-scrape (fleet_keys ends one stepview after another) hung up:
+            # nothing to say, where socketserver would print a traceback for each.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -7,6 +7,7 @@ user's sessions, and one detached session of :data:`TUI_SIZE`.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -28,6 +29,8 @@ class Tmux:
     def __init__(self, name: str, env: dict[str, str]) -> None:
         self._base = ["tmux", "-L", name]
         self._env = env
+        folder = Path(env.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        self._socket = folder / name  # where tmux -L puts it: left behind by kill-server
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -66,6 +69,7 @@ class Tmux:
 
     def kill(self) -> None:
         self._run("kill-server")
+        self._socket.unlink(missing_ok=True)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float) -> float:

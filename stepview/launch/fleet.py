@@ -4,7 +4,8 @@ servers listed where they already are (``--attach prometheus://…``, a file_sd 
 Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
 ``/metrics`` watch (:class:`~stepview.engine.watch.metrics_source.MetricsSource`) for an
 ``http://`` address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver`
-for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them. The fleet screen reads the
+for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them but a lock: they work one
+at a time (``run_fleet``'s ``turn``). The fleet screen reads the
 latest snapshot of each (:mod:`stepview.ui.fleet.fleet_app`); Enter shows one server's full
 view on the same running source, Esc comes back. ``--headless`` prints, every
 ``--scrape-interval``, one JSON line per server (:func:`stepview.insight.fleet.fleet_record`,
@@ -27,7 +28,9 @@ import gc
 import json
 import signal
 import sys
+import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -80,10 +83,15 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     if not options.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
+    # One watch works at a time: each on a runnable thread of its own, 64 left the screen's
+    # thread 1/65 of the interpreter lock (a key took 5-10 s to show). A driver holds the turn
+    # while it reads, applies and publishes a step, a /metrics watch while it reads a page
+    # into figures, neither while it waits: one watch at most competes with the screen.
+    turn = threading.RLock()
     roster = FleetMembers(
         [Target(address) for address in options.fleet],
         finders,
-        lambda target: _source(options, target.address, key, paces),
+        lambda target: _source(options, target.address, key, paces, turn),
     )
     roster.start()
     try:
@@ -118,11 +126,16 @@ def _import_screens() -> None:
 
 
 def _source(
-    options: OwnOptions, address: str, key: ApiKey | None, paces: dict[str, ReadPace]
+    options: OwnOptions,
+    address: str,
+    key: ApiKey | None,
+    paces: dict[str, ReadPace],
+    turn: AbstractContextManager[object],
 ) -> SnapshotSource:
     """The watch a single ``--attach ADDRESS`` would give this server (not started), except
     that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
-    no more; a server's full view asks for each step while it is open)."""
+    no more; a server's full view asks for each step while it is open), and that it works
+    only in its ``turn``, the fleet's (one watch at a time)."""
     from stepview.engine.watch.server_api import ServerApi
 
     history = options.history if not options.headless else 1
@@ -130,7 +143,7 @@ def _source(
         from stepview.engine.watch.metrics_source import MetricsSource
         from stepview.engine.watch.metrics_watch import MetricsWatch
 
-        watch = MetricsWatch(ServerApi(address, key), window=options.window)
+        watch = MetricsWatch(ServerApi(address, key), window=options.window, turn=turn)
         return MetricsSource(watch, interval=options.scrape_interval, history=history)
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.watch.attached import AttachedEngine
@@ -142,13 +155,14 @@ def _source(
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=None, pace=pace)
+        return AttachedEngine(address, ranks, api=None, pace=pace, turn=turn)
 
     return Driver(
         factory,
         history_size=history,
         keep_finished=options.keep_finished,
         read_only=NO_API,
+        turn=turn,
     )
 
 

@@ -151,6 +151,19 @@ def test_fleet_scale_quick() -> None:
     ), lines[-1]
 
 
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="the fleet screen runs in tmux")
+def test_fleet_keys_quick() -> None:
+    """No vLLM: the fleet screen of 4 simulated servers in tmux, each key seen to take effect."""
+    lines = run_quick("fleet_keys", timeout=300)
+    assert_has_line(lines, rf"round 1 this: up {NUMBER} s; sort={NUMBER} sort={NUMBER} .*")
+    assert not [line for line in lines if "not shown within" in line], lines
+    assert re.fullmatch(
+        rf"fleet_keys: servers=4 rounds=1 this_key_s_p50={NUMBER} this_key_s_max={NUMBER} "
+        rf"this_up_s={NUMBER}",
+        lines[-1],
+    ), lines[-1]
+
+
 @pytest.mark.engine
 def test_watch_server_rss_quick() -> None:
     lines = run_quick("watch_server_rss", timeout=600)

@@ -31,6 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from stepview.engine.driver.books import Books
 from stepview.engine.driver.figures import StepFigures
@@ -79,8 +80,14 @@ class Driver:
         read_only: str | None = None,
         insight: RunInsight | None = None,
         keep_finished: int = KEEP_FINISHED,
+        turn: AbstractContextManager[object] | None = None,
     ) -> None:
         """``read_only``: why this source takes no new requests (``None``: it does).
+
+        ``turn``: held while the loop works (a step read, applied and published), never while
+        it waits (for a command, or in the engine's ``has_unfinished``, first thing in each
+        turn of the loop). A fleet's watches share one (:mod:`stepview.launch.fleet`): at most
+        one of them then competes with the screen's thread for the interpreter lock.
 
         ``insight`` sees every snapshot before the sinks do (its alerts go into the snapshot,
         its timelines into the results); pass one to share it with sinks that read it.
@@ -91,6 +98,7 @@ class Driver:
         self._clock = clock
         self._t0 = clock()
         self._admit_per_step = admit_per_step
+        self._turn = nullcontext() if turn is None else turn
         self._thread = threading.Thread(target=self._run, name="stepview-driver", daemon=True)
         # Driver-thread state.
         self._engine: Engine | None = None
@@ -265,36 +273,45 @@ class Driver:
 
     def _loop(self, engine: Engine) -> None:
         while True:
-            busy = self._ledger.has_pending or engine.has_unfinished()
+            # The engine first: a watched one waits here for its pace, out of the turn.
+            busy = engine.has_unfinished() or self._ledger.has_pending
             pacing = self._pacing
             runnable = busy and (not pacing.paused or pacing.owed)
             dirty = self._drain_commands(block=not runnable)
             if self._stopping:
                 return
-            if self._arrive():
-                dirty = True
-            if pacing.paused and not pacing.owed:
-                if dirty:
-                    self._publish(EngineState.PAUSED)
-                continue  # a watched engine's news waits too: pausing holds the view
-            watched = self._watched
-            if watched is not None and self._out.is_news(watched):
-                dirty = True  # reached, lost, busy or idle, described: news without a step
-            admitted = self._ledger.admit(engine, self._admit_per_step)
-            if engine.has_unfinished():
-                if not pacing.take_step():
-                    continue
-                start = self._figures.begin()
-                with self._books.away():  # a step may never return
-                    result = engine.step()
-                if self._books.abandoned:
-                    return  # the run was ended without this thread while it waited
-                self._figures.end(start, result)
-                self._apply(result)
-                self._publish(self._idle_state())
-            elif dirty or admitted or quiet_too_long(bool(watched), self._out.latest, self._now()):
-                pacing.nothing_to_step()
-                self._publish(self._idle_state())
+            with self._turn:
+                if not self._work(engine, dirty):
+                    return
+
+    def _work(self, engine: Engine, dirty: bool) -> bool:
+        """One turn of the loop after its waits: a step if there is one; False: the run ends."""
+        pacing = self._pacing
+        if self._arrive():
+            dirty = True
+        if pacing.paused and not pacing.owed:
+            if dirty:
+                self._publish(EngineState.PAUSED)
+            return True  # a watched engine's news waits too: pausing holds the view
+        watched = self._watched
+        if watched is not None and self._out.is_news(watched):
+            dirty = True  # reached, lost, busy or idle, described: news without a step
+        admitted = self._ledger.admit(engine, self._admit_per_step)
+        if engine.has_unfinished():
+            if not pacing.take_step():
+                return True
+            start = self._figures.begin()
+            with self._books.away():  # a step may never return
+                result = engine.step()
+            if self._books.abandoned:
+                return False  # the run was ended without this thread while it waited
+            self._figures.end(start, result)
+            self._apply(result)
+            self._publish(self._idle_state())
+        elif dirty or admitted or quiet_too_long(bool(watched), self._out.latest, self._now()):
+            pacing.nothing_to_step()
+            self._publish(self._idle_state())
+        return True
 
     def _idle_state(self) -> EngineState:
         if self._pacing.paused:

@@ -53,6 +53,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from stepview.engine.records.channel import ChannelState, rank_address
@@ -61,7 +62,13 @@ from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_o
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer
 from stepview.engine.watch.plugin_word import PluginWord
-from stepview.engine.watch.server_api import ApiAnswer, ApiError, ServedModel, ServerApi
+from stepview.engine.watch.server_api import (
+    ApiAnswer,
+    ApiError,
+    ServedModel,
+    ServerApi,
+    api_client_id,
+)
 from stepview.engine.watch.server_stacks import ServerStacks
 from stepview.engine.watch.watched_core import LEFT, WatchedCore
 from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
@@ -118,9 +125,11 @@ class AttachedEngine:
         clock: Callable[[], float] = time.time,
         stacks: ServerStacks | None = None,
         pace: ReadPace | None = None,
+        turn: AbstractContextManager[object] | None = None,
     ) -> None:
         """``stacks``: the engine cores' stacks a flight recorder asks for, through here;
-        ``pace``: read the records at most this often (a fleet's watch), else each as a step."""
+        ``pace``: read the records at most this often (a fleet's watch), else each as a step;
+        ``turn``: held to read the sockets, after the pace's wait (the fleet's: see ``Driver``)."""
         self.address = address
         self._clock = clock
         self._api = api
@@ -128,6 +137,7 @@ class AttachedEngine:
         self._closed = threading.Event()
         self._stacks = stacks
         self._pace = pace
+        self._turn = nullcontext() if turn is None else turn
         self._read_at = 0.0  # when records were last read (monotonic), for the pace
         try:
             for queue, rank in enumerate(ranks):
@@ -201,8 +211,9 @@ class AttachedEngine:
         left = self._read_at + every - time.monotonic() if every else 0.0
         if left > 0:  # once per read: the records that come meanwhile are read together
             self._closed.wait(left)
-        self._receive()
-        return bool(self._answers or self._ended) or self._next_ready()
+        with self._turn:
+            self._receive()
+            return bool(self._answers or self._ended) or self._next_ready()
 
     def step(self) -> StepResult:
         """The oldest record not read yet, with what else happened since the last step."""
@@ -437,12 +448,3 @@ class AttachedEngine:
             prefix_cache_hits=sum(c.prefix_hits for c in cores),
             preemptions=preempted,
         )
-
-
-def api_client_id(server_id: str) -> str:
-    """The client id the engine core's records show for a completion sent with ``server_id``.
-
-    vLLM's completions endpoint names its engine requests ``cmpl-<request_id>-<prompt
-    index>``; stepview sends one prompt per request.
-    """
-    return f"cmpl-{server_id}-0"

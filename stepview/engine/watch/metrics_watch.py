@@ -20,6 +20,7 @@ import time
 import urllib.parse
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from stepview.engine.watch.kv_events_watch import KvEventsWatch
@@ -61,7 +62,9 @@ SCRAPE_TIMEOUT_S = 5.0
 
 class MetricsWatch:
     """The server at ``api.base_url``, one snapshot per :meth:`scrape` (not thread-safe: one
-    caller). ``window``: the seconds latency percentiles and finished counts cover."""
+    caller). ``window``: the seconds latency percentiles and finished counts cover; ``turn``:
+    held while a page is read into figures, never while the server is asked (a fleet's watches
+    share one: see :class:`~stepview.engine.driver.loop.Driver`)."""
 
     def __init__(
         self,
@@ -70,8 +73,10 @@ class MetricsWatch:
         window: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         kv_events: KvEventsWatch | None = None,
+        turn: AbstractContextManager[object] | None = None,
     ) -> None:
         self.api = api
+        self._turn = nullcontext() if turn is None else turn
         self.kv_events = kv_events  # its KV events, read on each scrape, where watched
         self.address = api.base_url
         self.window = window
@@ -106,7 +111,9 @@ class MetricsWatch:
             self._start = now
         clock = now - self._start
         try:
-            page = read_page(self.api.get_text("/metrics", SCRAPE_TIMEOUT_S))
+            text = self.api.get_text("/metrics", SCRAPE_TIMEOUT_S)
+            with self._turn:
+                page = read_page(text)
         except ApiError as exc:  # its message starts with the address, said already
             self.latest = self._lost(clock, str(exc).removeprefix(f"{self.api.base_url}: "))
             return self.latest
@@ -116,7 +123,9 @@ class MetricsWatch:
         except ValueError as exc:  # vLLM's series, broken
             self.latest = self._lost(clock, describe(exc))
             return self.latest
-        self.latest = self._read(clock, page)
+        self._model(page)  # the API asked, where it must be, out of the turn: it may wait
+        with self._turn:
+            self.latest = self._read(clock, page)
         return self.latest
 
     def close(self) -> None:

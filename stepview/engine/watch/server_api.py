@@ -389,3 +389,12 @@ def _error_message(answer: Any) -> str | None:
         message = error.get("message") or error.get("detail")
         return None if message is None else str(message)
     return str(error) if error else None
+
+
+def api_client_id(server_id: str) -> str:
+    """The client id the engine core's records show for a completion sent with ``server_id``.
+
+    vLLM's completions endpoint names its engine requests ``cmpl-<request_id>-<prompt
+    index>``; stepview sends one prompt per request.
+    """
+    return f"cmpl-{server_id}-0"

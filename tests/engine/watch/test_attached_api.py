@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch.attached import AttachedEngine, api_client_id
-from stepview.engine.watch.server_api import ApiError, ServerApi, completion_body
+from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.server_api import ApiError, ServerApi, api_client_id, completion_body
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
