@@ -20,6 +20,7 @@ from tests.engine.watch.fake_metrics import fake_metrics
 from tests.scheduling import (
     HEAVY,
     HEAVY_TIMEOUT_S,
+    SERVERS,
     group_of,
     order_units,
     pytest_xdist_make_scheduler,
@@ -130,7 +131,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = group_of(item, fixtures, SERVER_FIXTURES)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-        if group == HEAVY and item.get_closest_marker("timeout") is None:
-            # Their waits allow an engine's start-up tests.e2e.terminal.STARTUP_S.
+        if group in (HEAVY, SERVERS) and item.get_closest_marker("timeout") is None:
+            # Their waits allow an engine's start-up tests.e2e.terminal.STARTUP_S; the first
+            # test of the shared servers waits for three servers started together.
             item.add_marker(pytest.mark.timeout(HEAVY_TIMEOUT_S))
     order_units(items)

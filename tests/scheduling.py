@@ -28,8 +28,9 @@ import pytest
 
 SERVERS, HEAVY = "servers", "heavy"
 HEAVY_TIMEOUT_S = 900
-"""pytest-timeout's limit for a heavy test (300 s for the others): room for its waits that
-include an engine's start-up on a loaded machine (``tests.e2e.terminal.STARTUP_S``)."""
+"""pytest-timeout's limit for a heavy test or one of the shared servers (300 s for the others):
+room for its waits that include an engine's start-up on a loaded machine
+(``tests.e2e.terminal.STARTUP_S``), or the three shared servers' start."""
 _UNIT_ORDER = {SERVERS: 0, HEAVY: 1}
 
 
