@@ -64,6 +64,9 @@ What they share (not runnable on their own):
 ``synthetic_core``
     a synthetic vLLM engine core stepping a queue of requests as records of change, for the
     benchmarks that watch a server without running one.
+``given_server``
+    ``--server URL --publish ADDRESS``: a server benchmark measures a server already running
+    (the smoke tests hand in the test suite's shared ones) instead of starting its own.
 ``children``
     how a benchmark starts a fresh Python (``python -m benchmarks.x``, the root on
     ``PYTHONPATH``), so it runs from any directory.

@@ -5,7 +5,9 @@ assertion would fail for reasons that have nothing to do with the change under t
 figures themselves are for people (``python -m benchmarks NAME`` without ``--quick``; README).
 Each runs as a user runs it, ``python -m benchmarks NAME --quick`` from the repository root,
 at the smallest size that still prints every line: the vLLM ones are mostly engine start-up
-(one engine per child process), which no smaller load shortens.
+(one engine per child process), which no smaller load shortens. The server benchmarks start
+none: they measure the suite's shared servers (``tests/servers.py``: real vLLM, started once
+per run), handed in with ``--server`` (``benchmarks/given_server.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ import sys
 import pytest
 
 from tests.helpers import ROOT
+from tests.servers import Served
 
 NUMBER = r"\d+(?:\.\d+)?"
 
 
-def run_quick(name: str, timeout: float) -> list[str]:
-    """Run ``python -m benchmarks NAME --quick`` from the repository root; its stdout lines
-    (fails on a non-zero exit)."""
+def run_quick(name: str, timeout: float, *args: str) -> list[str]:
+    """Run ``python -m benchmarks NAME --quick ARGS...`` from the repository root; its stdout
+    lines (fails on a non-zero exit)."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", name, "--quick"],
+        [sys.executable, "-m", "benchmarks", name, "--quick", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -35,6 +38,11 @@ def run_quick(name: str, timeout: float) -> list[str]:
     )
     assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     return done.stdout.splitlines()
+
+
+def given(server: Served) -> tuple[str, ...]:
+    """The flags that hand a shared plug-in server to a server benchmark."""
+    return ("--server", server.url, "--publish", server.publish or "")
 
 
 def assert_has_line(lines: list[str], pattern: str) -> None:
@@ -88,13 +96,14 @@ def test_ui_scale_quick() -> None:
     assert_has_line(lines, r"history: \d+ bytes per request per step \(.*history_size=\d+\)")
 
 
-@pytest.mark.engine
 @pytest.mark.e2e
 @pytest.mark.skipif(
     shutil.which("tmux") is None, reason="the attached variant runs stepview in tmux"
 )
-def test_server_overhead_quick() -> None:
-    lines = run_quick("server_overhead", timeout=600)
+def test_server_overhead_quick(plain_server: Served, plugged_server: Served) -> None:
+    lines = run_quick(
+        "server_overhead", 300, *given(plugged_server), "--alone-server", plain_server.url
+    )
     for variant in ("alone", "plugin", "attached"):
         assert_has_line(lines, rf"{variant}\s+median\s+{NUMBER} tok/s\s+\({NUMBER}\)")
     assert re.fullmatch(rf"ratios: plugin/alone={NUMBER} attached/alone={NUMBER}", lines[-1])
@@ -151,13 +160,13 @@ def test_fleet_scale_quick() -> None:
     ), lines[-1]
 
 
-@pytest.mark.engine
-def test_watch_server_rss_quick() -> None:
-    lines = run_quick("watch_server_rss", timeout=600)
-    assert_has_line(lines, rf"minute +1: watch rss +{NUMBER} MB, \d+ requests")
+def test_watch_server_rss_quick(plugged_server: Served) -> None:
+    """On real vLLM: every request the clients completed is in the watch's results file."""
+    lines = run_quick("watch_server_rss", 420, *given(plugged_server))
+    assert_has_line(lines, rf"minute 0\.25: watch rss +{NUMBER} MB, \d+ requests")
     assert_has_line(lines, r"watch exit code 0; \d+ requests in its results file; files in .*")
     assert re.fullmatch(
-        rf"watch_server_rss: minutes=1 requests=(\d+) results=\1 unseen=0 caught_up=\d+ "
+        rf"watch_server_rss: minutes=0\.25 requests=(\d+) results=\1 unseen=0 caught_up=\d+ "
         rf"rss_mb_first={NUMBER} rss_mb_last={NUMBER} rss_mb_max={NUMBER} flight=ok",
         lines[-1],
     ), lines[-1]
@@ -175,11 +184,10 @@ def test_core_cpu_quick() -> None:
     assert re.fullmatch(rf"core cpu: driver@mp/bare={NUMBER} \(median of 1 pairs\)", lines[-1])
 
 
-@pytest.mark.engine
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the attached rounds run stepview in tmux")
-def test_long_queue_quick() -> None:
-    lines = run_quick("long_queue", timeout=600)
+def test_long_queue_quick(plugged_server: Served) -> None:
+    lines = run_quick("long_queue", 300, *given(plugged_server))
     assert_has_line(
         lines,
         rf"  pair 1: plugin {NUMBER} tok/s, attached {NUMBER} tok/s \(ratio {NUMBER}\); "
