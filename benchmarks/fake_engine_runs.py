@@ -76,7 +76,9 @@ def fake_live_driver(
     return Driver(factory, **settings)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run_stepview(argv: Sequence[str]) -> int:
+    """The tui variant's command: ``stepview ARGV`` as the console script runs it, with
+    :func:`fake_live_driver` where ``live_driver`` is looked up."""
     from stepview.cli import main as stepview_main
 
     live.live_driver = fake_live_driver
@@ -84,4 +86,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(run_stepview(sys.argv[1:]))

@@ -7,7 +7,9 @@ Each runs as a user runs it, ``python -m benchmarks NAME --quick`` from the repo
 at the smallest size that still prints every line: the vLLM ones are mostly engine start-up
 (one engine per child process), which no smaller load shortens. The server benchmarks start
 none: they measure the suite's shared servers (``tests/servers.py``: real vLLM, started once
-per run), handed in with ``--server`` (``benchmarks/given_server.py``).
+per run), handed in with ``--server`` (``benchmarks/given_server.py``). ``engine_overhead``
+runs ``--smoke``, its five variants on the fake engine; what they ran of vLLM's own,
+``core_cpu``'s smoke test runs on real vLLM with the same calls.
 """
 
 from __future__ import annotations
