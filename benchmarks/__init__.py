@@ -3,7 +3,8 @@
 Run from the repository root (``python -m`` finds this package on the path, and the root is
 on it only as the current directory); ``python -m benchmarks --list`` names them all. None
 is a timed test: each prints its figures, and ``tests/bench/`` checks only that each runs
-(``--quick``, or smaller) and prints its lines in the format below. The benchmarks that start
+(``--quick``, ``engine_overhead --smoke`` on a fake engine, the server ones on the test
+suite's shared servers) and prints its lines in the format below. The benchmarks that start
 an engine take the machine to themselves: run them alone (``flock
 /tmp/stepview-engine.lock ...`` on a shared one). Each module's docstring says what it
 measures, how, and why it is counted that way.
@@ -59,6 +60,9 @@ What they share (not runnable on their own):
     compare only if they measure the same work.
 ``overhead_runs``
     one run of one ``engine_overhead`` variant: the child processes and the TUI in tmux.
+``fake_engine_runs``
+    ``engine_overhead --smoke``: its variants on stepview's fake engine instead of vLLM, the
+    plumbing and every line of the report in seconds (the smoke test's run).
 ``tmux_pane``
     stepview in a private tmux server, as a user runs it.
 ``ui_scale_source``
@@ -68,6 +72,9 @@ What they share (not runnable on their own):
 ``synthetic_core``
     a synthetic vLLM engine core stepping a queue of requests as records of change, for the
     benchmarks that watch a server without running one.
+``given_server``
+    ``--server URL --publish ADDRESS``: a server benchmark measures a server already running
+    (the smoke tests hand in the test suite's shared ones) instead of starting its own.
 ``children``
     how a benchmark starts a fresh Python (``python -m benchmarks.x``, the root on
     ``PYTHONPATH``), so it runs from any directory.

@@ -32,6 +32,10 @@ slate, so every measurement is a fresh subprocess; the variants take turns (the 
 each round) so that a slow patch of the machine hits all of them, and each figure is the
 median over rounds. The parent process never imports vLLM.
 
+``--smoke`` runs ``--quick``'s size on stepview's fake engine instead of vLLM
+(:mod:`benchmarks.fake_engine_runs`): every variant's plumbing and every line of the report in
+seconds, the figures meaningless; the smoke test runs it.
+
 Run it under the engine lock on a shared machine (``flock /tmp/stepview-engine.lock ...``): with
 2 cores, anything else running slows whichever variant it overlaps. Even so, single runs of the
 same variant differ by up to ~10 % here; trust medians over several rounds, not one run.
@@ -49,6 +53,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks.overhead_runs import (
+    FAKE_ENGINE_ENV,
     MULTIPROCESSING_ENV,
     Measurement,
     child_main,
@@ -167,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="smoke test: 1 round of 16 requests x 16 tokens (still five engine start-ups)",
     )
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="plumbing check: --quick's size on stepview's fake engine, no vLLM (figures "
+        "meaningless)",
+    )
+    parser.add_argument(
         "--modes",
         default="",
         help="also run driver and tui with the engine core in these modes, e.g. mp,inproc",
@@ -185,12 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"engine_overhead: unknown mode(s) {unknown}; choose from {MODES}", file=sys.stderr)
         return 2
     order = variants(modes)
-    if args.quick:
+    if args.quick or args.smoke:
         args.rounds, args.requests, args.max_tokens = 1, 16, 16
     if shutil.which("tmux") is None:
         print("engine_overhead: the tui variant needs tmux", file=sys.stderr)
         return 2
     env = {**os.environ, **BENCH_ENV}
+    if args.smoke:
+        env[FAKE_ENGINE_ENV] = "1"
     if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
         print(f"engine_overhead: --keep {args.keep} is not empty", file=sys.stderr)
         return 2
@@ -201,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"engine_overhead: {args.requests} requests (greedy/sampled, logprobs, n=2, seeded), "
         f"max_tokens {args.max_tokens}, {args.rounds} round(s), {os.cpu_count()} CPUs, "
-        f"demo model; figures over the engine-busy span (first step to last)",
+        + ("the FAKE engine (--smoke: not vLLM's figures)" if args.smoke else "demo model")
+        + "; figures over the engine-busy span (first step to last)",
         flush=True,
     )
     runs: dict[str, list[Measurement]] = {v: [] for v in order}

@@ -16,7 +16,10 @@ tokens over first send to last answer; the figure is the median of the per-pair 
 (attached over the plugin round next to it). The last line is
 ``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z`` (medians over pairs).
 
-Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``).
+Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``). ``--server URL
+--publish ADDRESS`` uses a server already running (:mod:`benchmarks.given_server`; its own
+``--max-num-seqs``, not 32): the smoke test runs ``--quick`` so on the test suite's shared
+plug-in server.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.given_server import add_server_flags, plugged
 from benchmarks.tmux_pane import Tmux, stepview_command
 from stepview.testing.vllm_server import (
     MODEL_NAME,
@@ -173,18 +177,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=4000, help="completions (default 4000)")
     parser.add_argument("--max-tokens", type=int, default=16, help="tokens each (default 16)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 pair of 64 x 4")
+    add_server_flags(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.pairs, args.requests, args.max_tokens = 1, 64, 4
-    from stepview.engine.own.tiny_model import ensure_tiny_model
-
     root = Path(tempfile.mkdtemp(prefix="stepview-long-queue-"))
-    port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
-    command = [*server_command(ensure_tiny_model(), port), "--max-num-seqs", "32"]
-    server = ApiServer(command, server_env(publish), port, root / "server.log")
+    given = plugged(args)
+    server: ApiServer
+    if given is not None:
+        server, publish, seqs = given, given.publish or "", "the given server's max_num_seqs"
+    else:
+        from stepview.engine.own.tiny_model import ensure_tiny_model
+
+        port, publish, seqs = free_port(), f"tcp://127.0.0.1:{free_port()}", "max_num_seqs 32"
+        command = [*server_command(ensure_tiny_model(), port), "--max-num-seqs", "32"]
+        server = ApiServer(command, server_env(publish), port, root / "server.log")
+    port = server.port
     print(
         f"long_queue: {args.requests} completions x {args.max_tokens} tokens at once, "
-        f"max_num_seqs 32, {args.pairs} ABAB pair(s), one server with the plug-in",
+        f"{seqs}, {args.pairs} ABAB pair(s), one server with the plug-in",
         flush=True,
     )
     ratios, behinds, catch_ups = [], [], []

@@ -13,18 +13,27 @@ import os
 import shlex
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.children import child_env, module_command
 from benchmarks.tmux_pane import Tmux, count_lines, stepview_command, wait_for
 from benchmarks.workload import CHILD_TIMEOUT_S, POLL_S
 from stepview.engine.driver import run_stats
+from stepview.engine.driver.loop import Driver
 from stepview.files.prompts_file import read_prompts
 from stepview.model.commands import AddRequest
 
 MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+FAKE_ENGINE_ENV = "STEPVIEW_BENCH_FAKE_ENGINE"
+"""Set (``engine_overhead --smoke``): every variant runs on stepview's fake engine instead
+of vLLM (:mod:`benchmarks.fake_engine_runs`)."""
+FIRST_FRAME_ENV = "STEPVIEW_BENCH_FIRST_FRAME"
+"""The tui variant on the fake engine: the file the benchmark writes once it has seen the
+first frame, which the fake's start-up waits for."""
+T = TypeVar("T")
 # The loading view's title: the first frame stepview draws (before vLLM is even imported).
 FIRST_FRAME_TEXT = "Starting the engine"
 FIRST_FRAME_POLL_S = 0.01
@@ -53,6 +62,11 @@ class Measurement:
     @property
     def tokens_per_s(self) -> float:
         return self.output_tokens / self.busy_s
+
+
+def faked() -> bool:
+    """Whether this run is ``--smoke``'s, on the fake engine."""
+    return FAKE_ENGINE_ENV in os.environ
 
 
 def mode_env(variant: str) -> dict[str, str | None]:
@@ -96,6 +110,26 @@ def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measure
         engine.add_request(
             request.request_id, request.prompt, SamplingParams(**request.spec.to_dict())
         )
+    measurement = bare_loop(
+        name,
+        engine.has_unfinished_requests,
+        engine.step,
+        # never pooling here: every output has completions
+        lambda outputs: ((o.request_id, c) for o in outputs for c in o.outputs),  # type: ignore[union-attr]
+    )
+    engine.engine_core.shutdown()
+    return measurement
+
+
+def bare_loop(
+    name: str,
+    unfinished: Callable[[], bool],
+    step: Callable[[], T],
+    samples: Callable[[T], Iterable[tuple[str, Any]]],
+) -> Measurement:
+    """The bare variants' loop: ``step()`` until nothing is unfinished, timed; ``samples``
+    gives each step's samples that moved (request id, an output with ``index`` and
+    ``token_ids``)."""
     # Latest length of every sample: for n=2 the final output carries only one of the two.
     lengths: dict[tuple[str, int], int] = {}
     steps = 0
@@ -103,17 +137,15 @@ def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measure
     clock = time.perf_counter
     first, first_cpu = clock(), time.thread_time()
     end = first
-    while engine.has_unfinished_requests():
+    while unfinished():
         start = clock()
-        outputs = engine.step()
+        outputs = step()
         end = clock()
         stepping += end - start
         steps += 1
-        for output in outputs:
-            for completion in output.outputs:  # type: ignore[union-attr]  # never pooling here
-                lengths[(output.request_id, completion.index)] = len(completion.token_ids)
+        for request_id, completion in samples(outputs):
+            lengths[(request_id, completion.index)] = len(completion.token_ids)
     cpu = time.thread_time() - first_cpu
-    engine.engine_core.shutdown()
     return Measurement(name, steps, end - first, sum(lengths.values()), stepping, cpu)
 
 
@@ -128,8 +160,17 @@ def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measu
     from stepview.trace.recorder import TraceRecorder
 
     log_path = workdir / "driver.log"
-    prepare_vllm_environment(log_path)
-    vllm_cpu = _time_vllm_step()
+    make: Callable[..., Driver]
+    if faked():
+        from benchmarks.fake_engine_runs import fake_live_driver
+        from stepview.testing.fake_engine import FakeEngine
+
+        vllm_cpu, make = time_step(FakeEngine), fake_live_driver
+    else:
+        prepare_vllm_environment(log_path)
+        from vllm import LLMEngine
+
+        vllm_cpu, make = time_step(LLMEngine), live_driver
     holder = EngineArgsHolder()
     sinks: list[SnapshotSink] = (
         [
@@ -139,7 +180,7 @@ def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measu
         if name == "driver+record"
         else []
     )
-    driver = live_driver([], log_path, holder=holder, sinks=sinks)
+    driver = make([], log_path, holder=holder, sinks=sinks)
     for request in requests:
         driver.send(request)  # queued before start, as the TUI does with --prompts
     driver.start()
@@ -164,15 +205,14 @@ def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measu
     )
 
 
-def _time_vllm_step() -> list[float]:
-    """Wrap ``vllm.LLMEngine.step`` to add up its thread CPU time; returns the running total.
+def time_step(engine_class: Any) -> list[float]:
+    """Wrap ``engine_class.step`` (vLLM's ``LLMEngine``, or the fake engine) to add up its
+    thread CPU time; returns the running total.
 
     The wrapper's own cost (two clock reads, ~1 us per step) lands on stepview's side.
     """
-    from vllm import LLMEngine
-
     total = [0.0]
-    step = LLMEngine.step
+    step = engine_class.step
 
     def timed_step(self: Any) -> Any:
         start = time.thread_time()
@@ -181,14 +221,18 @@ def _time_vllm_step() -> list[float]:
         finally:
             total[0] += time.thread_time() - start
 
-    LLMEngine.step = timed_step  # type: ignore[method-assign]
+    engine_class.step = timed_step
     return total
 
 
 def child_main(variant: str, workload_path: Path, workdir: Path) -> None:
     """Run one variant and print its :class:`Measurement` as the last line of stdout."""
     requests = read_prompts(workload_path)
-    if variant.startswith("bare"):
+    if variant.startswith("bare") and faked():
+        from benchmarks import fake_engine_runs
+
+        measurement = fake_engine_runs.bare(requests, variant)
+    elif variant.startswith("bare"):
         measurement = _child_bare(requests, workdir, variant)
     else:
         measurement = _child_driver(requests, workdir, variant)
@@ -224,9 +268,13 @@ def run_tui(
 ) -> Measurement:
     """The real ``stepview`` in tmux: launch, first frame, all results, ``q``, its run stats."""
     results, log_path, rc_path = workdir / "results.jsonl", workdir / "stepview.log", workdir / "rc"
-    stats_path = workdir / "run_stats.json"
+    stats_path, seen_file = workdir / "run_stats.json", workdir / "first-frame-seen"
+    program, tmux_env = stepview_command(), env_for(env, name)
+    if FAKE_ENGINE_ENV in env:  # --smoke: the real stepview, the fake engine in vLLM's place
+        program = module_command("benchmarks.fake_engine_runs")
+        tmux_env = child_env({**tmux_env, FIRST_FRAME_ENV: str(seen_file)})
     argv = [
-        *stepview_command(),
+        *program,
         "--prompts",
         str(workload_path),
         "--results",
@@ -238,7 +286,7 @@ def run_tui(
     # The run stats too: the driver writes them there as it stops.
     hand_over = f"{run_stats.RUN_STATS_ENV}={shlex.quote(str(stats_path))}"
     command = f"{hand_over} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc_path))}"
-    tmux = Tmux(f"stepview-bench-{os.getpid()}-{workdir.name}", env_for(env, name))
+    tmux = Tmux(f"stepview-bench-{os.getpid()}-{workdir.name}", tmux_env)
     launched = time.perf_counter()
     tmux.start(command)
     try:
@@ -249,6 +297,7 @@ def run_tui(
             FIRST_FRAME_POLL_S,
         )
         first_frame = seen - launched
+        seen_file.touch()  # where the fake engine's start-up waits for it (--smoke)
         wait_for(
             lambda: count_lines(results) >= count or not tmux.alive(),
             CHILD_TIMEOUT_S,

@@ -21,7 +21,10 @@ a machine they share, measured directly, whatever the run-to-run noise of the th
 The last line is ``ratios: plugin/alone=X attached/alone=Y``.
 
 Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``); each server start takes
-~25 s, so a round of three variants takes about two minutes.
+~25 s, so a round of three variants takes about two minutes. ``--server URL --publish ADDRESS
+--alone-server URL`` measures servers already running instead (:mod:`benchmarks.given_server`):
+every variant then shares the one of its kind, so the figures are not a fresh server's; the
+smoke test runs ``--quick`` so on the test suite's shared servers.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.given_server import GivenServer, add_server_flags, given, plugged
 from benchmarks.tmux_pane import Tmux, stepview_command
 from stepview.testing.vllm_server import (
     ApiServer,
@@ -109,19 +113,32 @@ def attach(publish: str, port: int, workdir: Path, nice: int | None) -> Tmux:
     return tmux
 
 
-def measure(
-    variant: str, model: Path, args: argparse.Namespace, workdir: Path
-) -> tuple[float, float | None]:
-    """One fresh server of ``variant`` under the load: completion tokens per second, and
-    for an attached variant the share of the machine's CPU stepview used meanwhile."""
+def server_for(
+    variant: str, workdir: Path, servers: dict[str, GivenServer]
+) -> tuple[ApiServer, str]:
+    """The server ``variant`` is measured on, not yet started, and where its plug-in
+    publishes: a fresh one, or the one given for its kind (``alone`` or ``plugin``)."""
+    kind = "alone" if variant == "alone" else "plugin"
+    if kind in servers:
+        server = servers[kind]
+        return server, server.publish or ""
+    from stepview.engine.own.tiny_model import ensure_tiny_model
+
     port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
-    plugin = variant != "alone"
-    server = ApiServer(
-        server_command(model, port, plugin=plugin),
-        server_env(publish if plugin else None),
-        port,
-        workdir / f"server-{variant}.log",
-    )
+    plugin = kind == "plugin"
+    command = server_command(ensure_tiny_model(), port, plugin=plugin)
+    env = server_env(publish if plugin else None)
+    return ApiServer(command, env, port, workdir / f"server-{variant}.log"), publish
+
+
+def measure(
+    variant: str, args: argparse.Namespace, workdir: Path, servers: dict[str, GivenServer]
+) -> tuple[float, float | None]:
+    """One fresh (or given) server of ``variant`` under the load: completion tokens per
+    second, and for an attached variant the share of the machine's CPU stepview used
+    meanwhile."""
+    server, publish = server_for(variant, workdir, servers)
+    port = server.port
     tmux: Tmux | None = None
     try:
         server.start()
@@ -163,15 +180,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help=f"also measure {UNNICED}: attached with stepview at the server's CPU priority",
     )
+    add_server_flags(parser, alone=True)
     args = parser.parse_args(argv)
+    plug, unplugged = plugged(args), given(args.alone_server, None)
+    if (plug is None) != (unplugged is None):
+        print("server_overhead: --server and --alone-server go together", file=sys.stderr)
+        return 2
+    servers = {"plugin": plug, "alone": unplugged} if plug and unplugged else {}
     if args.quick:
         args.rounds, args.requests, args.max_tokens = 1, 8, 16
     if shutil.which("tmux") is None:
         print("server_overhead: the attached variant needs tmux", file=sys.stderr)
         return 2
-    from stepview.engine.own.tiny_model import ensure_tiny_model
-
-    model = ensure_tiny_model()
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="stepview-server-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     variants = (*VARIANTS, UNNICED) if args.unniced else VARIANTS
@@ -179,13 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     shares: dict[str, list[float]] = {variant: [] for variant in variants}
     print(
         f"server_overhead: {args.rounds} rounds, {args.requests} completions x "
-        f"{args.max_tokens} tokens, demo model, API server",
+        f"{args.max_tokens} tokens, "
+        + ("the servers given" if servers else "demo model, a fresh API server each"),
         flush=True,
     )
     for round_no in range(args.rounds):
         turn = round_no % len(variants)
         for variant in variants[turn:] + variants[:turn]:
-            rate, share = measure(variant, model, args, workdir)
+            rate, share = measure(variant, args, workdir, servers)
             rates[variant].append(rate)
             used = ""
             if share is not None:

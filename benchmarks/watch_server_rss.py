@@ -16,8 +16,12 @@ in every minute (past 3 s its link drops too).
 
 Last line: ``watch_server_rss: minutes=M requests=N results=R unseen=U caught_up=C
 rss_mb_first=A rss_mb_last=B rss_mb_max=C flight=ok|missing``. ``--minutes 30`` is the
-issue's run (default); ``--quick``: 1 minute, for a smoke test. Run it alone (``flock
-/tmp/stepview-engine.lock``): the server, the clients and the watch share the machine.
+issue's run (default); ``--quick``: one quarter of a minute (``minutes=0.25``), for a smoke
+test. Run it alone (``flock /tmp/stepview-engine.lock``): the server, the clients and the
+watch share the machine. ``--server URL --publish ADDRESS`` watches a server already running
+(:mod:`benchmarks.given_server`) instead of starting one: the smoke test runs so on the test
+suite's shared plug-in server, which is real vLLM, so ``results`` and ``unseen`` there are
+still a real server's.
 """
 
 from __future__ import annotations
@@ -36,10 +40,14 @@ from pathlib import Path
 
 import psutil
 
-from stepview.engine.own.tiny_model import ensure_tiny_model
+from benchmarks.given_server import add_server_flags, plugged
 from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
 
 CLIENTS = 3
+QUICK_MINUTE_S = 15
+"""``--quick``'s "minute": long enough for the clients to finish requests beside the watch,
+short enough for a smoke test, which checks the watch's files and the last line, not its
+memory over time."""
 PROMPTS = ["The ship sailed at dawn", "Write a list of ten colours", "Tell me about the sea"]
 
 
@@ -83,7 +91,9 @@ def _lines(path: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--minutes", type=int, default=30)
-    parser.add_argument("--quick", action="store_true", help="one minute: a smoke test")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"one 'minute' of {QUICK_MINUTE_S} s: a smoke test"
+    )
     parser.add_argument(
         "--starve",
         type=float,
@@ -91,14 +101,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="stop the watch (SIGSTOP) for this many seconds in every minute: starved on "
         "purpose where the machine does not starve it (default 0)",
     )
+    add_server_flags(parser)
     args = parser.parse_args(argv)
-    minutes = 1 if args.quick else args.minutes
+    minutes, minute_s = (1, QUICK_MINUTE_S) if args.quick else (args.minutes, 60)
     work = Path(tempfile.mkdtemp(prefix="stepview-rss-"))
-    port, publish = free_port(), f"ipc://{work}/facts.sock"
-    server = ApiServer(
-        server_command(ensure_tiny_model(), port), server_env(publish), port, work / "server.log"
-    )
-    print(f"starting the API server (log: {work / 'server.log'})", flush=True)
+    given = plugged(args)
+    server: ApiServer
+    if given is not None:
+        server, publish = given, given.publish or ""
+        print(f"watching the server given at port {server.port}", flush=True)
+    else:
+        from stepview.engine.own.tiny_model import ensure_tiny_model
+
+        port, publish = free_port(), f"ipc://{work}/facts.sock"
+        command = server_command(ensure_tiny_model(), port)
+        server = ApiServer(command, server_env(publish), port, work / "server.log")
+        print(f"starting the API server (log: {work / 'server.log'})", flush=True)
+    port = server.port
     server.start()
     flight = work / "flight"
     watch_args = [sys.executable, "-m", "stepview", "--attach", publish, "--headless", "--json"]
@@ -126,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 watch.send_signal(signal.SIGSTOP)
                 time.sleep(args.starve)  # (the starving is the point: nothing to wait on)
                 watch.send_signal(signal.SIGCONT)
-            while minute and time.monotonic() < started + 60 * minute:
+            while minute and time.monotonic() < started + minute_s * minute:
                 if watch.poll() is not None:  # a watch that died has no memory to sample
                     tail = (work / "watch.err").read_text().splitlines()[-3:]
                     raise SystemExit(
@@ -135,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 time.sleep(1)
             rss.append(process.memory_info().rss / (1 << 20))
             print(
-                f"minute {minute:3d}: watch rss {rss[-1]:6.1f} MB, {sum(done)} requests", flush=True
+                f"minute {minute * minute_s / 60:3g}: watch rss {rss[-1]:6.1f} MB, "
+                f"{sum(done)} requests",
+                flush=True,
             )
         stop.set()
         print("clients stopped; waiting for the watch's results file", flush=True)
@@ -164,8 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         header = json.loads(next(flight.glob("flight-*.jsonl")).open().readline())
         print(f"  flight recording: {header['flight']['why']}, {header['flight']['held']} s held")
     print(
-        f"watch_server_rss: minutes={minutes} requests={sum(done)} results={results} "
-        f"unseen={unseen} caught_up={caught} rss_mb_first={rss[0]:.1f} "
+        f"watch_server_rss: minutes={minutes * minute_s / 60:g} requests={sum(done)} "
+        f"results={results} unseen={unseen} caught_up={caught} rss_mb_first={rss[0]:.1f} "
         f"rss_mb_last={rss[-1]:.1f} rss_mb_max={max(rss):.1f} "
         f"flight={'ok' if recorded else 'missing'}"
     )

@@ -5,7 +5,11 @@ assertion would fail for reasons that have nothing to do with the change under t
 figures themselves are for people (``python -m benchmarks NAME`` without ``--quick``; README).
 Each runs as a user runs it, ``python -m benchmarks NAME --quick`` from the repository root,
 at the smallest size that still prints every line: the vLLM ones are mostly engine start-up
-(one engine per child process), which no smaller load shortens.
+(one engine per child process), which no smaller load shortens. The server benchmarks start
+none: they measure the suite's shared servers (``tests/servers.py``: real vLLM, started once
+per run), handed in with ``--server`` (``benchmarks/given_server.py``). ``engine_overhead``
+runs ``--smoke``, its five variants on the fake engine; what they ran of vLLM's own,
+``core_cpu``'s smoke test runs on real vLLM with the same calls.
 """
 
 from __future__ import annotations
@@ -18,15 +22,16 @@ import sys
 import pytest
 
 from tests.helpers import ROOT
+from tests.servers import Served
 
 NUMBER = r"\d+(?:\.\d+)?"
 
 
-def run_quick(name: str, timeout: float) -> list[str]:
-    """Run ``python -m benchmarks NAME --quick`` from the repository root; its stdout lines
-    (fails on a non-zero exit)."""
+def run_quick(name: str, timeout: float, *args: str, size: str = "--quick") -> list[str]:
+    """Run ``python -m benchmarks NAME --quick ARGS...`` (or ``size`` for ``--quick``) from
+    the repository root; its stdout lines (fails on a non-zero exit)."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", name, "--quick"],
+        [sys.executable, "-m", "benchmarks", name, size, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -37,21 +42,25 @@ def run_quick(name: str, timeout: float) -> list[str]:
     return done.stdout.splitlines()
 
 
+def given(server: Served) -> tuple[str, ...]:
+    """The flags that hand a shared plug-in server to a server benchmark."""
+    return ("--server", server.url, "--publish", server.publish or "")
+
+
 def assert_has_line(lines: list[str], pattern: str) -> None:
     assert any(re.fullmatch(pattern, line) for line in lines), (
         f"no line matches {pattern!r} in:\n" + "\n".join(lines)
     )
 
 
-@pytest.mark.engine
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the tui variant runs stepview in tmux")
-@pytest.mark.timeout(600)
-def test_engine_overhead_quick() -> None:
-    # Five engine start-ups, one after another (four children and the TUI's): 212 s, and once
-    # over 240 s, beside another test run on 2 cores. The figures are not checked; a budget
-    # that a busy machine outruns fails for nothing to do with the change.
-    lines = run_quick("engine_overhead", timeout=540)
+def test_engine_overhead_smoke() -> None:
+    """Every variant and every line of the report, on the fake engine (``--smoke``): four
+    children and the real stepview in tmux, no vLLM. The five engine start-ups of
+    ``--quick`` took 212 to 250 s here; what they ran of vLLM's own, the bare loop and the
+    driver's engine, ``test_core_cpu_quick`` runs on real vLLM."""
+    lines = run_quick("engine_overhead", 240, size="--smoke")
     for variant in ("bare", "bare-inproc", "driver", "driver+record", "tui"):
         figures = rf"{re.escape(variant)}\s+(?:{NUMBER}\s+){{6}}{NUMBER}%\s+{NUMBER}"
         assert_has_line(lines, figures)
@@ -88,13 +97,14 @@ def test_ui_scale_quick() -> None:
     assert_has_line(lines, r"history: \d+ bytes per request per step \(.*history_size=\d+\)")
 
 
-@pytest.mark.engine
 @pytest.mark.e2e
 @pytest.mark.skipif(
     shutil.which("tmux") is None, reason="the attached variant runs stepview in tmux"
 )
-def test_server_overhead_quick() -> None:
-    lines = run_quick("server_overhead", timeout=600)
+def test_server_overhead_quick(plain_server: Served, plugged_server: Served) -> None:
+    lines = run_quick(
+        "server_overhead", 300, *given(plugged_server), "--alone-server", plain_server.url
+    )
     for variant in ("alone", "plugin", "attached"):
         assert_has_line(lines, rf"{variant}\s+median\s+{NUMBER} tok/s\s+\({NUMBER}\)")
     assert re.fullmatch(rf"ratios: plugin/alone={NUMBER} attached/alone={NUMBER}", lines[-1])
@@ -151,6 +161,7 @@ def test_fleet_scale_quick() -> None:
     ), lines[-1]
 
 
+@pytest.mark.e2e  # the real stepview in tmux: out of the quick loop, one tmux test at a time
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the fleet screen runs in tmux")
 def test_fleet_keys_quick() -> None:
     """No vLLM: the fleet screen of 4 simulated servers in tmux, each key seen to take effect."""
@@ -164,13 +175,13 @@ def test_fleet_keys_quick() -> None:
     ), lines[-1]
 
 
-@pytest.mark.engine
-def test_watch_server_rss_quick() -> None:
-    lines = run_quick("watch_server_rss", timeout=600)
-    assert_has_line(lines, rf"minute +1: watch rss +{NUMBER} MB, \d+ requests")
+def test_watch_server_rss_quick(plugged_server: Served) -> None:
+    """On real vLLM: every request the clients completed is in the watch's results file."""
+    lines = run_quick("watch_server_rss", 420, *given(plugged_server))
+    assert_has_line(lines, rf"minute 0\.25: watch rss +{NUMBER} MB, \d+ requests")
     assert_has_line(lines, r"watch exit code 0; \d+ requests in its results file; files in .*")
     assert re.fullmatch(
-        rf"watch_server_rss: minutes=1 requests=(\d+) results=\1 unseen=0 caught_up=\d+ "
+        rf"watch_server_rss: minutes=0\.25 requests=(\d+) results=\1 unseen=0 caught_up=\d+ "
         rf"rss_mb_first={NUMBER} rss_mb_last={NUMBER} rss_mb_max={NUMBER} flight=ok",
         lines[-1],
     ), lines[-1]
@@ -188,11 +199,10 @@ def test_core_cpu_quick() -> None:
     assert re.fullmatch(rf"core cpu: driver@mp/bare={NUMBER} \(median of 1 pairs\)", lines[-1])
 
 
-@pytest.mark.engine
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="the attached rounds run stepview in tmux")
-def test_long_queue_quick() -> None:
-    lines = run_quick("long_queue", timeout=600)
+def test_long_queue_quick(plugged_server: Served) -> None:
+    lines = run_quick("long_queue", 300, *given(plugged_server))
     assert_has_line(
         lines,
         rf"  pair 1: plugin {NUMBER} tok/s, attached {NUMBER} tok/s \(ratio {NUMBER}\); "
