@@ -50,35 +50,18 @@ def test_seed_prompts_printed_like_vllms_example(run_stepview) -> None:  # type:
 
 
 @pytest.mark.engine
-def test_json_prompts_file_with_rejections(run_stepview, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    prompts = tmp_path / "prompts.jsonl"
+def test_json_prompts_on_stdin_with_rejections_leaving_no_helper(
+    tmp_path: Path, watch: Watch
+) -> None:
+    """``generate | stepview --headless --json --prompts -``: what every Unix tool does, read
+    like a file (a prompt too long is rejected, exit 1, the others run; logprobs asked for
+    are there). The engine in stepview's process (the default) leaves no helper process
+    after the run's end: every process the run ever had is gone once it has. One engine
+    start for what were two tests (a prompts file, stdin)."""
     lines = [
         {"id": "ok", "prompt": "hello world", "params": {"temperature": 0, "max_tokens": 5}},
         {"id": "long", "prompt": "word " * 2000, "params": {"max_tokens": 4}},
         {"id": "lp", "prompt": "logprobs please", "params": {"logprobs": 2, "max_tokens": 3}},
-    ]
-    prompts.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    done = run_stepview(["--headless", "--json", "--prompts", str(prompts)])
-    assert done.returncode == 1  # a request was rejected
-    records = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert records["ok"]["state"] == "finished"
-    assert len(records["ok"]["completions"][0]["token_ids"]) == 5
-    assert records["long"]["state"] == "rejected"
-    assert "maximum context length is 512 tokens" in records["long"]["error"]
-    assert "request long rejected" in done.stderr
-    lp = records["lp"]["completions"][0]["logprobs"]
-    assert len(lp) == 3 and all(len(position) >= 2 for position in lp)
-
-
-@pytest.mark.engine
-def test_prompts_on_stdin_are_run_like_a_file_leaving_no_helper(
-    tmp_path: Path, watch: Watch
-) -> None:
-    """``generate | stepview --headless --json --prompts -``: what every Unix tool does. The
-    engine in stepview's process (the default) leaves no helper process after a normal end:
-    every process the run ever had is gone once it has."""
-    lines = [
-        {"id": "a", "prompt": "hello world", "params": {"temperature": 0, "max_tokens": 3}},
         {"id": "b", "prompt": "from a pipe", "params": {"max_tokens": 2, "seed": 1}},
     ]
     proc = subprocess.Popen(
@@ -95,12 +78,17 @@ def test_prompts_on_stdin_are_run_like_a_file_leaving_no_helper(
     )
     run = watch(psutil.Process(proc.pid))
     out, err = proc.communicate("".join(json.dumps(line) + "\n" for line in lines), timeout=600)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err  # a request was rejected
     assert left_behind(run.close()) == []
     records = {r["id"]: r for r in map(json.loads, out.splitlines())}
-    assert set(records) == {"a", "b"}
-    assert all(r["state"] == "finished" for r in records.values())
-    assert len(records["a"]["completions"][0]["token_ids"]) == 3
+    assert set(records) == {"ok", "long", "lp", "b"}
+    assert records["ok"]["state"] == records["b"]["state"] == "finished"
+    assert len(records["ok"]["completions"][0]["token_ids"]) == 5
+    assert records["long"]["state"] == "rejected"
+    assert "maximum context length is 512 tokens" in records["long"]["error"]
+    assert "request long rejected" in err
+    lp = records["lp"]["completions"][0]["logprobs"]
+    assert len(lp) == 3 and all(len(position) >= 2 for position in lp)
 
 
 def test_bad_prompts_file_names_the_line(run_stepview, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
