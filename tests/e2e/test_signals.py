@@ -149,9 +149,13 @@ def test_hang_up_keeps_the_trace_and_results_intact(
     assert "run summary" in (tmp_path / "log.txt").read_text()
 
 
-def test_resize_mid_run_keeps_drawing_and_answering_keys(
+def test_resize_and_user_signals_mid_run_keep_it_drawing_and_answering(
     open_terminal: OpenTerminal, tmp_path: Path
 ) -> None:
+    """A resize mid-run: the layout redrawn at the new size, new steps drawn, keys answered.
+    Then SIGUSR2 (tools send it to reopen logs) and SIGUSR1 without a recorder: each ended the
+    TUI before (SIGUSR2 always); now a toast says why nothing happens, and the run stays.
+    One run for both (one engine start): neither leaves a mark the other could miss."""
     term = open_terminal(200, 60)
     start_run(term, tmp_path, held=False)  # steps must go on: it redraws new ones
     stepview = term.command_process()
@@ -180,6 +184,12 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
 
     term.resize(200, 60)
     term.wait_for(lambda s: len(s.splitlines()[0].rstrip()) > 150, timeout=10)
+
+    stepview.send_signal(signal.SIGUSR2)
+    term.wait_for_text("SIGUSR2: stepview takes no such", timeout=30)
+    stepview.send_signal(signal.SIGUSR1)
+    term.wait_for_text("No flight recorder", timeout=30)
+    assert stepview.is_running() and mid_run(term.screen())
     term.keys("q")
     wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert term.wait_for_exit(timeout=15) == 0
@@ -189,25 +199,6 @@ def test_resize_mid_run_keeps_drawing_and_answering_keys(
 def step_of(screen: str) -> int:
     match = re.search(r"step (\d+)", screen.splitlines()[0])
     return int(match.group(1)) if match else -1
-
-
-def test_user_signals_mid_run_are_answered_in_toasts_and_the_run_goes_on(
-    open_terminal: OpenTerminal, tmp_path: Path
-) -> None:
-    """SIGUSR2 (tools send it to reopen logs) and SIGUSR1 without a recorder: each ended the
-    TUI before (SIGUSR2 always); now a toast says why nothing happens, and the run stays."""
-    term = open_terminal(160, 40)
-    start_run(term, tmp_path)
-    stepview = term.command_process()
-    term.wait_for(mid_run, timeout=STARTUP_S)
-    stepview.send_signal(signal.SIGUSR2)
-    term.wait_for_text("SIGUSR2: stepview takes no such", timeout=30)
-    stepview.send_signal(signal.SIGUSR1)
-    term.wait_for_text("No flight recorder", timeout=30)
-    assert stepview.is_running() and mid_run(term.screen())
-    term.keys("q")
-    wait_gone(stepview, timeout=QUIT_WITHIN_S)
-    assert term.wait_for_exit(timeout=15) == 0
 
 
 def test_q_while_the_engine_is_being_built_leaves_at_once_recording_the_requests(

@@ -5,17 +5,20 @@ from __future__ import annotations
 import io
 import json
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from stepview.launch.headless import HeadlessPrinter
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot, Timings
 from tests.e2e.terminal import command_env
+from tests.reliability.process_watch import Watch, left_behind, watch
+
+__all__ = ["watch"]
 
 DASHES = "-" * 50
 
@@ -47,50 +50,45 @@ def test_seed_prompts_printed_like_vllms_example(run_stepview) -> None:  # type:
 
 
 @pytest.mark.engine
-def test_json_prompts_file_with_rejections(run_stepview, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    prompts = tmp_path / "prompts.jsonl"
+def test_json_prompts_on_stdin_with_rejections_leaving_no_helper(
+    tmp_path: Path, watch: Watch
+) -> None:
+    """``generate | stepview --headless --json --prompts -``: what every Unix tool does, read
+    like a file (a prompt too long is rejected, exit 1, the others run; logprobs asked for
+    are there). The engine in stepview's process (the default) leaves no helper process
+    after the run's end: every process the run ever had is gone once it has. One engine
+    start for what were two tests (a prompts file, stdin)."""
     lines = [
         {"id": "ok", "prompt": "hello world", "params": {"temperature": 0, "max_tokens": 5}},
         {"id": "long", "prompt": "word " * 2000, "params": {"max_tokens": 4}},
         {"id": "lp", "prompt": "logprobs please", "params": {"logprobs": 2, "max_tokens": 3}},
-    ]
-    prompts.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    done = run_stepview(["--headless", "--json", "--prompts", str(prompts)])
-    assert done.returncode == 1  # a request was rejected
-    records = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert records["ok"]["state"] == "finished"
-    assert len(records["ok"]["completions"][0]["token_ids"]) == 5
-    assert records["long"]["state"] == "rejected"
-    assert "maximum context length is 512 tokens" in records["long"]["error"]
-    assert "request long rejected" in done.stderr
-    lp = records["lp"]["completions"][0]["logprobs"]
-    assert len(lp) == 3 and all(len(position) >= 2 for position in lp)
-
-
-@pytest.mark.engine
-def test_prompts_on_stdin_are_run_like_a_file(tmp_path: Path) -> None:
-    """``generate | stepview --headless --json --prompts -``: what every Unix tool does."""
-    lines = [
-        {"id": "a", "prompt": "hello world", "params": {"temperature": 0, "max_tokens": 3}},
         {"id": "b", "prompt": "from a pipe", "params": {"max_tokens": 2, "seed": 1}},
     ]
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "stepview", "--headless", "--json", "--prompts", "-"),
             *("--log-file", str(tmp_path / "log.txt")),
         ],
-        input="".join(json.dumps(line) + "\n" for line in lines),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=180,
         env=command_env(),
         cwd=tmp_path,
     )
-    assert done.returncode == 0, done.stderr
-    records = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert set(records) == {"a", "b"}
-    assert all(r["state"] == "finished" for r in records.values())
-    assert len(records["a"]["completions"][0]["token_ids"]) == 3
+    run = watch(psutil.Process(proc.pid))
+    out, err = proc.communicate("".join(json.dumps(line) + "\n" for line in lines), timeout=600)
+    assert proc.returncode == 1, err  # a request was rejected
+    assert left_behind(run.close()) == []
+    records = {r["id"]: r for r in map(json.loads, out.splitlines())}
+    assert set(records) == {"ok", "long", "lp", "b"}
+    assert records["ok"]["state"] == records["b"]["state"] == "finished"
+    assert len(records["ok"]["completions"][0]["token_ids"]) == 5
+    assert records["long"]["state"] == "rejected"
+    assert "maximum context length is 512 tokens" in records["long"]["error"]
+    assert "request long rejected" in err
+    lp = records["lp"]["completions"][0]["logprobs"]
+    assert len(lp) == 3 and all(len(position) >= 2 for position in lp)
 
 
 def test_bad_prompts_file_names_the_line(run_stepview, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -111,57 +109,6 @@ def test_bad_prompts_file_names_the_line(run_stepview, tmp_path: Path) -> None: 
     done = run_stepview(["--headless", "--prompts", str(tmp_path / "missing.jsonl")])
     assert done.returncode == 2
     assert "cannot read prompts file" in done.stderr
-
-
-@pytest.mark.engine
-def test_sigterm_mid_run_exits_cleanly_with_whole_lines(tmp_path: Path) -> None:
-    prompts = tmp_path / "many.jsonl"
-    line = {"prompt": "a long story about engines", "params": {"max_tokens": 200, "seed": 1}}
-    prompts.write_text("\n".join(json.dumps(line) for _ in range(400)) + "\n")
-    results = tmp_path / "results.jsonl"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stepview",
-            "--headless",
-            "--json",
-            "--prompts",
-            str(prompts),
-            "--results",
-            str(results),
-            "--log-file",
-            str(tmp_path / "log.txt"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=command_env(),
-    )
-    assert proc.stdout is not None
-    first = proc.stdout.readline()  # blocks until the first request finished
-    assert json.loads(first)["state"] == "finished"
-    proc.send_signal(signal.SIGTERM)
-    try:
-        # A failsafe only: a run that ignored SIGTERM would finish all 400 and fail below.
-        out, err = proc.communicate(timeout=600)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    assert proc.returncode == 1
-    assert "interrupted" in err
-    printed = [json.loads(x) for x in [first, *out.splitlines()]]  # every line is whole JSON
-    saved = [json.loads(x) for x in results.read_text().splitlines()]
-    # Issue 13: the requests left unfinished are recorded too (not printed), after the rest.
-    done = [r for r in saved if r["state"] != "unfinished"]
-    assert [r["id"] for r in done] == [r["id"] for r in printed]
-    assert len(printed) < 400
-    unfinished = saved[len(done) :]
-    assert len(saved) == 400 and all(r["state"] == "unfinished" for r in unfinished)
-    assert f"({len(unfinished)} unfinished requests, recorded in {results})" in err
-    # Promptly: it stopped in the middle of requests under way, not after finishing them.
-    assert any(r["completions"] and r["completions"][0]["token_ids"] for r in unfinished)
 
 
 def ramp_prompts(path: Path, count: int) -> Path:

@@ -1,6 +1,6 @@
 """The real ``stepview`` command with a fault injected into it (vLLM's adapter, mostly).
 
-    python tests/reliability/launcher.py FAULT [N] -- STEPVIEW-ARGS...
+    python tests/reliability/launcher.py FAULT [N] [+ FAULT [N]...] -- STEPVIEW-ARGS...
 
 FAULT is ``hang-step-from N`` (the Nth ``step()`` and every later one never returns, like a
 hung GPU kernel), ``raise-in-step N`` (the Nth ``step()`` raises), ``hold-at N`` (the Nth
@@ -17,7 +17,10 @@ build has begun, its half-built folder there: give the run an empty cache);
 ``-`` for none, and never returns: a long build, the built-in model's conversion, say); or
 ``crash-ui N`` (the first snapshot of step N or later raises while being drawn: a bug in
 stepview itself; by step, not by count, as a busy machine's UI may draw only the first and the
-last of a quick replay). It then
+last of a quick replay); or ``fake-core`` (the engine is a stand-in for vLLM's engine core in
+a process of its own, see ``tests/reliability/fake_core.py``; the faults after it apply to
+it). Several faults go together joined by ``+`` (``fake-core + hold-at 120``): one run, one
+engine start, several moments held. It then
 runs ``stepview.cli.main()`` exactly as the installed console script does, so everything
 else is the real command.
 """
@@ -59,7 +62,7 @@ def inject(fault: str, at: int) -> None:
     VllmEngine.step = step  # type: ignore[method-assign]
 
 
-def hold(at: int) -> None:
+def hold(at: int, engine: type[Any] | None = None) -> None:
     """Hold the run before the ``at``-th ``step()`` until the driver is told to stop.
 
     Tests that interrupt a run "mid-way" used to need a workload long enough to outlast a
@@ -67,16 +70,18 @@ def hold(at: int) -> None:
     the run stays exactly mid-way, requests finished and others running, until the quit under
     test reaches the driver (``Driver.stop``, called by every way out: ``q``, Ctrl+C, SIGTERM,
     SIGHUP); the held step then runs as a real one would have, on whatever the test did to
-    the engine meanwhile (a stopped core blocks it, as in production).
+    the engine meanwhile (a stopped core blocks it, as in production). ``engine``: the class
+    whose ``step`` is held (vLLM's adapter unless told).
     """
     from stepview.engine.driver.loop import Driver
     from stepview.engine.own.vllm_engine import VllmEngine
 
-    real_step, real_stop = VllmEngine.step, Driver.stop
+    held = VllmEngine if engine is None else engine
+    real_step, real_stop = held.step, Driver.stop
     calls = 0
     released = threading.Event()
 
-    def step(self: VllmEngine) -> Any:
+    def step(self: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == at:
@@ -87,7 +92,7 @@ def hold(at: int) -> None:
         released.set()
         real_stop(self, timeout)
 
-    VllmEngine.step = step  # type: ignore[method-assign]
+    held.step = step  # type: ignore[method-assign]
     Driver.stop = stop  # type: ignore[method-assign]
 
 
@@ -189,13 +194,23 @@ def crash_ui(at: int) -> None:
     StepviewApp.show_snapshot = show_snapshot  # type: ignore[method-assign]
 
 
-def main(argv: list[str]) -> int:
-    split = argv.index("--")
-    fault, *numbers = argv[:split]
+def faults(words: list[str]) -> list[list[str]]:
+    """``FAULT [N...] + FAULT [N...]`` -> one list per fault, in order."""
+    found: list[list[str]] = [[]]
+    for word in words:
+        if word == "+":
+            found.append([])
+        else:
+            found[-1].append(word)
+    return found
+
+
+def apply(fault: str, numbers: list[str], engine: type[Any] | None) -> None:
+    """Put one fault in place (``engine``: the stand-in core's engine class, if any)."""
     if fault == "crash-ui":
         crash_ui(int(numbers[0]))
     elif fault == "hold-at":
-        hold(int(numbers[0]))
+        hold(int(numbers[0]), engine)
     elif fault == "signals-in-start-up":
         signals_in_start_up(numbers)
     elif fault == "signals-in-finish":
@@ -208,6 +223,19 @@ def main(argv: list[str]) -> int:
         pace(int(numbers[0]))
     elif fault != "none":
         inject(fault, int(numbers[0]))
+
+
+def main(argv: list[str]) -> int:
+    split = argv.index("--")
+    engine = None
+    for fault, *numbers in faults(argv[:split]):
+        if fault == "fake-core":
+            sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
+            from tests.reliability.fake_core import install
+
+            engine = install()
+        else:
+            apply(fault, numbers, engine)
     sys.argv = ["stepview", *argv[split + 1 :]]
     from stepview.cli import main as stepview_main
 

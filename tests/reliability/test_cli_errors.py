@@ -177,15 +177,19 @@ def test_bad_value_of_an_engine_flag_headless_is_one_line(
 def test_missing_model_directory_headless(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Seen by stepview before vLLM; the unusable-model test has this path's real process."""
+    """Seen by stepview before vLLM; the unknown-flag test has this path's real process."""
     done = in_process(["--headless", "--model", str(tmp_path / "no-such-model")], tmp_path, capsys)
     assert_one_line_error(done, f"model directory {tmp_path / 'no-such-model'} does not exist")
 
 
 @pytest.mark.engine
-def test_unknown_hugging_face_model_offline_headless(tmp_path: Path) -> None:
-    """vLLM resolves a model name while it builds its arguments; a refusal is one line."""
-    done = run(["--headless", "--model", "no-such-org/no-such-model"], tmp_path)
+def test_unknown_hugging_face_model_offline_headless(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM resolves a model name while it builds its arguments; a refusal is one line. The
+    same path as an unknown flag (a ``UsageError`` from ``parse_engine_args``), whose test
+    above has its real process."""
+    done = in_process(["--headless", "--model", "no-such-org/no-such-model"], tmp_path, capsys)
     assert_one_line_error(done, "vLLM cannot use --model no-such-org/no-such-model")
 
 
@@ -228,10 +232,9 @@ def test_unusable_model_headless_is_one_line_once_before_any_request(
 ) -> None:
     """A file, an empty directory, a corrupt config.json: vLLM would say so seconds later in
     a 9-line validation error, repeated for every request; stepview says it once, exit 2.
-    The first in a real process (exit code and stderr), the others through the same call."""
-    (first, first_message), *others = unusable_models(tmp_path).values()
-    assert_one_line_error(run(["--headless", "--model", str(first)], tmp_path), first_message)
-    for path, message in others:
+    In this process: the refusal is a ``UsageError`` from ``parse_engine_args``, the path
+    whose exit code and stderr the unknown-flag test above proves in a real process."""
+    for path, message in unusable_models(tmp_path).values():
         done = in_process(["--headless", "--model", str(path)], tmp_path, capsys)
         assert_one_line_error(done, message)
 
@@ -297,17 +300,31 @@ def prompts_problems(tmp_path: Path) -> list[tuple[Path, str]]:
 
 @pytest.mark.parametrize("mode", [["--headless"], []], ids=["headless", "tui"])
 def test_unusable_prompts_file_is_one_line_naming_file_and_line(
-    mode: list[str], tmp_path: Path, option_cache: Path
+    mode: list[str],
+    tmp_path: Path,
+    option_cache: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for path, message in prompts_problems(tmp_path):
-        done = run([*mode, "--prompts", str(path)], tmp_path, cache=option_cache)
-        assert_one_line_error(done, message)
+    """The first file in a real process (exit code and stderr, in each mode), the others
+    through the same call in this process (no ``import vllm`` either way)."""
+    (first, first_message), *others = prompts_problems(tmp_path)
+    done = run([*mode, "--prompts", str(first)], tmp_path, cache=option_cache)
+    assert_one_line_error(done, first_message)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(option_cache))
+    for path, message in others:
+        assert_one_line_error(
+            in_process([*mode, "--prompts", str(path)], tmp_path, capsys), message
+        )
 
 
 # -- traces -------------------------------------------------------------------------------------
 
 
-def test_replay_of_something_that_is_not_a_trace(tmp_path: Path) -> None:
+def test_replay_of_something_that_is_not_a_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first in a real process (exit code and stderr), the others through the same call."""
     results = tmp_path / "results.jsonl"
     results.write_text(json.dumps({"id": "0", "prompt": "p", "state": "finished"}) + "\n")
     text = tmp_path / "notes.txt"
@@ -329,9 +346,11 @@ def test_replay_of_something_that_is_not_a_trace(tmp_path: Path) -> None:
         (directory, f"cannot open trace {directory}"),
         (tmp_path / "missing.trace.jsonl", "cannot open trace"),
     ]
-    for path, message in cases:
-        assert_one_line_error(run(["--replay", str(path)], tmp_path), message)
-    done = run(["--replay", str(results), "--max-num-seqs", "4"], tmp_path)
+    (first, first_message), *others = cases
+    assert_one_line_error(run(["--replay", str(first)], tmp_path), first_message)
+    for path, message in others:
+        assert_one_line_error(in_process(["--replay", str(path)], tmp_path, capsys), message)
+    done = in_process(["--replay", str(results), "--max-num-seqs", "4"], tmp_path, capsys)
     assert_one_line_error(done, "--replay takes no engine flags (got --max-num-seqs 4)")
 
 

@@ -29,14 +29,8 @@ from stepview.trace.reader import load_trace
 from stepview.ui.views.stacks_view import StacksScreen
 from tests.e2e.conftest import write_workload
 from tests.e2e.terminal import command_env, wait_gone
-from tests.reliability.test_stuck_engine import (
-    MULTIPROCESS,
-    Watch,
-    descendant_named,
-    left_behind,
-    stop_process,
-    watch,
-)
+from tests.reliability.process_watch import Watch, left_behind, watch
+from tests.reliability.test_stuck_engine import MULTIPROCESS, descendant_named, stop_process
 
 __all__ = ["watch"]  # the fixture
 

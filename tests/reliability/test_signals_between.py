@@ -58,28 +58,22 @@ def launch(
     )
 
 
-@pytest.mark.engine
-@pytest.mark.parametrize("recorder", [False, True], ids=["no-recorder", "recorder"])
-def test_user_signals_in_start_up_are_answered_once_and_the_run_goes_on(
-    tmp_path: Path, recorder: bool
-) -> None:
-    workload = write_workload(tmp_path / "workload.jsonl", 3, longest=16)
-    results = tmp_path / "results.jsonl"
-    flight = ["--flight-recorder", "10m", "--flight-dir", str(tmp_path / "flight")]
-    done = launch(
-        ["signals-in-start-up", "USR1", "USR2", "USR1", "USR2"],
-        ["--prompts", str(workload), "--results", str(results), *(flight if recorder else [])],
-        tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
+USER_SIGNALS_IN_START_UP = ["signals-in-start-up", "USR1", "USR2", "USR1", "USR2", "+"]
+"""Two of each user signal while vLLM's flags are about to be parsed; a run's other fault
+follows (``+``): each run holds two moments, for one engine start."""
+
+
+def assert_user_signals_answered_once(stderr: str, recorder: bool) -> None:
+    """Two signals of each kind in start-up, one line for each kind: the run went on."""
     said = f"stepview: {STARTING if recorder else NO_RECORDER}\n"
-    assert done.stderr.count(said) == 1, done.stderr  # two signals, one line
-    assert done.stderr.count(f"stepview: {USR2}\n") == 1, done.stderr
+    assert stderr.count(said) == 1, stderr  # two signals, one line
+    assert stderr.count(f"stepview: {USR2}\n") == 1, stderr
+
+
+def assert_whole_results(results: Path) -> None:
     saved = [json.loads(line) for line in results.read_text().splitlines()]
     assert [r["id"] for r in saved] == ["r0", "r1", "r2"]
     assert {r["state"] for r in saved} == {"finished"}
-    if recorder:  # asked for before the first step: nothing written, not an empty recording
-        assert not list((tmp_path / "flight").glob("*"))
 
 
 def test_the_answer_says_why_for_each_moment() -> None:
@@ -116,26 +110,27 @@ def test_sigterm_in_the_models_build_leaves_no_half_built_folder(tmp_path: Path)
 
 
 @pytest.mark.engine
-def test_stop_signals_while_the_results_are_written_are_told_and_the_run_ends_whole(
+def test_user_signals_in_start_up_and_stop_signals_while_the_results_are_written(
     tmp_path: Path,
 ) -> None:
-    """The run is over and its outputs are being finished: a second SIGTERM from systemd (or
-    a Ctrl+C from an impatient user) must not cut them. Told once each, and the run ends as
-    it would."""
+    """USR1 and USR2 while vLLM is imported, no flight recorder: answered once each, and the
+    run goes on. Then the run is over and its outputs are being finished: a second SIGTERM
+    from systemd (or a Ctrl+C from an impatient user) must not cut them. Told once each, and
+    the run ends as it would."""
     workload = write_workload(tmp_path / "workload.jsonl", 3, longest=16)
     results = tmp_path / "results.jsonl"
     csv = tmp_path / "steps.csv"
     done = launch(
-        ["signals-in-finish", "TERM", "HUP", "TERM", "INT"],
+        [*USER_SIGNALS_IN_START_UP, "signals-in-finish", "TERM", "HUP", "TERM", "INT"],
         ["--prompts", str(workload), "--results", str(results), "--export-csv", str(csv)],
         tmp_path,
     )
     assert done.returncode == 0, done.stderr
+    assert_user_signals_answered_once(done.stderr, recorder=False)
     for name, more in (("SIGTERM", ""), ("SIGHUP", ""), ("SIGINT", AGAIN_TO_LEAVE)):
         said = f"stepview: {STOPPING_ALREADY.format(name=name)}{more}\n"
         assert done.stderr.count(said) == 1, done.stderr
-    saved = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [r["id"] for r in saved] == ["r0", "r1", "r2"]
+    assert_whole_results(results)
     assert csv.read_text().count("\n") > 1  # the export written after the signals, whole
     assert "\npreemptions: " in done.stderr  # the summary of a run that went to its end
 
@@ -163,18 +158,25 @@ def test_a_stop_signal_while_the_engine_is_built_ends_it_at_once(tmp_path: Path)
 
 
 @pytest.mark.engine
-def test_ctrl_c_twice_while_the_results_are_written_leaves_at_once(tmp_path: Path) -> None:
-    """A way out of a slow disk: the second Ctrl+C leaves, as the first said it would; the
-    results file, written as each request ended, is whole."""
+def test_user_signals_in_start_up_with_a_recorder_and_ctrl_c_twice_while_results_are_written(
+    tmp_path: Path,
+) -> None:
+    """USR1 and USR2 while vLLM is imported, a flight recorder asked for: answered once each,
+    the run goes on, and nothing is written (asked before the first step: no empty
+    recording). Then a way out of a slow disk: the second Ctrl+C while the outputs are
+    finished leaves, as the first said it would; the results file, written as each request
+    ended, is whole."""
     workload = write_workload(tmp_path / "workload.jsonl", 3, longest=16)
     results = tmp_path / "results.jsonl"
+    flight = ["--flight-recorder", "10m", "--flight-dir", str(tmp_path / "flight")]
     done = launch(
-        ["signals-in-finish", "INT", "INT"],
-        ["--prompts", str(workload), "--results", str(results)],
+        [*USER_SIGNALS_IN_START_UP, "signals-in-finish", "INT", "INT"],
+        ["--prompts", str(workload), "--results", str(results), *flight],
         tmp_path,
     )
     assert done.returncode == 130, done.stderr
+    assert_user_signals_answered_once(done.stderr, recorder=True)
     told = f"stepview: {STOPPING_ALREADY.format(name='SIGINT')}{AGAIN_TO_LEAVE}"
     assert done.stderr.splitlines()[-2:] == [told, "stepview: interrupted"], done.stderr
-    saved = [json.loads(line) for line in results.read_text().splitlines()]
-    assert [r["id"] for r in saved] == ["r0", "r1", "r2"]
+    assert_whole_results(results)
+    assert not list((tmp_path / "flight").glob("*"))
