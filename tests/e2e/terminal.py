@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from stepview.launch.runner import EXIT_WATCHDOG_S
+
 PROMPT = "stepview-test$ "
 STEPVIEW = str(Path(sys.executable).with_name("stepview"))  # the installed console script
 STARTUP_S = 600.0
@@ -208,6 +210,13 @@ class Terminal:
                 return children[0]
             time.sleep(0.02)
         raise AssertionError("the command did not start")
+
+
+QUIT_WITHIN_S = EXIT_WATCHDOG_S + 13.0
+"""How long a quit may take before a test calls it hung: stepview's exit watchdog ends it
+:data:`~stepview.launch.runner.EXIT_WATCHDOG_S` after a stop at the latest; the rest is room
+for a loaded machine to run that (5 s, below the watchdog, failed beside other engines). A
+quit that hangs never ends, so the bound tells the two apart on any machine."""
 
 
 def wait_gone(process: psutil.Process, timeout: float) -> float:

@@ -20,12 +20,19 @@ import pytest
 from stepview.model.snapshot import EngineState
 from stepview.trace.reader import load_trace
 from tests.e2e.conftest import HELD, HELD_RUN, PACED, OpenTerminal, write_held_run
-from tests.e2e.terminal import PROMPT, STARTUP_S, Terminal, alive, process_tree, wait_gone
+from tests.e2e.terminal import (
+    PROMPT,
+    QUIT_WITHIN_S,
+    STARTUP_S,
+    Terminal,
+    alive,
+    process_tree,
+    wait_gone,
+)
 from tests.reliability.launcher import LAUNCHER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
-QUIT_WITHIN_S = 5.0
 _FINISHED = re.compile(r"Finished (\d+)")
 _ROW_ID = re.compile(r"^(r\d+)\s")
 

@@ -18,7 +18,15 @@ import pytest
 from stepview.model.sampling import FORM_FIELDS
 from stepview.ui.dialogs.presets import PRESETS
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import PROMPT, STARTUP_S, STEPVIEW, alive, process_tree, wait_gone
+from tests.e2e.terminal import (
+    PROMPT,
+    QUIT_WITHIN_S,
+    STARTUP_S,
+    STEPVIEW,
+    alive,
+    process_tree,
+    wait_gone,
+)
 
 PROMPT_TEXT = "hello from tmux"
 
@@ -61,7 +69,7 @@ def test_prompt_typed_into_the_form_finishes_and_q_exits_cleanly(
 
     term.keys("q")
     assert term.wait_for_exit(timeout=10) == 0
-    wait_gone(stepview, timeout=5)
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert alive(tree) == []
     assert term.shell().children() == []
     screen = term.screen()

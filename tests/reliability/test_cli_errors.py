@@ -23,7 +23,7 @@ import pytest
 from stepview.cli import main
 from stepview.engine.own.engine_args import UsageError, check_option_names, local_model_problem
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import PROMPT, STEPVIEW, command_env, wait_gone
+from tests.e2e.terminal import PROMPT, QUIT_WITHIN_S, STEPVIEW, command_env, wait_gone
 
 USAGE = 2
 
@@ -120,7 +120,7 @@ def test_unknown_flag_tui_without_cache_app_leaves_by_itself_with_the_short_mess
     term.run([STEPVIEW, "--log-file", str(tmp_path / "log.txt"), "--no-such-flag", "1"])
     stepview = term.command_process()
     assert term.wait_for_exit(timeout=120) == USAGE
-    wait_gone(stepview, timeout=5)
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
     screen = term.screen()
     # The typed command may wrap at 80 columns (long temp paths), so read the screen from the end.
     lines = [line for line in screen.splitlines() if line.strip()]

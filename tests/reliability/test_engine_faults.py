@@ -30,6 +30,7 @@ from stepview.ui.main.request_table import RequestTable
 from tests.e2e.conftest import OpenTerminal
 from tests.e2e.terminal import (
     PROMPT,
+    QUIT_WITHIN_S,
     STEPVIEW,
     Terminal,
     alive,
@@ -47,8 +48,6 @@ from tests.reliability.faults import (
     running_now,
 )
 from tests.reliability.launcher import LAUNCHER
-
-QUIT_WITHIN_S = 5.0
 
 
 def finished_ids(app: StepviewApp, state: RequestState | None = None) -> list[str]:
@@ -400,7 +399,7 @@ def test_real_command_crash_in_the_ui_exits_1_and_leaves_nothing_behind(
     stepview = term.command_process()
     tree = process_tree(stepview)
     assert term.wait_for_exit(timeout=30) == 1
-    wait_gone(stepview, timeout=5)
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert alive(tree) == []
     assert "InjectedFault: injected by the test at step " in term.screen()
     assert term.flag("alternate_on") == "0"

@@ -20,7 +20,14 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, StepSnapshot
 from stepview.testing.scenes import until
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import STARTUP_S, STEPVIEW, alive, process_tree, wait_gone
+from tests.e2e.terminal import (
+    QUIT_WITHIN_S,
+    STARTUP_S,
+    STEPVIEW,
+    alive,
+    process_tree,
+    wait_gone,
+)
 from tests.reliability.faults import (
     SIZE,
     FaultyEngine,
@@ -148,7 +155,7 @@ def test_ten_thousand_prompts_from_a_file_all_finish_and_the_app_stays_responsiv
     term.keys("Escape")
     term.wait_for(lambda s: f"Finished {count}" in s, timeout=180)
     term.keys("q")
-    wait_gone(stepview, timeout=5)
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert term.wait_for_exit(timeout=15) == 0
     assert alive(tree) == []
     records = [json.loads(line) for line in results.read_text().splitlines()]

@@ -38,14 +38,20 @@ from tests.e2e.conftest import (
     OpenTerminal,
     write_held_run,
 )
-from tests.e2e.terminal import PROMPT, STARTUP_S, Terminal, command_env, wait_gone
+from tests.e2e.terminal import (
+    PROMPT,
+    QUIT_WITHIN_S,
+    STARTUP_S,
+    Terminal,
+    command_env,
+    wait_gone,
+)
 from tests.e2e.test_signals import mid_run, shown_finished
 from tests.reliability.launcher import LAUNCHER
 from tests.reliability.process_watch import Watch, left_behind, watch
 
 __all__ = ["watch"]
 
-QUIT_WITHIN_S = 5.0
 KILLED_GONE_S = 20.0
 """How long a process stepview SIGKILLed may take to be gone: what is asserted is that none
 stays, not how soon a busy kernel runs its exit (beside two busy loops and another engine
