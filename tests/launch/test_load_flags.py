@@ -1,5 +1,11 @@
 """The load flags and the exports on the real command line: refused before anything runs,
-and a replay exported to CSV and to a Chrome trace without vLLM."""
+and a replay exported to CSV and to a Chrome trace without vLLM.
+
+Every refusal is checked in-process through :func:`stepview.cli.main` (a child process per case
+spent a second importing stepview and checked nothing more); one refusal of each kind, the
+parser's own and a conflict between flags, also runs as the real ``stepview`` command: its
+exit code and stderr are what a user sees.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from stepview.cli import main
 from stepview.files.csv_export import COLUMNS
 from stepview.launch.summary import summarize
 from stepview.trace.reader import load_trace
@@ -50,16 +57,44 @@ REPLAY = DATA / "replay.trace.jsonl"
     ],
 )
 @pytest.mark.parametrize("mode", [["--headless"], []])
-def test_bad_load_flags_refused_in_one_line_with_exit_2(  # type: ignore[no-untyped-def]
-    run_stepview, args: list[str], message: str, mode: list[str]
+def test_bad_load_flags_refused_in_one_line_with_exit_2(
+    args: list[str],
+    message: str,
+    mode: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    try:
+        code = main(["--log-file", str(tmp_path / "log.txt"), *mode, *args])
+    except SystemExit as exc:  # the parser's own refusals
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert_refused(code, out, err, message)
+
+
+@pytest.mark.parametrize(
+    ("mode", "args", "message"),
+    [
+        (["--headless"], ["--load", "x"], "argument --load: must be a whole number"),
+        ([], ["--rate", "2"], "--rate go with --load N"),
+    ],
+    ids=["parser", "conflict"],
+)
+def test_the_real_command_refuses_bad_load_flags_in_one_line_with_exit_2(  # type: ignore[no-untyped-def]
+    run_stepview, mode: list[str], args: list[str], message: str
 ) -> None:
     done = run_stepview([*mode, *args], timeout=60)
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
+    assert_refused(done.returncode, done.stdout, done.stderr, message)
+
+
+def assert_refused(code: object, out: str, err: str, message: str) -> None:
+    """Exit status 2, nothing on stdout, and one line on stderr that says ``message``."""
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
     assert lines[0].startswith("stepview: ")
     assert message in lines[0]
-    assert done.stdout == ""
+    assert out == ""
 
 
 def test_help_documents_the_load_flags(run_stepview) -> None:  # type: ignore[no-untyped-def]
