@@ -6,6 +6,7 @@ one."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,17 @@ from tests.engine.watch.fake_api import FakeApi
 from tests.engine.watch.fake_prometheus import fake_prometheus
 
 __all__ = ["fake_prometheus"]  # a fixture, found by pytest here
+
+
+@pytest.fixture
+def caplog(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> pytest.LogCaptureFixture:
+    """pytest's ``caplog``, also seeing ``stepview.engine``'s records: that logger stops
+    propagating to the root once vLLM's logging is routed to a file (the engine tests'
+    conftest does so when collected)."""
+    monkeypatch.setattr(logging.getLogger("stepview.engine"), "propagate", True)
+    return caplog
 
 
 @pytest.fixture

@@ -66,17 +66,6 @@ def run_one(watcher: Watcher, server: Server, core_id: str, first: int) -> Reque
     return watcher.finished()[short_id(split_internal_id(core_id)[0])]
 
 
-@pytest.fixture
-def caplog(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> pytest.LogCaptureFixture:
-    """pytest's ``caplog``, also seeing ``stepview.engine``'s records: that logger stops
-    propagating to the root once vLLM's logging is routed to a file (the engine tests'
-    conftest does so when collected)."""
-    monkeypatch.setattr(logging.getLogger("stepview.engine"), "propagate", True)
-    return caplog
-
-
 def detokenize_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER]
 

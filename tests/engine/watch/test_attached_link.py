@@ -10,7 +10,6 @@ test_attached_requests.py covers how the records become requests.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -294,14 +293,11 @@ def test_requests_whose_whole_life_was_in_lost_records_are_counted_aloud(
             finished=["gone-0123abcd"],
         )
     )
-    logger = logging.getLogger(watched_core.__name__)
-    logger.addHandler(caplog.handler)  # stepview's loggers may not propagate to the root
     with caplog.at_level("WARNING", logger=watched_core.__name__):
         # Record 5 is not read (a gap): the watch asks for a full record, and reads that.
         wait_until(lambda: engine.has_unfinished() or (publisher.wanted() and publisher.fresh))
         server.send(record(6, request("r-0123abcd", intro=False, outputs=2, new=[1, 2])))
         watcher.step()
-    logger.removeHandler(caplog.handler)
     warned = [r.getMessage() for r in caplog.records if "arrived and ended" in r.getMessage()]
     assert len(warned) == 1 and warned[0].startswith("stepview: 1 requests at ")
     assert "(1 so far)" in warned[0] and "old" not in warned[0]

@@ -148,6 +148,39 @@ def test_a_request_seen_without_its_intro_waits_for_it(
     )
 
 
+def test_a_request_that_leaves_before_its_intro_is_counted_unseen_never_dropped(
+    server: Server, engine: AttachedEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Named without its intro and gone within the intro's wait: it cannot be shown nor
+    written to the results file, so it is counted (stderr, stepview_requests_unseen_total)."""
+    watcher = Watcher(engine)
+    publisher = server.publisher
+    assert publisher is not None
+    server.send(record(1, request("a-0123abcd", outputs=1, new=[4])))
+    watcher.step()
+    publisher.fresh = False  # no fresh record: b's intro does not come again
+    server.send(
+        record(
+            2,
+            request("a-0123abcd", outputs=2, new=[5], intro=False),
+            request("b-0123abcd", intro=False, outputs=1, new=[9]),
+        ),
+        record(
+            3,
+            request("a-0123abcd", outputs=3, new=[6], intro=False),
+            finished=["b-0123abcd"],
+            ended=[EndedFacts("b-0123abcd", 2, [9, 10], "length")],
+        ),
+    )
+    watcher.step()
+    assert engine.link().unseen == 0  # b awaits its intro
+    result = watcher.step()
+    assert result.ended == () and list(watcher.active()) == ["a"]
+    assert "b" not in watcher.finished()
+    assert engine.link().unseen == 1
+    assert "left before their intro" in caplog.text and "b-0123abcd" in caplog.text
+
+
 def test_requests_that_leave_end_as_finished_with_the_reason_unknown(
     server: Server, engine: AttachedEngine
 ) -> None:
