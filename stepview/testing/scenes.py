@@ -93,6 +93,9 @@ async def show_form_error(pilot: Pilot[None]) -> None:
     top_p.value = "1.5"
     await pilot.press("ctrl+s")
     steady_cursors(pilot.app)
+    # The error focuses its field, which scrolls the form into view: a picture taken while
+    # that scroll is under way differs (seen once beside a loaded machine).
+    await pilot.wait_for_scheduled_animations()
     await pilot.pause()
 
 
