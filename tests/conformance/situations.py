@@ -86,6 +86,24 @@ def prefix_hit(setting: Setting) -> Checker:
     return checker
 
 
+def parallel_samples(setting: Setting) -> Checker:
+    """``n>1``: vLLM's front end hands the engine core one request per sample
+    (``<i>_<parent id>``) at once, each with the parent's prompt and sampling. Each sample is
+    recorded and ends on its own, and a watch reads the ids as samples of one request."""
+    from stepview.engine.records.facts import split_internal_id
+
+    checker = Checker(Rig(replace(setting, prefix_caching=True)))
+    shared = prompt(3, 3 * BLOCK_SIZE)
+    samples = [f"{i}_cmpl-par-0-0123abcd" for i in range(3)]
+    for sample in samples:
+        checker.rig.add(sample, shared, 4)
+    drive(checker)
+    parents = {split_internal_id(sample) for sample in checker.ended}
+    if parents != {("cmpl-par-0", i) for i in range(3)}:
+        raise Mismatch(f"the samples read as {sorted(parents, key=str)}")
+    return checker
+
+
 def abort_mid_prefill(setting: Setting) -> Checker:
     """An abort while a long prompt is half prefilled, another request running on."""
     checker = Checker(Rig(replace(setting, token_budget=32)))
@@ -252,6 +270,7 @@ SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
     "token budget spent, chunked prefill": token_budget,
     "KV cache full: preemption and resume": kv_full,
     "prefix-cache hit": prefix_hit,
+    "n>1: parallel samples": parallel_samples,
     "abort mid-prefill": abort_mid_prefill,
     "one step ahead (async scheduling)": one_step_ahead,
     "prefill held by its cadence (0.33 on)": prefill_cadence,
