@@ -12,6 +12,7 @@ started from and whatever directory the child runs in.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,3 +36,11 @@ def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(ROOT)]
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *rest])
     return env
+
+
+def sigint_as_a_user_has_it() -> None:
+    """``preexec_fn`` for a child that the benchmark stops with SIGINT, as a user's Ctrl+C:
+    SIGINT back at its default. A benchmark started from a background job (a CI script, a
+    test run under nohup) inherits SIGINT ignored, and stepview keeps a stop signal it was
+    started ignoring (nohup's promise): the SIGINT would be lost and the child killed."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -36,7 +36,7 @@ from typing import IO, Any
 
 import psutil
 
-from benchmarks.children import child_env, module_command
+from benchmarks.children import child_env, module_command, sigint_as_a_user_has_it
 
 UP = frozenset({"running", "idle", "paused"})
 REACH_TIMEOUT_S = 60.0
@@ -133,7 +133,7 @@ def measure(
             with (folder / "watch.err").open("w") as errors:
                 watch = subprocess.Popen(
                     command, env=child_env(), stdout=subprocess.PIPE, stderr=errors,
-                    stdin=subprocess.DEVNULL, text=True,
+                    stdin=subprocess.DEVNULL, text=True, preexec_fn=sigint_as_a_user_has_it,
                 )  # fmt: skip
             assert watch.stdout is not None
             lines = Lines(watch.stdout)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.children import sigint_as_a_user_has_it
 from benchmarks.synthetic_core import SyntheticCore
 from stepview.engine.plugin.publisher import FactsPublisher
 
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=sigint_as_a_user_has_it,
         )
         process = psutil.Process(watch.pid)
         printed = Printed(watch.stdout)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.children import sigint_as_a_user_has_it
 from benchmarks.given_server import add_server_flags, plugged
 from stepview.testing.vllm_server import ApiServer, complete, free_port, server_command, server_env
 
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watch_args,
         stdout=subprocess.DEVNULL,
         stderr=stderr,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_a_user_has_it,
     )
     stop, done = threading.Event(), [0] * CLIENTS
     rss: list[float] = []
