@@ -31,7 +31,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -39,8 +38,6 @@ CORE_NAME = "VLLM::EngineCore"
 WORKER_NAME = "VLLM::Worker"
 SHUTDOWN_GRACE_S = 2.5
 """As stepview's ``CORE_EXIT_GRACE_S``: how long the core may take to exit after SIGTERM."""
-SHUTDOWN_S = 1.0
-"""How long the core takes to leave after SIGTERM: longer than stepview's grace before SIGKILL."""
 _PING = b"s"
 
 
@@ -111,9 +108,10 @@ def _name(title: str) -> None:
 
 def _core(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """Start the worker and wait until it has its name, then answer each step until stdin
-    closes. SIGTERM starts a shutdown that takes :data:`SHUTDOWN_S` (vLLM's core, continued
-    after ``kill -STOP``, still ran 0.5 s after SIGTERM here): stepview must SIGKILL it, and
-    its worker, re-parented away when the core dies, as with vLLM."""
+    closes. SIGTERM does not end it (vLLM's core, continued after ``kill -STOP``, still ran
+    0.5 s after SIGTERM here, past stepview's grace): held, not timed, so that stepview must
+    SIGKILL it on any machine, and its worker, re-parented away when the core dies, as with
+    vLLM."""
     _name(CORE_NAME)
     worker = subprocess.Popen(
         [sys.executable, __file__, "worker"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
@@ -121,17 +119,12 @@ def _core(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     assert worker.stdout is not None
     worker.stdout.read(1)
 
-    def leave(signum: int, frame: object) -> None:
-        if signum:
-            time.sleep(SHUTDOWN_S)
-        worker.kill()
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, leave)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while stdin.read(1) == _PING:
         stdout.write(_PING)
         stdout.flush()
-    leave(0, None)
+    worker.kill()  # stdin closed: the engine was shut down as vLLM's client does it
+    os._exit(0)
 
 
 def _worker(stdout: IO[bytes]) -> None:

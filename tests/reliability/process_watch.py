@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import psutil
@@ -56,9 +55,7 @@ Watch = Callable[[psutil.Process], ProcessWatch]
 def left_behind(processes: list[psutil.Process], timeout: float = 2.0) -> list[psutil.Process]:
     """The ones still alive after ``timeout`` (Python's resource tracker, told by the end of
     stepview's process, takes a moment to clean up after a killed core and leave)."""
-    deadline = time.monotonic() + timeout
-    while alive(processes) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    psutil.wait_procs(alive(processes), timeout=timeout)  # returns as the last one exits
     return alive(processes)
 
 
