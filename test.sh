@@ -4,10 +4,12 @@
 #   ./test.sh            the whole suite, real vLLM on the CPU and tmux included (what CI runs)
 #   ./test.sh --quick    the quick loop: no real engine, no tmux, vLLM and torch hidden
 #
-# Both run on two workers (pytest-xdist): a test module is a unit of work, the tests of the
-# shared API servers and the heavy ones (tmux, engine-core processes) are each one group run
-# one after another, longest units first (tests/scheduling.py). The slowest 25 tests are
-# listed at the end. `./test.sh -n 0` runs everything in one process, in order.
+# Both run on pytest-xdist workers (tests/scheduling.py): a test module is a unit of work, the
+# tests of the shared API servers and the heavy ones (tmux, engine-core processes) are each one
+# group run one after another, longest units first. The whole suite runs vLLM on two workers
+# (one per core) and the tests without vLLM, which mostly wait on screens, on a third; the
+# quick loop has only those and runs four. The slowest 25 tests are listed at the end.
+# `./test.sh -n 0` runs everything in one process, in order.
 #
 # Other arguments go to pytest:  ./test.sh -k driver   ./test.sh --quick tests/ui
 set -euo pipefail
@@ -23,13 +25,13 @@ export HF_HUB_OFFLINE=1
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
-parallel=(-n 2 --dist loadgroup --no-loadscope-reorder)
+parallel=(--dist loadgroup --no-loadscope-reorder)
 if [ "$quick" = 1 ]; then
   # tests/hide_vllm/sitecustomize.py makes vLLM, torch and transformers unimportable in every
   # process of the run: a test that needs them and is not marked `engine` fails at once.
   export PYTHONPATH="$PWD/tests/hide_vllm${PYTHONPATH:+:$PYTHONPATH}"
-  exec .venv/bin/python -m pytest "${parallel[@]}" -m "not engine and not e2e" "$@"
+  exec .venv/bin/python -m pytest -n 4 "${parallel[@]}" -m "not engine and not e2e" "$@"
 fi
 # vLLM releases besides the installed one, for the scheduler conformance suite (once).
 .venv/bin/python -m tests.conformance.wheels
-exec .venv/bin/python -m pytest "${parallel[@]}" --durations=25 "$@"
+exec .venv/bin/python -m pytest -n 3 "${parallel[@]}" --durations=25 "$@"

@@ -1,4 +1,4 @@
-"""How the suite shares two cores (``pytest -n 2``, used by ``tests/conftest.py``).
+"""How the suite shares two cores (``pytest -n 3``, used by ``tests/conftest.py``).
 
 The unit of work a worker takes is a test module, as with xdist's ``--dist loadfile``: the
 engine pool of a worker (``tests/vllm_engines.py``) then builds an engine once for a module's
@@ -12,6 +12,16 @@ collection):
   its own (marked ``e2e``, or ``heavy`` by hand): each keeps two or three processes busy and
   reads a screen, so two of them at once would starve each other on two cores; one after
   another on one worker, beside lighter tests on the other.
+
+The other modules that run real vLLM (marked ``engine``) are units named ``engine:MODULE``.
+
+Lanes: the first :data:`ENGINE_LANES` workers run every unit that runs vLLM (two on two
+cores: never three engines busy at once), then whatever is left; any further worker is a light
+lane that takes only the units without vLLM. Those (the quick loop's tests: pilot-driven
+screens, fake servers, fakes of the engine) spend about half their time waiting (Textual's
+pilot waits for the app to go idle after every key; measured: 131 s of CPU in 291 s), so a
+third worker runs them in the gaps the engines leave instead of taking turns with them. The
+quick loop, without vLLM, runs four workers, every one of them light work.
 
 Units are handed out longest first (longest-processing-time scheduling: the fewest minutes
 with one worker idle at the end): the groups, then modules that run real vLLM, then the rest,
@@ -27,6 +37,10 @@ from typing import Any
 import pytest
 
 SERVERS, HEAVY = "servers", "heavy"
+ENGINE = "engine:"
+"""The prefix of a unit of its own for a module's tests that run real vLLM."""
+ENGINE_LANES = 2
+"""Workers that run vLLM (see the module docstring): one per core."""
 HEAVY_TIMEOUT_S = 900
 """pytest-timeout's limit for a heavy test or one of the shared servers (300 s for the others):
 room for its waits that include an engine's start-up on a loaded machine
@@ -40,6 +54,8 @@ def group_of(item: pytest.Item, fixtures: set[str], server_fixtures: set[str]) -
         return SERVERS
     if item.get_closest_marker("e2e") is not None or item.get_closest_marker("heavy"):
         return HEAVY
+    if item.get_closest_marker("engine") is not None:
+        return ENGINE + item.nodeid.split("::", 1)[0]
     return None
 
 
@@ -63,7 +79,7 @@ def unit_rank(item: pytest.Item) -> int:
     """Where ``item``'s unit goes in the queue: groups first, then real vLLM, then the rest."""
     for mark in item.iter_markers("xdist_group"):
         return _UNIT_ORDER.get(str(mark.args[0]), 2)
-    return 2 if item.get_closest_marker("engine") is not None else 3
+    return 3
 
 
 def order_units(items: list[pytest.Item]) -> None:
@@ -82,15 +98,38 @@ def _unit(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+def runs_vllm(unit: str) -> bool:
+    """Whether the unit named ``unit`` (a group or a module's path) runs real vLLM."""
+    return unit in (SERVERS, HEAVY) or unit.startswith(ENGINE)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Modules as units of work, except the groups (see the module docstring)."""
+    """Modules as units of work, except the groups; vLLM on the engine lanes only (see the
+    module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModulesAndGroups(LoadScopeScheduling):  # type: ignore[misc]
+    class Lanes(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.rfind("@") > nodeid.rfind("]"):
                 return nodeid.rsplit("@", 1)[-1]  # xdist's loadgroup suffix: a group
             return nodeid.split("::", 1)[0]
 
-    return ModulesAndGroups(config, log)
+        def _assign_work_unit(self, node: Any) -> None:
+            """Hand ``node`` the first unit its lane takes, or shut it down when none is
+            left for it (a light lane once only vLLM's units remain)."""
+            light_lane = self.nodes.index(node) >= ENGINE_LANES
+            units = [unit for unit in self.workqueue if not (light_lane and runs_vllm(unit))]
+            if not units:
+                node.shutdown()
+                return
+            if not light_lane:  # vLLM's units first, while there are any
+                units.sort(key=lambda unit: not runs_vllm(unit))
+            work_unit = self.workqueue.pop(units[0])
+            self.assigned_work.setdefault(node, {})[units[0]] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some(
+                [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
+            )
+
+    return Lanes(config, log)
