@@ -13,6 +13,9 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
 ``watched_core`` / ``core_steps``
     one engine core (data-parallel rank): its records read into the driver's steps, with
     vLLM's own times for its requests.
+``unseen``
+    other clients' requests that came and went where no record could show them: counted
+    and said.
 ``plugin_word``
     what each core's plug-in says of itself: switched off (and why), the vLLM it runs.
 ``server_stacks``
@@ -22,7 +25,8 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
     a core whose records were lost (a watch too slow, a link that dropped) asking the
     plug-in's log of ends for what came and went meanwhile, and folding it in.
 ``adopting``
-    other clients' requests as first seen: short ids, prompt ids, sampling parameters.
+    other clients' requests as first seen: short names never shared by two requests,
+    prompt ids, sampling parameters.
 ``metrics_page`` / ``metrics_watch`` / ``metrics_source``
     a server without the plug-in (``--attach http://HOST:PORT``): its Prometheus page read,
     one :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` per server making

@@ -45,9 +45,10 @@ from stepview.engine.records.facts import (
     StepFacts,
     split_internal_id,
 )
-from stepview.engine.watch.adopting import arrival, short_id
+from stepview.engine.watch.adopting import ClientNames, arrival
 from stepview.engine.watch.catching_up import CatchUp
 from stepview.engine.watch.core_steps import CoreStep, ScheduledTimes
+from stepview.engine.watch.unseen import UnseenRequests
 from stepview.model.engine_api import CompletionUpdate, EndedRequest, OutputUpdate
 from stepview.model.snapshot import RankStatus, RequestState
 
@@ -70,6 +71,7 @@ class _Sample:
 
     request_id: str  # stepview's id (all samples of a request share it)
     index: int
+    client_id: str | None  # another client's id (None: a request stepview sent)
     tokens: list[int] = field(default_factory=list)
     counted: bool = False  # its prompt is in the prefix-cache figures
 
@@ -88,10 +90,11 @@ class WatchedCore:
         self.subscriber = FactsSubscriber(address, keys, stacks=stacks)
         self.stream = RecordStream(self.subscriber.resync)
         self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed
-        self.unseen = 0  # requests whose whole life was in records that were lost
+        self.unseen_requests = UnseenRequests(address)
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
         self._per_request: dict[str, int] = {}  # stepview id -> its samples here
+        self.names = ClientNames()  # what other clients' requests are called here
         self.unintroduced: dict[str, float] = {}  # core id -> record time first seen
         self.intros: dict[str, RequestIntro] = {}  # intros of records dropped unread
         self.times = ScheduledTimes()  # vLLM's scheduled times until the first tokens
@@ -114,6 +117,11 @@ class WatchedCore:
         self.prefix_queries = 0
         self.prefix_hits = 0
 
+    @property
+    def unseen(self) -> int:
+        """Requests gone unseen here (:mod:`~stepview.engine.watch.unseen`)."""
+        return self.unseen_requests.count
+
     def _lookup(self, core_id: str) -> str | None:
         sample = self.samples.get(core_id)
         return None if sample is None else sample.request_id
@@ -123,6 +131,7 @@ class WatchedCore:
         ids = list(dict.fromkeys(s.request_id for s in self.samples.values()))
         self.samples.clear()
         self._per_request.clear()
+        self.names.clear()
         self.unintroduced.clear()
         self.intros.clear()
         self.times.clear()
@@ -204,7 +213,8 @@ class WatchedCore:
         missing = () if caught is None else caught.missing
         partly = caught is not None and not caught.complete
         if lost or missing or partly:
-            self._count_unseen(lost, missing, partly)
+            ids = chain((end.req_id for end in lost), missing)
+            self.unseen_requests.past_the_log(ids, self.samples, partly)
         if lost or caught:
             logged = () if caught is None else (logged.end for logged in caught.logged)
             ends = [*lost, *logged, *ends]
@@ -264,11 +274,11 @@ class WatchedCore:
                 self.resync(now)
                 return None
         self.unintroduced.pop(core_id, None)
-        request_id, index, adopted = self.sample_of(core_id, own, labelled)
-        if adopted:
+        request_id, index, client_id = self._named(core_id, own, labelled, give=True)
+        if client_id is not None:  # adopted
             seen = new_ids.get(request_id)
             new_ids[request_id] = (req, 1) if seen is None else (seen[0], seen[1] + 1)
-        sample = self.samples[core_id] = _Sample(request_id, index)
+        sample = self.samples[core_id] = _Sample(request_id, index, client_id)
         self._per_request[request_id] = self._per_request.get(request_id, 0) + 1
         return sample
 
@@ -278,16 +288,26 @@ class WatchedCore:
         """(stepview id, sample index, adopted) of an engine-core request.
 
         ``own`` maps the client ids of requests stepview sent to its ids; any other is
-        another client's, adopted under a short id (``@RANK`` when ``labelled``).
+        another client's, adopted under a short name of its own (:class:`ClientNames`;
+        ``@RANK`` when ``labelled``): the name it has, or will be given when adopted.
         """
+        request_id, index, client_id = self._named(core_id, own, labelled, give=False)
+        return request_id, index, client_id is not None
+
+    def _named(
+        self, core_id: str, own: Mapping[str, str], labelled: bool, *, give: bool
+    ) -> tuple[str, int, str | None]:
+        """(stepview id, sample index, client id if another client's) of an engine-core
+        request, its name given (``give``) or only looked up."""
         client_id, index = split_internal_id(core_id)
         request_id = own.get(client_id)
         if request_id is not None:
-            return request_id, index or 0, False
-        request_id = short_id(client_id)
+            return request_id, index or 0, None
+        names = self.names
+        request_id = names.give(client_id) if give else names.name(client_id)
         if labelled:
             request_id = f"{request_id}@{self.rank}"
-        return request_id, index or 0, True
+        return request_id, index or 0, client_id
 
     def _pop(self, core_id: str) -> _Sample | None:
         """Forget one sample; it is returned, with whether it was its request's last."""
@@ -299,6 +319,8 @@ class WatchedCore:
                 self._per_request[sample.request_id] = left
             else:
                 del self._per_request[sample.request_id]
+                if sample.client_id is not None:
+                    self.names.release(sample.client_id)
         return sample
 
     def _take_tokens(
@@ -330,22 +352,6 @@ class WatchedCore:
             completion = CompletionUpdate(sample.index, "", tokens, None, None, reason, stop)
             outputs.append(OutputUpdate(sample.request_id, None, None, (completion,), finished))
         return added
-
-    def _count_unseen(self, lost: list[EndedFacts], missing: Iterable[str], partly: bool) -> None:
-        """Requests that arrived and ended within lost records, and that the plug-in's log of
-        ends no longer held (``missing``; ``partly``: nor even all their ids), are in no pane
-        and no results file: the log says how many, never silently."""
-        ids = dict.fromkeys(chain((end.req_id for end in lost), missing))
-        unseen = sum(1 for core_id in ids if core_id not in self.samples)
-        if partly:
-            log.warning("stepview: the log of ends at %s no longer held all that was "
-                        "missed: more requests than counted may have gone unseen",
-                        self.address)  # fmt: skip
-        if unseen:
-            self.unseen += unseen
-            what = "arrived and ended in records lost and past the plug-in's log of ends"
-            log.warning("stepview: %d requests at %s %s: not shown, not in the results file "
-                        "(%d so far)", unseen, self.address, what, self.unseen)  # fmt: skip
 
     def _finish(
         self,
@@ -409,21 +415,14 @@ class WatchedCore:
         ]
 
     def _stranded(self, core_ids: list[str], own: Mapping[str, str]) -> None:
-        """Another client's requests that left while still waiting for their intro (never
-        adopted): in no pane and no results file, so counted unseen and said, never dropped
-        without a word (a 30-minute watch beside a saturated server lost 2 of 35 491 so,
-        with no record missed). stepview's own are in its ledger from the start."""
-        unseen = []
+        """Requests that left while still waiting for their intro: no longer awaited, and
+        other clients' counted unseen (a 30-minute watch beside a saturated server lost 2 of
+        35 491 without a word before they were)."""
         for core_id in core_ids:
             del self.unintroduced[core_id]
-            if self.sample_of(core_id, own, False)[2]:
-                unseen.append(core_id)
-        if unseen:
-            self.unseen += len(unseen)
-            log.warning("stepview: %d requests at %s left before their intro (prompt, "
-                        "sampling) was read: not shown, not in the results file (%s; %d so "
-                        "far)", len(unseen), self.address, ", ".join(unseen),
-                        self.unseen)  # fmt: skip
+        self.unseen_requests.before_their_intro(
+            [c for c in core_ids if self.sample_of(c, own, False)[2]]
+        )
 
     def _figures(self, facts: StepFacts) -> None:
         """Queue sizes, KV cache and prefix-cache counts after ``facts``."""

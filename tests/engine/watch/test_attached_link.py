@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch import attached, watched_core
+from stepview.engine.watch import attached, unseen
 from stepview.engine.watch.attached import SILENT, AttachedEngine
 from stepview.engine.watch.watched_core import RESTARTED
 from stepview.model.engine_api import LinkState
@@ -293,7 +293,7 @@ def test_requests_whose_whole_life_was_in_lost_records_are_counted_aloud(
             finished=["gone-0123abcd"],
         )
     )
-    with caplog.at_level("WARNING", logger=watched_core.__name__):
+    with caplog.at_level("WARNING", logger=unseen.__name__):
         # Record 5 is not read (a gap): the watch asks for a full record, and reads that.
         wait_until(lambda: engine.has_unfinished() or (publisher.wanted() and publisher.fresh))
         server.send(record(6, request("r-0123abcd", intro=False, outputs=2, new=[1, 2])))

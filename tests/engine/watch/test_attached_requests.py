@@ -15,7 +15,7 @@ import pytest
 
 from stepview.engine.records.facts import EndedFacts
 from stepview.engine.watch import watched_core
-from stepview.engine.watch.adopting import short_id
+from stepview.engine.watch.adopting import ClientNames, short_id
 from stepview.engine.watch.attached import AttachedEngine
 from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT, LEFT
 from stepview.model.engine_api import EngineRejected
@@ -306,6 +306,56 @@ def test_random_client_ids_are_shortened_for_the_id_column() -> None:
     assert short_id("cmpl-9572bcdc3bcd79fc-0") == "9572bcdc"  # vLLM 0.32's
     assert short_id("my-request-17") == "my-request-17"
     assert short_id("cmpl-stepview-ab12cd34-u1-0") == "cmpl-stepview-ab12cd34-u1-0"
+
+
+def test_no_two_requests_share_a_name() -> None:
+    """vLLM's ids hold 30 random bits in their first 8 hex digits: a long watch sees two
+    requests with one short id, and the ledger ignores a name it has seen before."""
+    names = ClientNames(kept=3)
+    first, second = "cmpl-9572bcdc3bcd79fc-0", "cmpl-9572bcdcffff0000-0"
+    assert names.give(first) == "9572bcdc"
+    assert names.name(second) == "9572bcdcffff0000"  # what adoption will give it
+    assert names.give(second) == "9572bcdcffff0000"
+    assert names.give(first) == "9572bcdc"  # its samples share its name while it is held
+    names.release(first)
+    names.release(second)
+    # Ended, the names stay taken as long as the ledger remembers names (here 3):
+    assert names.give(first) == "9572bcdc3bcd79fc"  # the same client id again (X-Request-Id)
+    assert names.give("req-7") == "req-7"
+    names.release("req-7")
+    assert names.give("req-7") == "req-7~2"  # a client that sends one X-Request-Id twice
+    assert names.give("cmpl-9572bcdc00000000-0") == "9572bcdc"  # its first use, forgotten
+
+
+def test_requests_with_one_short_id_both_reach_the_results(
+    server: Server, engine: AttachedEngine
+) -> None:
+    """The 30-minute watch's two lost requests: the second of a pair sharing 8 hex digits
+    was taken for the first one seen again, and dropped without a word."""
+    watcher = Watcher(engine)
+    one, two = "cmpl-9572bcdc3bcd79fc-0-0123abcd", "cmpl-9572bcdcffff0000-0-4567cdef"
+    server.send(record(1, request(one)))
+    watcher.step()
+    ended = [EndedFacts(one, 1, [5], "length")]
+    server.send(record(2, finished=[one], ended=ended, full=False))
+    watcher.step()
+    server.send(record(3, request(two), full=False))
+    watcher.step()
+    both = [
+        request(two, intro=False, outputs=1, new=[6]),
+        request("cmpl-9572bcdc11112222-0-89abcdef"),
+    ]
+    server.send(record(4, *both, full=False))  # beside it, a third of the same 8 digits
+    watcher.step()
+    assert sorted(watcher.active()) == ["9572bcdc11112222", "9572bcdcffff0000"]
+    assert list(watcher.finished()) == ["9572bcdc"]
+    ended = [EndedFacts(two, 1, [6], "length")]
+    server.send(record(5, request("cmpl-9572bcdc11112222-0-89abcdef"), finished=[two], ended=ended))
+    watcher.step()
+    done = watcher.finished()
+    assert sorted(done) == ["9572bcdc", "9572bcdcffff0000"]
+    assert [list(done[n].completions[0].token_ids) for n in sorted(done)] == [[5], [6]]
+    assert engine.link().unseen == 0
 
 
 def test_samples_added_a_step_apart_make_one_request(
