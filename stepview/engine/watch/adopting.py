@@ -29,21 +29,23 @@ def short_id(client_id: str) -> str:
     ``3f9a1c2e`` (a prompt index other than 0 stays: ``3f9a1c2e-1``), as vLLM's log lines
     can be searched by; any other id is kept whole.
     """
-    match = _RANDOM_ID.match(client_id)
-    if match is None:
-        return client_id
-    index = match.group(2)
-    return match.group(1)[:8] if index in (None, "0") else f"{match.group(1)[:8]}-{index}"
+    return _hex_id(client_id, 8)
 
 
 def long_id(client_id: str) -> str:
     """The name of a client id whose short one is taken: its random hex id whole (``cmpl-3f9a
     1c2e5b7d0a4c-0`` becomes ``3f9a1c2e5b7d0a4c``, the index kept as in :func:`short_id`)."""
+    return _hex_id(client_id, None)
+
+
+def _hex_id(client_id: str, digits: int | None) -> str:
+    """A random client id's hex id, its first ``digits`` (all: ``None``), with its prompt
+    index other than 0; any other id whole."""
     match = _RANDOM_ID.match(client_id)
     if match is None:
         return client_id
-    index = match.group(2)
-    return match.group(1) if index in (None, "0") else f"{match.group(1)}-{index}"
+    hex_id, index = match.group(1)[:digits], match.group(2)
+    return hex_id if index in (None, "0") else f"{hex_id}-{index}"
 
 
 class ClientNames:
