@@ -151,12 +151,17 @@ class EndLog:
             ends.append(data)
         ends.reverse()
         missing: list[str] = []
+        tags: list[int] = []
         for tag, core_id in reversed(self._fallen):
             if tag <= after:
                 break
             missing.append(core_id)
+            tags.append(tag)
         missing.reverse()
-        return encode_answer(self.core_started, after, self.upto, self.known_after, ends, missing)
+        tags.reverse()
+        return encode_answer(
+            self.core_started, after, self.upto, self.known_after, ends, missing, tags
+        )
 
     def pause(self) -> None:
         """Logging stops (nobody listened for the linger): empty, and from now on say that

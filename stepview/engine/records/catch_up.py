@@ -78,6 +78,10 @@ class CatchUpAnswer(msgspec.Struct, array_like=True, frozen=True, gc=False):
     known_after: int
     ends: list[LoggedEnd] = []
     missing: list[str] = []
+    # The tag of each of ``missing``, in the same order (a plug-in before them sends none):
+    # a watch counts only those of the records it lost, up to the full record it reads
+    # next; later ones come in later records, read or missed and asked for again.
+    missing_tags: list[int] = []
     # Append new fields here, each with a default.
 
 
@@ -123,6 +127,7 @@ class _EncodedAnswer(msgspec.Struct, array_like=True, frozen=True, gc=False):
     known_after: int
     ends: list[msgspec.Raw]
     missing: list[str]
+    missing_tags: list[int]
 
 
 def encode_answer(
@@ -132,10 +137,12 @@ def encode_answer(
     known_after: int,
     ends: list[bytes],
     missing: list[str],
+    missing_tags: list[int],
 ) -> bytes:
     """A :class:`CatchUpAnswer`'s wire form from log entries in theirs (no decoding them)."""
     raw = [msgspec.Raw(end) for end in ends]
-    return _ENCODER.encode(_EncodedAnswer(core_started, after, upto, known_after, raw, missing))
+    answer = _EncodedAnswer(core_started, after, upto, known_after, raw, missing, missing_tags)
+    return _ENCODER.encode(answer)
 
 
 def decode_answer(payload: bytes | memoryview) -> CatchUpAnswer:

@@ -120,7 +120,12 @@ class CatchUp:
         seq, since = facts.seq, after[1]
         carried = {end.req_id for end in facts.ended}
         logged = [e for e in answer.ends if since < e.tag <= seq and e.end.req_id not in carried]
+        missing = answer.missing
+        tags = answer.missing_tags
+        if len(tags) == len(missing):  # those after ``seq`` are not this gap's (see the field)
+            pairs = zip(missing, tags, strict=True)
+            missing = [core_id for core_id, tag in pairs if since < tag <= seq]
         log.info("stepview: caught up on records %d-%d from %s's log of ends: %d ended, "
                  "%d fell out of it", since + 1, seq, self._subscriber.address, len(logged),
-                 len(answer.missing))  # fmt: skip
-        return Caught(logged, answer.missing, answer.known_after <= since)
+                 len(missing))  # fmt: skip
+        return Caught(logged, missing, answer.known_after <= since)

@@ -53,6 +53,7 @@ def test_the_log_keeps_the_newest_ends_in_order_within_its_count() -> None:
     answer = _answer(log, 0)
     assert [e.end.req_id for e in answer.ends] == ["c-1", "d-1", "e-1"]
     assert answer.missing == ["a-1", "b-1"]  # fell out: only their ids are left
+    assert answer.missing_tags == [1, 2]  # and the records that carried their ends
     assert answer.known_after == 0 and answer.upto == 5 and answer.core_started == 7.0
     # From a point on: only what ended in the records after it.
     later = _answer(log, 3)
