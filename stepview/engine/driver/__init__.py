@@ -22,6 +22,8 @@ engine the UI tests use. Imports no vLLM and no Textual.
     driver accepts it (only the engine holds the template; only this thread calls the engine).
 ``adoption``
     how requests a watched server's other clients sent enter the ledger and leave it.
+``recent_ids``
+    the ids of the latest requests, in bounded memory: no id given twice, none taken for another.
 ``books``
     the lock on the thread's bookkeeping, so a run whose engine never returns from a step can
     still be ended, from another thread, with every request recorded.

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from stepview.engine.driver.adoption import adopted_view, ended_view
 from stepview.engine.driver.chat_prompts import prompt_of
 from stepview.engine.driver.freezing import freeze, shows_news
+from stepview.engine.driver.recent_ids import RecentIds
 from stepview.engine.driver.tracks import Track, fold_output, take_described_text
 from stepview.model.active import ActiveBuilder, ActiveViews
 from stepview.model.commands import AddRequest
@@ -58,7 +59,6 @@ from stepview.model.snapshot import (
 
 log = logging.getLogger(__name__)
 
-SEEN_IDS_KEPT = 200_000
 # The error of a request the run left unfinished.
 UNFINISHED_WHY = "stepview stopped before the request finished"
 # ... of a watched server's: it goes on there.
@@ -83,9 +83,8 @@ class RequestLedger:
         self._finished: FinishedLog[RequestView] = FinishedLog(keep_finished)
         self._finished_since_take: list[RequestView] = []
         # Ids given out: a second request under one would be indistinguishable from the
-        # first to the engine. Those of the latest SEEN_IDS_KEPT, so memory stays bounded.
-        self._seen_ids: set[str] = set()
-        self._seen_order: deque[str] = deque()
+        # first to the engine (the latest SEEN_IDS_KEPT, so memory stays bounded).
+        self._seen_ids = RecentIds()
 
     # -- views -------------------------------------------------------------------------------
 
@@ -141,7 +140,7 @@ class RequestLedger:
             message = f"duplicate request id {command.request_id!r}"
             self._finish(view, RequestState.REJECTED, message)
             return
-        self._remember(command.request_id)
+        self._seen_ids.add(command.request_id)
         if refusal is not None:
             self._finish(view, RequestState.REJECTED, refusal)
             return
@@ -288,7 +287,7 @@ class RequestLedger:
                 continue
             if request.request_id in self._seen_ids:
                 continue  # seen before (it ended)
-            self._remember(request.request_id)
+            self._seen_ids.add(request.request_id)
             self._add(Track(adopted_view(request, now), in_engine=True))
 
     def _describe(self, described: Sequence[DescribedRequest], touched: dict[str, Track]) -> None:
@@ -313,13 +312,6 @@ class RequestLedger:
             self._drop(end.request_id)
             view, error = ended_view(track.view, end, now)
             self._finish(view, end.state, error)
-
-    def _remember(self, request_id: str) -> None:
-        seen, order = self._seen_ids, self._seen_order
-        seen.add(request_id)
-        order.append(request_id)
-        if len(order) > SEEN_IDS_KEPT:
-            seen.discard(order.popleft())
 
     def _add(self, track: Track) -> None:
         """A new request, last in arrival order."""

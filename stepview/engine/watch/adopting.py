@@ -10,9 +10,8 @@ a person can read (:func:`short_id`), never the same for two requests (:class:`C
 from __future__ import annotations
 
 import re
-from collections import deque
 
-from stepview.engine.driver.ledger import SEEN_IDS_KEPT
+from stepview.engine.driver.recent_ids import SEEN_IDS_KEPT, RecentIds
 from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestFacts
 from stepview.model.engine_api import ArrivedRequest
 from stepview.model.sampling import SamplingSpec
@@ -56,7 +55,7 @@ class ClientNames:
     64 random bits minus uuid4's two variant bits, so 8 hex digits hold 30, and a 30-minute
     watch of 35 491 requests had two pairs share one: the second of each pair was in no pane
     and no results file, counted nowhere. So a name stays taken as long as the ledger
-    remembers names (:data:`~stepview.engine.driver.ledger.SEEN_IDS_KEPT`), and a client id
+    remembers names (:data:`~stepview.engine.driver.recent_ids.SEEN_IDS_KEPT`), and a client id
     whose short name is taken goes by its whole hex id, then by that with ``~2``, ``~3``, ...
     (a client that sends the same ``X-Request-Id`` twice).
 
@@ -66,10 +65,8 @@ class ClientNames:
     """
 
     def __init__(self, kept: int = SEEN_IDS_KEPT) -> None:
-        self._kept = kept
         self._held: dict[str, str] = {}  # client id -> its name, while it has samples
-        self._taken: set[str] = set()  # the latest ``kept`` names given
-        self._order: deque[str] = deque()
+        self._taken = RecentIds(kept)  # the latest ``kept`` names given
 
     def name(self, client_id: str) -> str:
         """The name of ``client_id``: its own if held, else the first free one."""
@@ -93,10 +90,6 @@ class ClientNames:
         if name is None:
             name = self._held[client_id] = self.name(client_id)
             self._taken.add(name)
-            order = self._order
-            order.append(name)
-            if len(order) > self._kept:
-                self._taken.discard(order.popleft())
         return name
 
     def release(self, client_id: str) -> None:

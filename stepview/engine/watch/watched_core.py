@@ -416,12 +416,11 @@ class WatchedCore:
 
     def _stranded(self, core_ids: list[str], own: Mapping[str, str]) -> None:
         """Requests that left while still waiting for their intro: no longer awaited, and
-        other clients' counted unseen (a 30-minute watch beside a saturated server lost 2 of
-        35 491 without a word before they were)."""
+        other clients' counted unseen (stepview's own are in its ledger from the start)."""
         for core_id in core_ids:
             del self.unintroduced[core_id]
         self.unseen_requests.before_their_intro(
-            [c for c in core_ids if self.sample_of(c, own, False)[2]]
+            [c for c in core_ids if split_internal_id(c)[0] not in own]
         )
 
     def _figures(self, facts: StepFacts) -> None:
