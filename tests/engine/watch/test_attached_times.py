@@ -104,6 +104,28 @@ def test_the_ledger_gets_vllms_times_as_seconds_before_the_step(
     assert not three.stamps
 
 
+def test_an_arrival_dated_late_does_not_cut_vllms_prefill(
+    server: Server, engine: AttachedEngine
+) -> None:
+    """The arrival is dated by the record that first names a request, vLLM's times by a later
+    one. A driver that applied the first one late (its thread waiting for the GIL on a busy
+    host: a CI run's failure) must still show vLLM's prefill; the arrival moves back."""
+    ledger = RequestLedger(lambda: 0.0)
+    core_id = "cmpl-00112233445566ff-0-0123abcd"
+    named = msgspec.structs.replace(request(core_id, computed=4), arrival_time=NOW + 0.008)
+    server.send(record(1, timed(named, scheduled=NOW + 0.009)))  # server time NOW + 0.01
+    ledger.apply(next_step(engine), 100.10)  # applied 50 ms after it was read
+    server.send(
+        record(2, timed(request(core_id, outputs=1, new=[42]), first=NOW + 0.017), full=False)
+    )
+    ledger.apply(next_step(engine), 100.105)  # 5 ms later, not the records' 10: on time
+    (view,) = ledger.active()
+    t = view.timings
+    assert t.scheduled is not None and t.first_token is not None
+    assert t.first_token - t.scheduled == pytest.approx(0.008, abs=1e-9)  # vLLM's prefill
+    assert t.arrival == t.scheduled  # moved back to vLLM's scheduled time: no negative queue
+
+
 def test_a_first_token_that_was_also_the_last_is_dated_by_its_end(
     server: Server, engine: AttachedEngine
 ) -> None:
