@@ -48,9 +48,9 @@ class StepFigures:
             self._first_step_cpu = self._last_step_cpu = time.thread_time()
         return start
 
-    def end(self, start: float, result: StepResult) -> None:
-        """The ``step()`` call that began at ``start`` returned ``result``."""
-        end = self._last_step_end = self._clock()
+    def end(self, start: float, end: float, result: StepResult) -> None:
+        """The ``step()`` call that began at ``start`` returned ``result`` at ``end``."""
+        self._last_step_end = end
         self._last_step_cpu = time.thread_time()
         self.step_time = end - start if result.interval is None else result.interval
         self._stepping_time += self.step_time

@@ -57,14 +57,9 @@ def freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
             if stamp is None:
                 timings = Timings(timings.arrival, timings.scheduled, now, timings.finished)
             else:  # vLLM's own times: scheduled at its step's start, not at its end
-                scheduled_at = now - stamp.scheduled_ago
+                scheduled_at = max(timings.arrival, now - stamp.scheduled_ago)
                 first_at = max(scheduled_at, now - stamp.first_token_ago)
-                # A watched request's arrival was dated by an earlier record, read at another
-                # moment (the driver's thread waits for the GIL on a busy host): it may come
-                # out a few ms after vLLM's scheduled time. vLLM's prefill stands; the arrival
-                # moves back to it (the queue is then 0, never negative).
-                arrival = min(timings.arrival, scheduled_at)
-                timings = Timings(arrival, scheduled_at, first_at, timings.finished)
+                timings = Timings(timings.arrival, scheduled_at, first_at, timings.finished)
         samples = track.completions
         if len(samples) == 1:  # n=1, the common case: no sort
             only = next(iter(samples.values())).view

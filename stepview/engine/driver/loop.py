@@ -303,10 +303,13 @@ class Driver:
             start = self._figures.begin()
             with self._books.away():  # a step may never return
                 result = engine.step()
+                # Its moment, at once: a watched step is dated by it, less the age it had
+                # when the engine let go of it (see _apply).
+                returned = self._clock()
             if self._books.abandoned:
                 return False  # the run was ended without this thread while it waited
-            self._figures.end(start, result)
-            self._apply(result)
+            self._figures.end(start, returned, result)
+            self._apply(result, returned - self._t0)
             self._publish(self._idle_state())
         elif dirty or admitted or quiet_too_long(bool(watched), self._out.latest, self._now()):
             pacing.nothing_to_step()
@@ -379,9 +382,10 @@ class Driver:
 
     # -- applying a step ---------------------------------------------------------------------
 
-    def _apply(self, result: StepResult) -> None:
-        """Fold a step's result into the requests (the ledger) and the step figures."""
-        now = self._figures.dated(self._now(), result.age)
+    def _apply(self, result: StepResult, returned: float) -> None:
+        """Fold a step's result, returned at ``returned`` (driver time), into the requests
+        (the ledger) and the step figures."""
+        now = self._figures.dated(returned, result.age)
         self._ledger.apply(result, now)
         self._figures.fold(result, now)
         if result.scheduled is None:

@@ -261,7 +261,9 @@ class AttachedEngine:
             ended=tuple(ended),
             described=self._told(step.arrived, step.outputs, ended),
             interval=step.interval,
-            age=step.age,
+            # At the return, not at the read: the driver dates the step by the moment it gets
+            # it, and a read of many records (or one waiting for the GIL) takes a while.
+            age=step.age + (self._clock() - now),
             budget=core.view.budget,  # the last record's (one engine core's, with several)
             queue_reasons=tuple(c.view.queue_reason for c in self._cores),
             stamps=vllm_stamps(step.stamps, now - step.age) if step.stamps else {},

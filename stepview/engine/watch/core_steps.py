@@ -96,7 +96,8 @@ def merged(steps: list[CoreStep]) -> CoreStep:
 
     Outputs, arrivals and ends in order (the ledger adopts first and ends last, so a request
     may do both within one step); the latest entry of each request; the per-step figures
-    summed; the mean engine-core step time; the age of the newest record.
+    summed; the mean engine-core step time; the age of the newest record, the one all is
+    dated by (an arrival's wait, told from its own record, grows by how much older that is).
     """
     scheduled: dict[str, SchedulerEntry] = {}
     outputs: list[OutputUpdate] = []
@@ -104,12 +105,16 @@ def merged(steps: list[CoreStep]) -> CoreStep:
     ended: list[EndedRequest] = []
     stamps: dict[str, tuple[float, float]] = {}
     intervals: list[float] = []
+    newest = steps[-1].age
     for step in steps:
         scheduled.update(step.scheduled)
         for request_id, stamp in step.stamps.items():
             stamps.setdefault(request_id, stamp)  # its first token's: the earliest
         outputs.extend(step.outputs)
-        arrived.extend(step.arrived)
+        older = step.age - newest
+        arrived.extend(
+            [a._replace(waited=a.waited + older) for a in step.arrived] if older else step.arrived
+        )
         ended.extend(step.ended)
         if step.interval is not None:
             intervals.append(step.interval)
@@ -122,6 +127,6 @@ def merged(steps: list[CoreStep]) -> CoreStep:
         sum(step.generated for step in steps),
         sum(step.preemptions for step in steps),
         sum(intervals) / len(intervals) if intervals else None,
-        steps[-1].age,
+        newest,
         stamps,
     )

@@ -8,6 +8,7 @@ prefill and decode split where vLLM splits them, whatever the two machines' cloc
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 import pytest
@@ -21,7 +22,10 @@ from stepview.engine.records.facts import (
     encode_facts,
 )
 from stepview.engine.watch.attached import AttachedEngine
-from stepview.model.engine_api import StepResult
+from stepview.engine.watch.core_steps import CoreStep, merged
+from stepview.engine.watch.watched_core import WatchedCore
+from stepview.model.engine_api import ArrivedRequest, StepResult
+from stepview.model.sampling import SamplingSpec
 from tests.engine.watch.attach_helpers import NOW, Server, next_step, record, request
 
 SKEW = -1234.5  # this machine's clock against the server's: it must not matter
@@ -104,26 +108,67 @@ def test_the_ledger_gets_vllms_times_as_seconds_before_the_step(
     assert not three.stamps
 
 
-def test_an_arrival_dated_late_does_not_cut_vllms_prefill(
-    server: Server, engine: AttachedEngine
+def test_a_slow_read_counts_in_the_age_and_keeps_vllms_prefill(
+    server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The arrival is dated by the record that first names a request, vLLM's times by a later
-    one. A driver that applied the first one late (its thread waiting for the GIL on a busy
-    host: a CI run's failure) must still show vLLM's prefill; the arrival moves back."""
+    """The driver dates a step by the moment it gets it, less the step's age. The arrival is
+    dated by the record that first names a request, vLLM's times by a later one: a read that
+    took 50 ms (many records, or a thread waiting for the GIL on a busy host) must count in
+    its age, or that arrival comes out after vLLM's scheduled time and the prefill is cut to
+    fit (a CI run showed 3.6 ms for vLLM's 14.4)."""
+    clock = [NOW + SKEW]  # no delivery delay: this machine's clock moves with the records
+    engine = AttachedEngine(server.address, clock=lambda: clock[0])
+    server.wait_subscribed()
+    read = WatchedCore.read
+    slow = [0.05]
+
+    def slow_read(core: WatchedCore, *args: Any, **kwargs: Any) -> CoreStep:
+        got = read(core, *args, **kwargs)
+        clock[0] += slow.pop() if slow else 0.0  # the first read takes 50 ms
+        return got
+
+    monkeypatch.setattr(WatchedCore, "read", slow_read)
+
+    def driver_time(result: StepResult) -> float:  # the driver's clock, less the age
+        return 100.0 + (clock[0] - NOW - SKEW) - result.age
+
     ledger = RequestLedger(lambda: 0.0)
     core_id = "cmpl-00112233445566ff-0-0123abcd"
     named = msgspec.structs.replace(request(core_id, computed=4), arrival_time=NOW + 0.008)
-    server.send(record(1, timed(named, scheduled=NOW + 0.009)))  # server time NOW + 0.01
-    ledger.apply(next_step(engine), 100.10)  # applied 50 ms after it was read
-    server.send(
-        record(2, timed(request(core_id, outputs=1, new=[42]), first=NOW + 0.017), full=False)
-    )
-    ledger.apply(next_step(engine), 100.105)  # 5 ms later, not the records' 10: on time
+    try:
+        clock[0] = NOW + SKEW + 0.01
+        server.send(record(1, timed(named, scheduled=NOW + 0.009)))  # server time NOW + 0.01
+        one = next_step(engine)
+        assert one.age == pytest.approx(0.05, abs=1e-9)  # the read's 50 ms
+        ledger.apply(one, driver_time(one))
+        clock[0] = NOW + SKEW + 0.07  # record 2 read 50 ms after it was made, quickly
+        server.send(
+            record(2, timed(request(core_id, outputs=1, new=[42]), first=NOW + 0.017), full=False)
+        )
+        two = next_step(engine)
+        ledger.apply(two, driver_time(two))
+    finally:
+        engine.shutdown()
     (view,) = ledger.active()
     t = view.timings
     assert t.scheduled is not None and t.first_token is not None
     assert t.first_token - t.scheduled == pytest.approx(0.008, abs=1e-9)  # vLLM's prefill
-    assert t.arrival == t.scheduled  # moved back to vLLM's scheduled time: no negative queue
+    assert t.scheduled - t.arrival == pytest.approx(0.001, abs=1e-9)  # and vLLM's queue
+
+
+def test_records_read_in_one_step_keep_each_arrivals_own_time() -> None:
+    """Records read together (the view catching up, or several engine cores) make one step
+    dated by the newest; an arrival told by an older one keeps its own time."""
+
+    def core_step(arrived: ArrivedRequest, age: float) -> CoreStep:
+        return CoreStep({}, [], [arrived], [], 0, 0, 0, None, age, {})
+
+    spec = SamplingSpec()
+    older = core_step(ArrivedRequest("a", "(8 prompt tokens)", spec, 0.002), age=0.030)
+    newer = core_step(ArrivedRequest("b", "(8 prompt tokens)", spec, 0.001), age=0.010)
+    step = merged([older, newer])
+    assert step.age == 0.010
+    assert [a.waited for a in step.arrived] == pytest.approx([0.022, 0.001], abs=1e-12)
 
 
 def test_a_first_token_that_was_also_the_last_is_dated_by_its_end(
