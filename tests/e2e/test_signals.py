@@ -185,9 +185,9 @@ def test_resize_and_user_signals_mid_run_keep_it_drawing_and_answering(
     step = step_of(narrow)
     term.wait_for(lambda s: step_of(s) > step, timeout=10)  # still drawing new steps
     term.keys("?")
-    term.wait_for_text("Keys", timeout=5)  # and still answering keys
+    term.wait_for_text("Keys", timeout=30)  # and still answering keys
     term.keys("Escape")
-    term.wait_for(lambda s: "Keys" not in s, timeout=5)
+    term.wait_for(lambda s: "Keys" not in s, timeout=30)
 
     term.resize(200, 60)
     term.wait_for(lambda s: len(s.splitlines()[0].rstrip()) > 150, timeout=10)

@@ -19,7 +19,15 @@ import pytest
 
 from stepview.ui.bindings import NEWCOMER_HINT
 from tests.e2e.conftest import OpenTerminal
-from tests.e2e.terminal import STARTUP_S, STEPVIEW, alive, command_env, process_tree, wait_gone
+from tests.e2e.terminal import (
+    QUIT_WITHIN_S,
+    STARTUP_S,
+    STEPVIEW,
+    alive,
+    command_env,
+    process_tree,
+    wait_gone,
+)
 from tests.helpers import DATA
 from tests.reliability.test_cli_errors import assert_one_line_error
 
@@ -105,7 +113,7 @@ def test_stdin_from_dev_null_reads_keys_from_the_terminal(
         assert time.monotonic() < deadline, f"the idle app still uses {used:.0f} % of a core"
         time.sleep(2.0)  # the next window
     term.keys("q")
-    wait_gone(stepview, timeout=10)
+    wait_gone(stepview, timeout=QUIT_WITHIN_S)
     assert term.wait_for_exit(timeout=15) == 0
     assert alive(tree) == []
     assert term.flag("alternate_on") == "0"
@@ -151,4 +159,4 @@ def test_without_colour_the_screen_is_readable(
     text = term.screen()
     assert "A robot may not injure a" in text and "REPLAY" in text
     term.keys("q")
-    assert term.wait_for_exit(timeout=10) == 0
+    assert term.wait_for_exit(timeout=30) == 0
