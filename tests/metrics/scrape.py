@@ -44,7 +44,11 @@ def scraped_until(url: str, condition: Callable[[Samples], bool], timeout: float
         last[:] = [scrape(url)]
         return condition(last[0])
 
-    wait_until(holds, timeout=timeout)
+    try:
+        wait_until(holds, timeout=timeout)
+    except AssertionError:  # say what the last scrape had
+        mine = {key: v for key, v in last[0].items() if key[0].startswith("stepview_")}
+        raise AssertionError(f"not met in {timeout:.0f} s; the last scrape: {mine}") from None
     return last[0]
 
 

@@ -18,6 +18,8 @@ needs only pyzmq, msgspec and the standard library: attach from a laptop through
     and said.
 ``plugin_word``
     what each core's plug-in says of itself: switched off (and why), the vLLM it runs.
+``link_state``
+    how the link reads to the user: waiting, disconnected with requests held, behind.
 ``server_stacks``
     the engine cores' thread stacks for a flight recording: asked of each core's plug-in on
     the records' channel, or why none came.

@@ -61,6 +61,7 @@ from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_oldest
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.detokenize import Descriptions, Detokenizer
+from stepview.engine.watch.link_state import link_state
 from stepview.engine.watch.plugin_word import PluginWord
 from stepview.engine.watch.server_api import (
     ApiAnswer,
@@ -83,7 +84,7 @@ from stepview.model.engine_api import (
     StepResult,
 )
 from stepview.model.sampling import SamplingSpec
-from stepview.model.snapshot import EngineCounters, EngineInfo, EngineState, RequestState
+from stepview.model.snapshot import EngineCounters, EngineInfo, RequestState
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,6 @@ CATCH_UP_S = 0.1
 # A read of the sockets takes at most this long (wall time; the rest waits for the next):
 # a starved watch read thousands of queued records in one go, deaf to Ctrl+C for seconds.
 RECEIVE_BUDGET_S = 0.2
-# A view this many seconds behind the server says so in the status bar.
-BEHIND_SHOWN_S = 2.0
 # After a lost connection comes back, how long held requests wait for a record.
 SETTLE_S = 2.0
 # How often the server's API is asked what it serves, until it answers.
@@ -270,44 +269,13 @@ class AttachedEngine:
         )
 
     def link(self) -> LinkState:
-        cores = self._cores
-        ranks = tuple(core.status for core in cores) if self._labelled else ()
-        states = [core.subscriber.state for core in cores]
-        unseen = sum(core.unseen for core in cores)
-        if all(state is ChannelState.CONNECTING for state in states):
-            refusal = next((c.subscriber.refusal for c in cores if c.subscriber.refusal), None)
-            return LinkState(
-                EngineState.STARTING,
-                refusal
-                or f"waiting for the server's records at {self.address} (started with "
-                f"STEPVIEW_PUBLISH={self.address} and stepview's --scheduler-cls?)",
-                ranks,
-            )
-        lost = [
-            c for c, state in zip(cores, states, strict=True) if state is not ChannelState.CONNECTED
-        ]
-        if lost:
-            where = ", ".join(
-                f"rank {c.rank} at {c.address}" if self._labelled else c.address for c in lost
-            )
-            held = sum(len(c.samples) for c in lost)
-            also = f"; {held} held as they were" if held else ""
-            message = f"DISCONNECTED from {where} — reconnecting{also}"
-            return LinkState(EngineState.DISCONNECTED, message, ranks, unseen=unseen)
-        busy = any(core.busy for core in cores)
-        message = ""
-        behind = 0.0
-        if self._backlog:  # nothing waiting to be read: the view is as late as delivery
-            behind = max(core.behind for core in cores)
-            if behind >= BEHIND_SHOWN_S:
-                message = f"view {behind:.0f} s behind the server, catching up"
-                if unseen:  # the TUI's only word of it (headless: LinkNotices)
-                    message += f"; {unseen} requests came and went unseen"
-        state = EngineState.RUNNING if busy else EngineState.IDLE
-        off = self._plugins.said(self._labelled)
-        if off is not None:
-            message = f"{off}; {message}" if message else off
-        return LinkState(state, message, ranks, behind, unseen)
+        return link_state(
+            self.address,
+            self._cores,
+            labelled=self._labelled,
+            backlog=bool(self._backlog),
+            plugins=self._plugins,
+        )
 
     def shutdown(self) -> None:
         """Close the sockets; the server is left alone (so are requests sent through the API)."""

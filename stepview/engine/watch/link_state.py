@@ -1,0 +1,67 @@
+"""How a watch's link to a server reads to the user: the state and status-bar line the driver
+shows for an :class:`~stepview.engine.watch.attached.AttachedEngine` (waiting for the first
+records, disconnected with requests held, behind and catching up, a plug-in that is off).
+
+Apart from the reading of records: it is only words about them, asked for by the driver
+between steps; it reads the engine cores and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stepview.engine.records.channel import ChannelState
+from stepview.engine.watch.plugin_word import PluginWord
+from stepview.engine.watch.watched_core import WatchedCore
+from stepview.model.engine_api import LinkState
+from stepview.model.snapshot import EngineState
+
+# A view this many seconds behind the server says so in the status bar.
+BEHIND_SHOWN_S = 2.0
+
+
+def link_state(
+    address: str,
+    cores: Sequence[WatchedCore],
+    *,
+    labelled: bool,
+    backlog: bool,
+    plugins: PluginWord,
+) -> LinkState:
+    """The link of a watch of ``cores`` at ``address`` (``labelled``: ranks are named;
+    ``backlog``: records wait to be read, so the view is behind by more than delivery)."""
+    ranks = tuple(core.status for core in cores) if labelled else ()
+    states = [core.subscriber.state for core in cores]
+    unseen = sum(core.unseen for core in cores)
+    if all(state is ChannelState.CONNECTING for state in states):
+        refusal = next((c.subscriber.refusal for c in cores if c.subscriber.refusal), None)
+        return LinkState(
+            EngineState.STARTING,
+            refusal
+            or f"waiting for the server's records at {address} (started with "
+            f"STEPVIEW_PUBLISH={address} and stepview's --scheduler-cls?)",
+            ranks,
+        )
+    lost = [
+        c for c, state in zip(cores, states, strict=True) if state is not ChannelState.CONNECTED
+    ]
+    if lost:
+        where = ", ".join(f"rank {c.rank} at {c.address}" if labelled else c.address for c in lost)
+        held = sum(len(c.samples) for c in lost)
+        also = f"; {held} held as they were" if held else ""
+        message = f"DISCONNECTED from {where} — reconnecting{also}"
+        return LinkState(EngineState.DISCONNECTED, message, ranks, unseen=unseen)
+    busy = any(core.busy for core in cores)
+    message = ""
+    behind = 0.0
+    if backlog:  # nothing waiting to be read: the view is as late as delivery
+        behind = max(core.behind for core in cores)
+        if behind >= BEHIND_SHOWN_S:
+            message = f"view {behind:.0f} s behind the server, catching up"
+            if unseen:  # the TUI's only word of it (headless: LinkNotices)
+                message += f"; {unseen} requests came and went unseen"
+    state = EngineState.RUNNING if busy else EngineState.IDLE
+    off = plugins.said(labelled)
+    if off is not None:
+        message = f"{off}; {message}" if message else off
+    return LinkState(state, message, ranks, behind, unseen)
