@@ -101,7 +101,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     from stepview.engine.plugin.stacks import StackWatch, core_busy
     from stepview.engine.records.channel import FactsSubscriber
     from stepview.engine.records.stacks import STACKS_AFTER_S
-    from stepview.engine.watch.watched_core import WatchedCore
+    from stepview.engine.watch.link.watched_core import WatchedCore
     from stepview.insight.run import RunInsight
     from stepview.model.commands import AddRequest
     from stepview.model.engine_api import StepResult

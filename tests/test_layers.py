@@ -20,10 +20,10 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # (module that gets the import, the import, words of the contract that must fail)
 BREAKS = [
-    ("engine/watch/attached.py", "import vllm", "Only the scheduler plug-in"),
-    ("engine/watch/attached.py", "import stepview.engine.own.vllm_engine", "watching client"),
+    ("engine/watch/link/attached.py", "import vllm", "Only the scheduler plug-in"),
+    ("engine/watch/link/attached.py", "import stepview.engine.own.vllm_engine", "watching client"),
     ("engine/plugin/capture.py", "import stepview.engine.driver.loop", "inside vLLM's engine"),
-    ("engine/driver/ledger.py", "import stepview.engine.watch.attached", "serve any engine"),
+    ("engine/driver/ledger.py", "import stepview.engine.watch.link.attached", "serve any engine"),
     ("model/snapshot.py", "import stepview.trace.format", "Plain data (model)"),
     ("ui/display.py", "import stepview.engine.driver.loop", "The UI never imports"),
     ("ui/display.py", "import stepview.testing.snapshots", "Test doubles"),

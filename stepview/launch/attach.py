@@ -2,8 +2,8 @@
 
 Nothing here starts or imports vLLM: the server runs elsewhere (another terminal, another
 machine through an ssh tunnel) with stepview's scheduler plug-in, and stepview subscribes to
-its records (:mod:`stepview.engine.watch.attached`). Every flag is checked before the app starts
-(a wrong address or URL is a one-line usage error, exit code 2); a server that is not up
+its records (:mod:`stepview.engine.watch.link.attached`). Every flag is checked before the app
+starts (a wrong address or URL is a one-line usage error, exit code 2); a server that is not up
 yet is not an error: the app waits for it and says so.
 
 Adding a prompt needs ``--api URL``: it goes through the server's completions endpoint.
@@ -53,10 +53,10 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.records.channel import rank_address
     from stepview.engine.records.curve import CurveKeyError, watch_keys
-    from stepview.engine.watch.api_key import resolve_api_key
-    from stepview.engine.watch.attached import AttachedEngine
-    from stepview.engine.watch.server_api import ServerApi
-    from stepview.engine.watch.server_stacks import ServerStacks
+    from stepview.engine.watch.api.api_key import resolve_api_key
+    from stepview.engine.watch.api.server_api import ServerApi
+    from stepview.engine.watch.link.attached import AttachedEngine
+    from stepview.engine.watch.link.server_stacks import ServerStacks
     from stepview.model.engine_api import Engine
 
     address = options.attach

@@ -2,7 +2,7 @@
 
 For a server that cannot be restarted with stepview's plug-in: the TUI's header counters and
 sparklines, latency percentiles over a sliding window, and why requests wait, from the
-Prometheus page every vLLM server serves (:mod:`stepview.engine.watch.metrics_watch`). There
+Prometheus page every vLLM server serves (:mod:`stepview.engine.watch.metrics.metrics_watch`). There
 is no request to show: the panes make way for the server's panel, which says once how to
 restart this server for the per-request view. ``--headless`` prints one JSON line per scrape
 (the server's address on each, for a log that gathers several) until Ctrl+C, SIGTERM or
@@ -21,8 +21,8 @@ from typing import Any, TextIO
 
 from stepview.cli.args import OwnOptions
 from stepview.cli.attach import ATTACH_NICE
-from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
-from stepview.engine.watch.metrics_watch import MetricsWatch
+from stepview.engine.watch.metrics.kv_events_watch import KvEventsWatch, kv_record
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 from stepview.insight.fleet import rank_record
 from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
@@ -43,9 +43,9 @@ PLUGIN_NOTE = "per-request view: restart the server with stepview's plug-in, the
 
 def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
     """Watch the server at ``options.attach`` through its ``/metrics``; the exit code."""
-    from stepview.engine.watch.api_key import resolve_api_key
-    from stepview.engine.watch.metrics_source import MetricsSource
-    from stepview.engine.watch.server_api import ServerApi
+    from stepview.engine.watch.api.api_key import resolve_api_key
+    from stepview.engine.watch.api.server_api import ServerApi
+    from stepview.engine.watch.metrics.metrics_source import MetricsSource
 
     address = options.attach
     assert address is not None

@@ -138,7 +138,7 @@ def answers(address: str) -> tuple[str, bool]:
 def _prometheus(address: str) -> tuple[str, bool]:
     """Which vLLM servers a Prometheus lists: those ``--attach prometheus://`` would watch."""
     from stepview.cli.attach import prometheus_discovery
-    from stepview.engine.watch.prometheus_targets import PrometheusError, PrometheusFinder
+    from stepview.engine.watch.fleet.prometheus_targets import PrometheusError, PrometheusFinder
 
     try:
         targets = PrometheusFinder(prometheus_discovery(address)).poll()
@@ -151,8 +151,8 @@ def _prometheus(address: str) -> tuple[str, bool]:
 
 
 def _metrics(address: str) -> tuple[str, bool]:
-    from stepview.engine.watch.metrics_page import NotVllmMetrics, read_page
-    from stepview.engine.watch.server_api import ApiError, ServerApi
+    from stepview.engine.watch.api.server_api import ApiError, ServerApi
+    from stepview.engine.watch.metrics.metrics_page import NotVllmMetrics, read_page
 
     api = ServerApi(address.rstrip("/"))
     try:

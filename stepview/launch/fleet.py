@@ -2,7 +2,7 @@
 servers listed where they already are (``--attach prometheus://…``, a file_sd ``--attach-file``).
 
 Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
-``/metrics`` watch (:class:`~stepview.engine.watch.metrics_source.MetricsSource`) for an
+``/metrics`` watch (:class:`~stepview.engine.watch.metrics.metrics_source.MetricsSource`) for an
 ``http://`` address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver`
 for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them but a lock: they work one
 at a time (``run_fleet``'s ``turn``). The fleet screen reads the
@@ -12,7 +12,7 @@ view on the same running source, Esc comes back. ``--headless`` prints, every
 its ``address`` and ``labels`` on each), and on stderr when a server is lost and back, until a
 signal.
 
-The servers are a :class:`~stepview.engine.watch.fleet_members.FleetMembers`: those given, and
+The servers are a :class:`~stepview.engine.watch.fleet.fleet_members.FleetMembers`: those given, and
 those a discovery lists (``--attach prometheus://…``, an ``--attach-file`` in file_sd format),
 followed while watching. A server that joins gets its watch started here (``_source``), one
 that leaves has it stopped; headless, stderr says who joined and left, and when a listing
@@ -48,18 +48,18 @@ from stepview.model.source import SnapshotSource
 from stepview.model.targets import FILE_SD, Discovery, Roster, Target
 
 if TYPE_CHECKING:
-    from stepview.engine.watch.api_key import ApiKey
-    from stepview.engine.watch.backlog import ReadPace
-    from stepview.engine.watch.fleet_members import Finder, FleetMembers
+    from stepview.engine.watch.api.api_key import ApiKey
+    from stepview.engine.watch.fleet.fleet_members import Finder, FleetMembers
+    from stepview.engine.watch.link.backlog import ReadPace
 
 
 def run_fleet(options: OwnOptions, log_path: Path) -> int:
     """Watch every server of ``options.fleet`` and those its discoveries list; the exit code."""
     from stepview.engine.records.channel import rank_address
     from stepview.engine.records.curve import CurveKeyError, watch_keys
-    from stepview.engine.watch.api_key import resolve_api_key
-    from stepview.engine.watch.fleet_members import FleetMembers
-    from stepview.engine.watch.server_api import ServerApi
+    from stepview.engine.watch.api.api_key import resolve_api_key
+    from stepview.engine.watch.api.server_api import ServerApi
+    from stepview.engine.watch.fleet.fleet_members import FleetMembers
 
     ranks = options.attach_ranks or (0,)
     try:
@@ -112,7 +112,7 @@ def _finder(discovery: Discovery) -> Finder:
         from stepview.files.targets_file import FileFinder
 
         return FileFinder(discovery)
-    from stepview.engine.watch.prometheus_targets import PrometheusFinder
+    from stepview.engine.watch.fleet.prometheus_targets import PrometheusFinder
 
     return PrometheusFinder(discovery)
 
@@ -136,18 +136,18 @@ def _source(
     that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
     no more; a server's full view asks for each step while it is open), and that it works
     only in its ``turn``, the fleet's (one watch at a time)."""
-    from stepview.engine.watch.server_api import ServerApi
+    from stepview.engine.watch.api.server_api import ServerApi
 
     history = options.history if not options.headless else 1
     if is_metrics_address(address):
-        from stepview.engine.watch.metrics_source import MetricsSource
-        from stepview.engine.watch.metrics_watch import MetricsWatch
+        from stepview.engine.watch.metrics.metrics_source import MetricsSource
+        from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 
         watch = MetricsWatch(ServerApi(address, key), window=options.window, turn=turn)
         return MetricsSource(watch, interval=options.scrape_interval, history=history)
     from stepview.engine.driver.loop import Driver, PhaseCallback
-    from stepview.engine.watch.attached import AttachedEngine
-    from stepview.engine.watch.backlog import ReadPace
+    from stepview.engine.watch.link.attached import AttachedEngine
+    from stepview.engine.watch.link.backlog import ReadPace
     from stepview.model.engine_api import Engine
 
     ranks = options.attach_ranks or (0,)
@@ -170,7 +170,7 @@ async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadP
     """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
     server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
     records read each as a step while the view is open)."""
-    from stepview.engine.watch.backlog import FLEET_READ_S
+    from stepview.engine.watch.link.backlog import FLEET_READ_S
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
     from stepview.ui.fleet.server_app import BACK, FleetServerApp

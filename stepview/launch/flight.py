@@ -8,7 +8,7 @@ TUI names it in the status bar (stderr is the screen there) and lists them when 
 
 With stepview's own engine each recording also carries the engine core's thread stacks
 (:func:`own_core_stacks`; :mod:`stepview.engine.own.core_stacks`); a watch asks the server's
-cores' plug-ins for theirs (:mod:`stepview.engine.watch.server_stacks`, wired in ``attach``).
+cores' plug-ins for theirs (:mod:`stepview.engine.watch.link.server_stacks`, wired in ``attach``).
 
 ``SIGUSR1`` asks for a recording in every mode. Without a recorder it says how to get one
 instead of ending the process, which is what an unhandled ``SIGUSR1`` does: a watch left

@@ -107,8 +107,8 @@ def test_addresses_stepview_can_subscribe_to() -> None:
 
 ATTACH_IMPORTS = """
 import sys
-import stepview.cli, stepview.launch.attach, stepview.engine.watch.attached
-from stepview.engine.watch.attached import AttachedEngine
+import stepview.cli, stepview.launch.attach, stepview.engine.watch.link.attached
+from stepview.engine.watch.link.attached import AttachedEngine
 AttachedEngine("ipc:///nonexistent/stepview.sock").shutdown()
 heavy = {"vllm", "torch", "transformers"}
 print(",".join(sorted(n for n in sys.modules if n.split(".")[0] in heavy)))

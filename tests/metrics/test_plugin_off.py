@@ -19,7 +19,7 @@ import msgspec
 from stepview.engine.driver.loop import Driver
 from stepview.engine.own.core_link import SubscribedLink
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.metrics.exporter import MetricsExporter
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import StepResult

@@ -25,7 +25,7 @@ from stepview.engine.plugin.config import local_listener
 from stepview.engine.plugin.scheduler import connected
 from stepview.engine.records.channel import PUBLISH_ENV, PUBLISH_EVERY_ENV
 from stepview.engine.records.vllm_versions import RULES_0_32, RULES_0_33
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from tests.engine.plugin.fake_scheduler import FakeRequest, FakeScheduler, ListSink, _output
 from tests.engine.watch.attach_helpers import ipc_address, wait_until
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.link.attached import AttachedEngine
 from tests.engine.watch.attach_helpers import Clock, Server, ipc_address
 from tests.engine.watch.fake_api import FakeApi
 from tests.engine.watch.fake_prometheus import fake_prometheus

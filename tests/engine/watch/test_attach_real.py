@@ -14,8 +14,8 @@ import time
 import pytest
 
 from stepview.engine.driver.ledger import RequestLedger
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.watched_core import ABORTED_BY_CLIENT
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView
 from tests.engine.watch.attach_helpers import warm_up

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from stepview.engine.driver.loop import Driver
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.insight.timeline import timeline_of
 from stepview.model.latency import request_latency
 from stepview.model.sampling import SamplingSpec

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.server_api import ApiError, ServerApi, api_client_id, completion_body
+from stepview.engine.watch.api.server_api import ApiError, ServerApi, api_client_id, completion_body
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from stepview.engine.driver.loop import Driver
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.watched_core import LEFT
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.watched_core import LEFT
 from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch import attached, unseen
-from stepview.engine.watch.attached import SILENT, AttachedEngine
-from stepview.engine.watch.watched_core import RESTARTED
+from stepview.engine.watch.link import attached, unseen
+from stepview.engine.watch.link.attached import SILENT, AttachedEngine
+from stepview.engine.watch.link.watched_core import RESTARTED
 from stepview.model.engine_api import LinkState
 from stepview.model.snapshot import EngineState, RequestState
 from tests.engine.watch.attach_helpers import (

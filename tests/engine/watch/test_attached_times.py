@@ -21,9 +21,9 @@ from stepview.engine.records.facts import (
     decode_facts,
     encode_facts,
 )
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.core_steps import CoreStep, merged
-from stepview.engine.watch.watched_core import WatchedCore
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.core_steps import CoreStep, merged
+from stepview.engine.watch.link.watched_core import WatchedCore
 from stepview.model.engine_api import ArrivedRequest, StepResult
 from stepview.model.sampling import SamplingSpec
 from tests.engine.watch.attach_helpers import NOW, Server, next_step, record, request

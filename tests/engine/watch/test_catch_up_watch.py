@@ -24,8 +24,8 @@ import pytest
 from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records import channel
-from stepview.engine.watch import catching_up
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link import catching_up
+from stepview.engine.watch.link.attached import AttachedEngine
 from tests.engine.watch.attach_helpers import (
     Server,
     Watcher,

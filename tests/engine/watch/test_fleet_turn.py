@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.driver.loop import Driver
-from stepview.engine.watch import metrics_watch
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.backlog import ReadPace
-from stepview.engine.watch.metrics_page import MetricsPage, read_page
-from stepview.engine.watch.metrics_watch import MetricsWatch
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.backlog import ReadPace
+from stepview.engine.watch.metrics import metrics_watch
+from stepview.engine.watch.metrics.metrics_page import MetricsPage, read_page
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 from stepview.model.engine_api import StepResult
 from stepview.model.snapshot import StepSnapshot
 from tests.engine.watch.attach_helpers import Server, ipc_address, record, request

@@ -20,15 +20,15 @@ import msgspec
 import pytest
 import zmq
 
-from stepview.engine.watch.kv_blocks import KvBlockTracker, KvTotals
-from stepview.engine.watch.kv_event_wire import (
+from stepview.engine.watch.metrics.kv_blocks import KvBlockTracker, KvTotals
+from stepview.engine.watch.metrics.kv_event_wire import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     KvBatch,
     decode_message,
 )
-from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
+from stepview.engine.watch.metrics.kv_events_watch import KvEventsWatch, kv_record
 
 DATA = Path(__file__).parents[2] / "data"
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from stepview.cli.attach import prometheus_discovery
-from stepview.engine.watch.prometheus_targets import (
+from stepview.engine.watch.fleet.prometheus_targets import (
     PrometheusError,
     PrometheusFinder,
     active_targets,

@@ -19,8 +19,8 @@ import pytest
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.plugin.stacks import StackWatch
 from stepview.engine.records.channel import FactsSubscriber
-from stepview.engine.watch import server_stacks
-from stepview.engine.watch.server_stacks import ServerStacks
+from stepview.engine.watch.link import server_stacks
+from stepview.engine.watch.link.server_stacks import ServerStacks
 from stepview.model.stacks import ASKED, HUNG_STEP, NONE, CoreStacks
 
 AFTER_S = 0.3  # a step "hangs" after this long
