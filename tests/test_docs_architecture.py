@@ -10,8 +10,9 @@ fenced blocks:
 * a path (``engine/watch/link/attached.py``, ``engine/plugin/``) exists: under the repository
   when its first part is one of the repository's folders (``tests/``, ``docs/``), else under
   ``stepview/`` (as the Feature → files table says of its paths);
-* a bare file name (``metrics_source.py``) exists in the folder of the path before it in the
-  same table cell or paragraph (``engine/plugin/`` (``scheduler.py``, ``capture.py``));
+* a bare file or folder name (``metrics_source.py``, ``link/``) is in the folder of the path
+  before it in the same table cell or paragraph (``engine/plugin/`` (``scheduler.py``)), or
+  (a folder) is a path as above;
 * a name in parentheses right after a ``.py`` path (``engine/records/waiting_reasons.py``
   (``step_budget``)), or written ``name`` in ``path.py``, is in that file: defined there (a
   function, a class, a method, an assignment), used there (``SIGUSR1``, vLLM's
@@ -35,6 +36,7 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 SPAN = re.compile(r"`([^`\n]+)`")
 PATH = re.compile(r"^[A-Za-z_][\w.-]*(?:/[\w.-]+)*/?$")
 BARE_FILE = re.compile(r"^[\w-]+\.(?:py|md|toml|sh)$")
+BARE_FOLDER = re.compile(r"^[\w-]+/$")
 NAME = re.compile(r"^_*[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -166,6 +168,12 @@ def _problems(text: str) -> list[str]:
         folder: Path | None = None
         for index, span in enumerate(spans):
             file: Path | None = None
+            if (
+                folder is not None
+                and BARE_FOLDER.match(span.text)
+                and (folder / span.text).is_dir()
+            ):
+                continue  # ``link/`` after ``engine/watch/``: a folder of the one before
             if _is_path(span.text):
                 target = _resolve(span.text)
                 if not target.exists():
@@ -260,7 +268,7 @@ def test_the_checks_catch_a_moved_name_and_a_missing_path() -> None:
         "`engine/watch/no_such.py`: no stepview/engine/watch/no_such.py",
         "`gone.py` (after stepview/engine/plugin/): no stepview/engine/plugin/gone.py",
     ]
-    fixed = "`freeze` in `engine/driver/freezing.py`; `engine/plugin/` (`capture.py`)"
+    fixed = "`freeze` in `engine/driver/freezing.py`; `engine/watch/` (`link/`, `api/`)"
     assert _problems(fixed) == []
     layout = "\n## Layout\n\n```\nstepview/\n  engine/         rooms: plugin/, own/\n```\n"
     assert "engine/watch/link/" in _unmapped_packages(layout)
