@@ -18,8 +18,8 @@ from stepview.cli.attach import add_attach_args, attach_fleet
 from stepview.cli.rerun import add_rerun_args
 from stepview.cli.watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
+from stepview.model.address import Discovery, WatchAddress, is_metrics_url
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
-from stepview.model.targets import Discovery
 from stepview.trace.playback import check_speed
 
 DESCRIPTION = (
@@ -83,6 +83,20 @@ class OwnOptions:
         """Several servers to watch, or a listing of them that can grow: the fleet screen
         (one server given alone is the single view, as ever)."""
         return len(self.fleet) > 1 or bool(self.discovery)
+
+    servers: tuple[WatchAddress, ...] = ()
+    """``fleet``'s addresses parsed (:func:`~stepview.cli.attach.watched_servers`), once the
+    flags are known to go together."""
+
+    @property
+    def single(self) -> WatchAddress | None:
+        """The one server watched, when ``--attach`` names one and no fleet (parsed)."""
+        return self.servers[0] if len(self.servers) == 1 and not self.discovery else None
+
+    @property
+    def metrics_attach(self) -> bool:
+        """``--attach`` names one server, read through its ``/metrics`` (``http(s)://``)."""
+        return len(self.fleet) == 1 and not self.discovery and is_metrics_url(self.fleet[0])
 
     @property
     def prompts_on_stdin(self) -> bool:

@@ -10,7 +10,7 @@ to read side by side (a flag added to a mode gets its refusal here, next to its 
 from __future__ import annotations
 
 from stepview.cli.args import OwnOptions, stated_max_model_len
-from stepview.cli.attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
+from stepview.cli.attach import SCRAPE_INTERVAL_S, WINDOW_S
 from stepview.cli.watch import FLIGHT_MAX_MB
 
 STDIN_PROMPTS_IN_TUI = (
@@ -144,11 +144,10 @@ def _playback_conflict(own: OwnOptions) -> str | None:
 
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """Why the flags cannot go together with (or without) ``--attach``, if they cannot."""
-    if not is_metrics_address(own.attach) and (
-        own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S
-    ):
+    metrics = own.metrics_attach
+    if not metrics and (own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S):
         return "--scrape-interval and --window go with --attach http://HOST:PORT"
-    if own.kv_events is not None and not is_metrics_address(own.attach):
+    if own.kv_events is not None and not metrics:
         return "--kv-events goes with --attach http://HOST:PORT (the server's /metrics)"
     if own.attach is None:
         if own.api is not None or own.attach_ranks is not None or own.nice is not None:
@@ -163,7 +162,7 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
             f"--attach takes no engine flags: the server was started with its own "
             f"(got {' '.join(engine_argv)})"
         )
-    if is_metrics_address(own.attach):
+    if metrics:
         return _metrics_conflict(own)
     if own.api_key is not None and own.api is None:
         return "--api-key goes with --api URL: the key is for the server's API"

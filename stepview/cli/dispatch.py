@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from stepview.cli.args import parse_own_args
-from stepview.cli.attach import is_metrics_address
+from stepview.cli.attach import AddressError, watched_servers
 from stepview.cli.conflicts import flag_conflict
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 from stepview.launch.signals_between import StopAsked, answer_signals, stopping
+from stepview.model.address import MetricsUrl
 from stepview.version import DISTRIBUTION, installed_version
 
 
@@ -100,11 +102,15 @@ def _run(argv: Sequence[str] | None) -> int:
         setup_logging(log_path)
     except OSError as exc:
         return fail(f"cannot write the log file {log_path}: {exc.strerror or exc}")
+    try:
+        own = replace(own, servers=watched_servers(own.fleet, own.attach_ranks))
+    except AddressError as exc:
+        return fail(str(exc))
     if own.is_fleet:
         from stepview.launch.fleet import run_fleet
 
         return run_fleet(own, log_path)
-    if is_metrics_address(own.attach):
+    if isinstance(own.single, MetricsUrl):
         from stepview.launch.attach_metrics import run_metrics_attach
 
         return run_metrics_attach(own, log_path)

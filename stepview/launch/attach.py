@@ -31,6 +31,7 @@ from stepview.launch.outputs import open_outputs
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import wrap_up
+from stepview.model.address import PluginRecords
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,6 @@ NO_API = (
 def run_attach(options: OwnOptions, log_path: Path) -> int:
     """Watch the server publishing at ``options.attach``; returns the exit code."""
     from stepview.engine.driver.loop import Driver, PhaseCallback
-    from stepview.engine.records.channel import rank_address
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.attached import AttachedEngine
@@ -59,14 +59,9 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.watch.server_stacks import ServerStacks
     from stepview.model.engine_api import Engine
 
-    address = options.attach
-    assert address is not None
-    ranks = options.attach_ranks or (0,)
-    try:
-        for rank in ranks:
-            check_address(rank_address(address, rank))
-    except ValueError as exc:
-        return fail(f"--attach: {exc}")
+    records = options.single
+    assert isinstance(records, PluginRecords)
+    address, ranks = records.text, records.ranks
     try:
         watch_keys()  # CURVE keys a tcp:// server may want: a wrong path stops us here
     except CurveKeyError as exc:
@@ -99,11 +94,11 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         return outputs
     stacks = None
     if outputs.flight is not None:  # each recording asks the cores' plug-ins for their stacks
-        stacks = outputs.flight.stacks = ServerStacks(address, ranks)
+        stacks = outputs.flight.stacks = ServerStacks(records)
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=api, stacks=stacks)
+        return AttachedEngine(records, api=api, stacks=stacks)
 
     if options.headless:
         from stepview.launch.attach_headless import watch_headless
@@ -125,20 +120,6 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         driver.send(request)
     app_code = run_app(driver, flight=outputs.flight)
     return wrap_up(driver, outputs, log_path, app_code)
-
-
-def check_address(address: str) -> None:
-    """Refuse what is not a zmq endpoint stepview can subscribe to (``ValueError``)."""
-    scheme, sep, rest = address.partition("://")
-    if not sep or scheme not in ("tcp", "ipc") or not rest:
-        raise ValueError(
-            f"{address!r} is not a tcp://HOST:PORT or ipc://PATH address "
-            "(or a server's own http://HOST:PORT, to read its /metrics)"
-        )
-    if scheme == "tcp":
-        host, colon, port = rest.rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{address!r} needs a host and a port: tcp://HOST:PORT")
 
 
 def lower_priority(nice: int) -> None:

@@ -36,6 +36,7 @@ from stepview.launch.exits import (
 )
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
+from stepview.model.address import MetricsUrl, kv_events_endpoint
 from stepview.model.snapshot import EngineState, StepSnapshot
 
 PLUGIN_NOTE = "per-request view: restart the server with stepview's plug-in, then watch it:"
@@ -47,8 +48,9 @@ def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.watch.metrics_source import MetricsSource
     from stepview.engine.watch.server_api import ServerApi
 
-    address = options.attach
-    assert address is not None
+    page = options.single
+    assert isinstance(page, MetricsUrl)
+    address = page.url
     try:
         api = ServerApi(address, resolve_api_key(options.api_key))
     except ValueError as exc:
@@ -56,7 +58,7 @@ def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
     kv_events = None
     if options.kv_events is not None:
         try:
-            kv_events = KvEventsWatch(options.kv_events, window=options.window)
+            kv_events = KvEventsWatch(kv_events_endpoint(options.kv_events), window=options.window)
         except ValueError as exc:
             return fail(f"--kv-events: {exc}")
     watch = MetricsWatch(api, window=options.window, kv_events=kv_events)

@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from stepview.cli.args import OwnOptions
-from stepview.cli.attach import ATTACH_NICE, is_metrics_address
+from stepview.cli.attach import ATTACH_NICE
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
-from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, check_address, lower_priority
+from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, lower_priority
 from stepview.launch.attach_headless import LinkNotices
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
 from stepview.launch.terminal import claim_terminal
+from stepview.model.address import MetricsUrl, PluginRecords
 from stepview.model.engine_api import LinkState
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FILE_SD, Discovery, Roster, Target
@@ -55,21 +56,16 @@ if TYPE_CHECKING:
 
 def run_fleet(options: OwnOptions, log_path: Path) -> int:
     """Watch every server of ``options.fleet`` and those its discoveries list; the exit code."""
-    from stepview.engine.records.channel import rank_address
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.fleet_members import FleetMembers
     from stepview.engine.watch.server_api import ServerApi
 
-    ranks = options.attach_ranks or (0,)
     try:
         key = resolve_api_key(options.api_key)
-        for address in options.fleet:
-            if is_metrics_address(address):
-                ServerApi(address, key)
-            else:
-                for rank in ranks:
-                    check_address(rank_address(address, rank))
+        for server in options.servers:
+            if isinstance(server, MetricsUrl):
+                ServerApi(server.url, key)
         finders = [_finder(discovery) for discovery in options.discovery]
         watch_keys()
     except (ValueError, CurveKeyError) as exc:
@@ -89,9 +85,9 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     # into figures, neither while it waits: one watch at most competes with the screen.
     turn = threading.RLock()
     roster = FleetMembers(
-        [Target(address) for address in options.fleet],
+        [Target(server) for server in options.servers],
         finders,
-        lambda target: _source(options, target.address, key, paces, turn),
+        lambda target: _source(options, target.watch, key, paces, turn),
     )
     roster.start()
     try:
@@ -127,7 +123,7 @@ def _import_screens() -> None:
 
 def _source(
     options: OwnOptions,
-    address: str,
+    server: MetricsUrl | PluginRecords,
     key: ApiKey | None,
     paces: dict[str, ReadPace],
     turn: AbstractContextManager[object],
@@ -139,23 +135,23 @@ def _source(
     from stepview.engine.watch.server_api import ServerApi
 
     history = options.history if not options.headless else 1
-    if is_metrics_address(address):
+    if isinstance(server, MetricsUrl):
         from stepview.engine.watch.metrics_source import MetricsSource
         from stepview.engine.watch.metrics_watch import MetricsWatch
 
-        watch = MetricsWatch(ServerApi(address, key), window=options.window, turn=turn)
+        watch = MetricsWatch(ServerApi(server.url, key), window=options.window, turn=turn)
         return MetricsSource(watch, interval=options.scrape_interval, history=history)
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.watch.attached import AttachedEngine
     from stepview.engine.watch.backlog import ReadPace
     from stepview.model.engine_api import Engine
 
-    ranks = options.attach_ranks or (0,)
+    address = server.text
     pace = paces.setdefault(address, ReadPace())
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=None, pace=pace, turn=turn)
+        return AttachedEngine(server, api=None, pace=pace, turn=turn)
 
     return Driver(
         factory,

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stepview.engine.watch.server_api import ApiError, ServerApi
+from stepview.model.address import MetricsUrl
 from stepview.model.targets import Discovery, ListingError, Target, labels_of
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def active_targets(
         if address is None:
             skipped.append(url)
             continue
-        found.setdefault(address, Target(address, labels_of(labels), listed_by))
+        found.setdefault(address, Target(MetricsUrl(address), labels_of(labels), listed_by))
     return tuple(found.values()), skipped
 
 
