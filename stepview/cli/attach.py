@@ -23,14 +23,9 @@ from stepview.model.address import (
     prometheus_discovery,
     watch_address,
 )
+from stepview.run.spec import ATTACH_NICE, SCRAPE_INTERVAL_S, WINDOW_S
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
-ATTACH_NICE = 10
-"""``--nice``'s default: attached, stepview is a guest on the server's machine."""
-SCRAPE_INTERVAL_S = 1.0
-"""``--scrape-interval``'s default: how often an ``http://`` watch reads ``/metrics``."""
-WINDOW_S = 60.0
-"""``--window``'s default: the seconds an ``http://`` watch's percentiles cover."""
 
 
 class AddressError(ValueError):

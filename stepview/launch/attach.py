@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stepview.cli.args import OwnOptions
-from stepview.cli.attach import ATTACH_NICE
 from stepview.files.prompts_file import PromptsFileError, read_prompts
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight
@@ -32,6 +30,7 @@ from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import wrap_up
 from stepview.model.address import PluginRecords
+from stepview.run.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +48,8 @@ NO_API = (
 )
 
 
-def run_attach(options: OwnOptions, log_path: Path) -> int:
-    """Watch the server publishing at ``options.attach``; returns the exit code."""
+def run_attach(spec: RunSpec, log_path: Path) -> int:
+    """Watch the server publishing at ``spec.watch.name``; returns the exit code."""
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
@@ -59,7 +58,7 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     from stepview.engine.watch.server_stacks import ServerStacks
     from stepview.model.engine_api import Engine
 
-    records = options.single
+    records = spec.watch.single
     assert isinstance(records, PluginRecords)
     address, ranks = records.text, records.ranks
     try:
@@ -67,29 +66,29 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
     except CurveKeyError as exc:
         return fail(f"--attach: {exc}")
     try:
-        key = resolve_api_key(options.api_key)
-        api = ServerApi(options.api, key) if options.api is not None else None
+        key = resolve_api_key(spec.watch.api_key)
+        api = ServerApi(spec.watch.api, key) if spec.watch.api is not None else None
     except ValueError as exc:
         return fail(f"--api: {exc}")
     try:
-        requests = read_prompts(options.prompts) if options.prompts else []
+        requests = read_prompts(spec.feed.prompts) if spec.feed.prompts else []
     except PromptsFileError as exc:
         return fail(str(exc))
 
-    if not options.headless:
+    if not spec.front.headless:
         problem = claim_terminal("")
         if problem is not None:
             return fail(problem)
-    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
+    lower_priority(spec.watch.priority)
     gc.set_threshold(*WATCH_GC_THRESHOLDS)
 
     def header() -> Mapping[str, Any]:
-        return {"attached": address, "ranks": list(ranks), "api": options.api}
+        return {"attached": address, "ranks": list(ranks), "api": spec.watch.api}
 
-    insight = exports_insight(options)
+    insight = exports_insight(spec)
     read_only = None if api is not None else NO_API
     # As the modes on an engine of stepview's own: headless, a results file only if named.
-    outputs = open_outputs(options, header, insight, default_results=not options.headless)
+    outputs = open_outputs(spec, header, insight, default_results=not spec.front.headless)
     if isinstance(outputs, int):
         return outputs
     stacks = None
@@ -100,18 +99,18 @@ def run_attach(options: OwnOptions, log_path: Path) -> int:
         phase(f"connecting to {address}")
         return AttachedEngine(records, api=api, stacks=stacks)
 
-    if options.headless:
+    if spec.front.headless:
         from stepview.launch.attach_headless import watch_headless
 
         return watch_headless(
-            options, factory, outputs, requests, read_only=read_only, insight=insight
+            spec, factory, outputs, requests, read_only=read_only, insight=insight
         )
     driver = Driver(
         factory,
         sinks=outputs.sinks,
-        history_size=options.history,
-        keep_finished=options.keep_finished,
-        admit_per_step=options.admit_per_step or 0,
+        history_size=spec.limits.history,
+        keep_finished=spec.limits.keep_finished,
+        admit_per_step=spec.limits.admit_per_step or 0,
         read_only=read_only,
         insight=insight,
     )

@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from stepview.cli.args import OwnOptions
 from stepview.engine.driver.loop import Driver, EngineFactory
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import notice
@@ -29,6 +28,7 @@ from stepview.model.commands import AddRequest
 from stepview.model.engine_api import LinkState
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
+from stepview.run.spec import RunSpec
 
 # A view that falls behind again soon after says so at most this often.
 BEHIND_NOTICE_EVERY_S = 60.0
@@ -110,7 +110,7 @@ class LinkNotices:
 
 
 def watch_headless(
-    options: OwnOptions,
+    spec: RunSpec,
     factory: EngineFactory,
     outputs: RunOutputs,
     requests: Sequence[AddRequest],
@@ -124,11 +124,11 @@ def watch_headless(
     ``requests`` the prompts to send through the server's API (with no ``--api``,
     ``read_only`` says why there are none).
     """
-    address = options.attach
+    address = spec.watch.name
     assert address is not None
     printer = HeadlessPrinter(
         len(requests) if requests else None,
-        json_lines=options.json,
+        json_lines=spec.front.json,
         out=sys.stdout,
         err=sys.stderr,
         annotate=insight.request_fields,
@@ -140,8 +140,8 @@ def watch_headless(
         factory,
         sinks=sinks,
         history_size=1,
-        keep_finished=options.keep_finished,
-        admit_per_step=options.admit_per_step or 0,
+        keep_finished=spec.limits.keep_finished,
+        admit_per_step=spec.limits.admit_per_step or 0,
         read_only=read_only,
         insight=insight,
     )

@@ -35,8 +35,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from stepview.cli.args import OwnOptions
-from stepview.cli.attach import ATTACH_NICE
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
 from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, lower_priority
 from stepview.launch.attach_headless import LinkNotices
@@ -47,6 +45,7 @@ from stepview.model.address import MetricsUrl, PluginRecords
 from stepview.model.engine_api import LinkState
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FILE_SD, Discovery, Roster, Target
+from stepview.run.spec import RunSpec
 
 if TYPE_CHECKING:
     from stepview.engine.watch.api_key import ApiKey
@@ -54,29 +53,29 @@ if TYPE_CHECKING:
     from stepview.engine.watch.fleet_members import Finder, FleetMembers
 
 
-def run_fleet(options: OwnOptions, log_path: Path) -> int:
-    """Watch every server of ``options.fleet`` and those its discoveries list; the exit code."""
+def run_fleet(spec: RunSpec, log_path: Path) -> int:
+    """Watch every server of ``spec.watch`` and those its discoveries list; the exit code."""
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.fleet_members import FleetMembers
     from stepview.engine.watch.server_api import ServerApi
 
     try:
-        key = resolve_api_key(options.api_key)
-        for server in options.servers:
+        key = resolve_api_key(spec.watch.api_key)
+        for server in spec.watch.servers:
             if isinstance(server, MetricsUrl):
                 ServerApi(server.url, key)
-        finders = [_finder(discovery) for discovery in options.discovery]
+        finders = [_finder(discovery) for discovery in spec.watch.discovery]
         watch_keys()
     except (ValueError, CurveKeyError) as exc:
         return fail(f"--attach: {exc}")
-    if not options.headless:
+    if not spec.front.headless:
         problem = claim_terminal("")
         if problem is not None:
             return fail(problem)
-    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
+    lower_priority(spec.watch.priority)
     gc.set_threshold(*WATCH_GC_THRESHOLDS)
-    if not options.headless:
+    if not spec.front.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
     # One watch works at a time: each on a runnable thread of its own, 64 left the screen's
@@ -85,16 +84,16 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     # into figures, neither while it waits: one watch at most competes with the screen.
     turn = threading.RLock()
     roster = FleetMembers(
-        [Target(server) for server in options.servers],
+        [Target(server) for server in spec.watch.servers],
         finders,
-        lambda target: _source(options, target.watch, key, paces, turn),
+        lambda target: _source(spec, target.watch, key, paces, turn),
     )
     roster.start()
     try:
-        if options.headless:
-            code = watch_fleet_headless(roster, options.scrape_interval, options.window)
+        if spec.front.headless:
+            code = watch_fleet_headless(roster, spec.watch.scrape_interval, spec.watch.window)
         else:
-            code = asyncio.run(_fleet_tui(roster, options.window, paces))
+            code = asyncio.run(_fleet_tui(roster, spec.watch.window, paces))
     finally:
         count = len(roster.members())
         roster.stop()
@@ -122,7 +121,7 @@ def _import_screens() -> None:
 
 
 def _source(
-    options: OwnOptions,
+    spec: RunSpec,
     server: MetricsUrl | PluginRecords,
     key: ApiKey | None,
     paces: dict[str, ReadPace],
@@ -134,13 +133,13 @@ def _source(
     only in its ``turn``, the fleet's (one watch at a time)."""
     from stepview.engine.watch.server_api import ServerApi
 
-    history = options.history if not options.headless else 1
+    history = spec.limits.history if not spec.front.headless else 1
     if isinstance(server, MetricsUrl):
         from stepview.engine.watch.metrics_source import MetricsSource
         from stepview.engine.watch.metrics_watch import MetricsWatch
 
-        watch = MetricsWatch(ServerApi(server.url, key), window=options.window, turn=turn)
-        return MetricsSource(watch, interval=options.scrape_interval, history=history)
+        watch = MetricsWatch(ServerApi(server.url, key), window=spec.watch.window, turn=turn)
+        return MetricsSource(watch, interval=spec.watch.scrape_interval, history=history)
     from stepview.engine.driver.loop import Driver, PhaseCallback
     from stepview.engine.watch.attached import AttachedEngine
     from stepview.engine.watch.backlog import ReadPace
@@ -156,7 +155,7 @@ def _source(
     return Driver(
         factory,
         history_size=history,
-        keep_finished=options.keep_finished,
+        keep_finished=spec.limits.keep_finished,
         read_only=NO_API,
         turn=turn,
     )
