@@ -15,32 +15,19 @@ carry on.
 
 from __future__ import annotations
 
-import gc
-import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from stepview.files.prompts_file import PromptsFileError, read_prompts
+from stepview.launch.compose import run_driver, start_watch
 from stepview.launch.exits import fail
 from stepview.launch.export import exports_insight
 from stepview.launch.outputs import open_outputs
 from stepview.launch.runner import run_app
-from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import wrap_up
 from stepview.model.address import PluginRecords
 from stepview.run.spec import RunSpec
-
-log = logging.getLogger(__name__)
-
-# Python's collector, for a process that holds a large, long-lived heap: the finished window
-# (--keep-finished), the seen ids, the sketch. With the defaults (700, 10, 10), each tenth
-# young collection scans all of it: in benchmarks/watch_memory.py at 30 000 requests, 46 full
-# collections took 10.3 s of the watch's 35 s of CPU. A full one every hundredth leaves 4
-# (1.2 s) and the same RSS: objects freed by their count go at once as before; only cyclic
-# garbage waits longer. (vLLM's own engine core freezes its start-up heap for the same cost.)
-WATCH_GC_THRESHOLDS = (700, 10, 100)
 
 NO_API = (
     "Attached without --api: stepview can only watch. Start it with --api URL (the "
@@ -50,7 +37,7 @@ NO_API = (
 
 def run_attach(spec: RunSpec, log_path: Path) -> int:
     """Watch the server publishing at ``spec.watch.name``; returns the exit code."""
-    from stepview.engine.driver.loop import Driver, PhaseCallback
+    from stepview.engine.driver.loop import PhaseCallback
     from stepview.engine.records.curve import CurveKeyError, watch_keys
     from stepview.engine.watch.api_key import resolve_api_key
     from stepview.engine.watch.attached import AttachedEngine
@@ -75,12 +62,9 @@ def run_attach(spec: RunSpec, log_path: Path) -> int:
     except PromptsFileError as exc:
         return fail(str(exc))
 
-    if not spec.front.headless:
-        problem = claim_terminal("")
-        if problem is not None:
-            return fail(problem)
-    lower_priority(spec.watch.priority)
-    gc.set_threshold(*WATCH_GC_THRESHOLDS)
+    problem = start_watch(spec)
+    if problem is not None:
+        return fail(problem)
 
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": spec.watch.api}
@@ -105,36 +89,9 @@ def run_attach(spec: RunSpec, log_path: Path) -> int:
         return watch_headless(
             spec, factory, outputs, requests, read_only=read_only, insight=insight
         )
-    driver = Driver(
-        factory,
-        sinks=outputs.sinks,
-        history_size=spec.limits.history,
-        keep_finished=spec.limits.keep_finished,
-        admit_per_step=spec.limits.admit_per_step or 0,
-        read_only=read_only,
-        insight=insight,
-    )
+    driver = run_driver(factory, spec, sinks=outputs.sinks, read_only=read_only, insight=insight)
     outputs.follow_link(lambda: driver.link)
     for request in requests:
         driver.send(request)
     app_code = run_app(driver, flight=outputs.flight)
     return wrap_up(driver, outputs, log_path, app_code)
-
-
-def lower_priority(nice: int) -> None:
-    """Run stepview ``nice`` steps below its CPU priority, before it starts any thread.
-
-    Attached, stepview is a guest: on a machine whose cores the server needs (a small box,
-    or a GPU box whose front-end process is busy), the scheduler gives the CPU to the server
-    first and the view falls behind (it drops records it cannot keep up with), instead of
-    the server slowing down. On Linux a thread's priority is inherited by the threads it
-    starts, so this comes before the app and the receiver start theirs.
-    """
-    if nice <= 0:
-        return
-    try:
-        now = os.nice(nice)
-    except OSError as exc:  # not allowed here (a sandbox): watch at normal priority
-        log.info("stepview: could not lower the CPU priority: %s", exc)
-        return
-    log.info("stepview: attached at CPU priority nice %d (--nice)", now)

@@ -19,8 +19,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from stepview.engine.driver.loop import Driver, EngineFactory
+from stepview.engine.driver.loop import EngineFactory
 from stepview.insight.run import RunInsight
+from stepview.launch.compose import run_driver
 from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
 from stepview.launch.outputs import RunOutputs
@@ -136,15 +137,7 @@ def watch_headless(
     )
     link = LinkNotices(address)
     sinks: list[SnapshotSink] = [printer, link, *outputs.sinks]
-    driver = Driver(
-        factory,
-        sinks=sinks,
-        history_size=1,
-        keep_finished=spec.limits.keep_finished,
-        admit_per_step=spec.limits.admit_per_step or 0,
-        read_only=read_only,
-        insight=insight,
-    )
+    driver = run_driver(factory, spec, sinks=sinks, history=1, read_only=read_only, insight=insight)
     outputs.follow_link(lambda: driver.link)
     link.link_state = lambda: driver.link
     code, completed = drive(

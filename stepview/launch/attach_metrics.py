@@ -22,8 +22,8 @@ from typing import Any, TextIO
 from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
 from stepview.engine.watch.metrics_watch import MetricsWatch
 from stepview.insight.fleet import rank_record
-from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
+from stepview.launch.compose import start_watch
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -33,7 +33,6 @@ from stepview.launch.exits import (
     stop_on_signals,
 )
 from stepview.launch.runner import run_app
-from stepview.launch.terminal import claim_terminal
 from stepview.model.address import MetricsUrl
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.run.spec import RunSpec
@@ -61,11 +60,9 @@ def run_metrics_attach(spec: RunSpec, log_path: Path) -> int:
         except ValueError as exc:
             return fail(f"--kv-events: {exc}")
     watch = MetricsWatch(api, window=spec.watch.window, kv_events=kv_events)
-    if not spec.front.headless:
-        problem = claim_terminal("")
-        if problem is not None:
-            return fail(problem)
-    lower_priority(spec.watch.priority)
+    problem = start_watch(spec, collect_less=False)  # no requests kept: the defaults do
+    if problem is not None:
+        return fail(problem)
     if spec.front.headless:
         try:
             return watch_metrics_headless(watch, spec.watch.scrape_interval)

@@ -24,7 +24,6 @@ Nothing here imports vLLM: the servers run elsewhere.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import signal
 import sys
@@ -36,11 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
-from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, lower_priority
+from stepview.launch.attach import NO_API
 from stepview.launch.attach_headless import LinkNotices
+from stepview.launch.compose import run_driver, start_watch
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
-from stepview.launch.terminal import claim_terminal
 from stepview.model.address import MetricsUrl, PluginRecords
 from stepview.model.engine_api import LinkState
 from stepview.model.source import SnapshotSource
@@ -69,12 +68,9 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
         watch_keys()
     except (ValueError, CurveKeyError) as exc:
         return fail(f"--attach: {exc}")
-    if not spec.front.headless:
-        problem = claim_terminal("")
-        if problem is not None:
-            return fail(problem)
-    lower_priority(spec.watch.priority)
-    gc.set_threshold(*WATCH_GC_THRESHOLDS)
+    problem = start_watch(spec)
+    if problem is not None:
+        return fail(problem)
     if not spec.front.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
@@ -140,7 +136,7 @@ def _source(
 
         watch = MetricsWatch(ServerApi(server.url, key), window=spec.watch.window, turn=turn)
         return MetricsSource(watch, interval=spec.watch.scrape_interval, history=history)
-    from stepview.engine.driver.loop import Driver, PhaseCallback
+    from stepview.engine.driver.loop import PhaseCallback
     from stepview.engine.watch.attached import AttachedEngine
     from stepview.engine.watch.backlog import ReadPace
     from stepview.model.engine_api import Engine
@@ -152,13 +148,7 @@ def _source(
         phase(f"connecting to {address}")
         return AttachedEngine(server, api=None, pace=pace, turn=turn)
 
-    return Driver(
-        factory,
-        history_size=history,
-        keep_finished=spec.limits.keep_finished,
-        read_only=NO_API,
-        turn=turn,
-    )
+    return run_driver(factory, spec, history=history, admit_per_step=0, read_only=NO_API, turn=turn)
 
 
 async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:

@@ -41,6 +41,7 @@ from stepview.engine.driver.loop import Driver
 from stepview.files.prompts_file import PromptsFileError, prompt_commands
 from stepview.files.records import Annotate, format_request_output, request_record
 from stepview.insight.report import format_summary
+from stepview.launch.compose import own_driver
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -198,7 +199,6 @@ def run_headless(spec: RunSpec, log_path: Path, feed: Feed | None = None) -> int
     """
     from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, parse_engine_args
     from stepview.engine.own.environment import prepare_vllm_environment, redirect_native_stderr
-    from stepview.engine.own.live import live_driver
     from stepview.engine.own.processes import EngineProcesses
 
     try:
@@ -237,13 +237,12 @@ def run_headless(spec: RunSpec, log_path: Path, feed: Feed | None = None) -> int
         processes = EngineProcesses()
         close_stacks = own_core_stacks(outputs.flight)
         try:
-            driver = live_driver(
-                list(spec.engine.argv),
+            driver = own_driver(
+                spec,
                 log_path,
                 holder=holder,
                 sinks=[printer, *outputs.sinks],
-                history_size=1,
-                keep_finished=spec.limits.keep_finished,
+                history=1,
                 admit_per_step=admit,
                 insight=insight,
                 processes=processes,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepview.files.prompts_file import PromptsFileError
+from stepview.launch.compose import own_driver
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
 from stepview.launch.export import exports_insight
 from stepview.launch.flight import own_core_stacks
@@ -38,7 +39,6 @@ def run_tui(spec: RunSpec, log_path: Path) -> int:
     """Run the TUI on vLLM built from ``spec.engine``'s flags; returns the exit code."""
     from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, check_option_names
     from stepview.engine.own.environment import redirect_native_stderr
-    from stepview.engine.own.live import live_driver
     from stepview.engine.own.processes import EngineProcesses
 
     try:
@@ -65,13 +65,12 @@ def run_tui(spec: RunSpec, log_path: Path) -> int:
     # stepview has left: into the log, not onto the user's shell prompt.
     restore_stderr = redirect_native_stderr(log_path)
     try:
-        driver = live_driver(
-            engine_argv,
+        driver = own_driver(
+            spec,
             log_path,
             holder=holder,
             sinks=outputs.sinks,
-            history_size=spec.limits.history,
-            keep_finished=spec.limits.keep_finished,
+            history=None,
             admit_per_step=admit,
             insight=insight,
             processes=processes,
