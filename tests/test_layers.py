@@ -31,9 +31,9 @@ BREAKS = [
     ("metrics/waiting.py", "import stepview.engine.driver.loop", "Metrics read snapshots"),
     ("metrics/exporter.py", "import vllm", "Only the scheduler plug-in"),
     ("model/grow.py", "import stepview.model.snapshot", "No import cycle"),
-    ("launch/help.py", "import stepview.cli.dispatch", "never the dispatcher"),
+    ("launch/help.py", "import stepview.cli.args", "never the command line"),
     ("cli/args.py", "import stepview.launch.exits", "command line's dispatcher imports"),
-    ("cli/conflicts.py", "import stepview.launch.exits", "No import cycle"),
+    ("cli/conflicts.py", "import stepview.launch.exits", "command line's dispatcher imports"),
     ("../benchmarks/overhead_measurement.py", "import benchmarks.overhead_runs", "benchmarks/"),
 ]
 

@@ -21,6 +21,10 @@ What crosses a thread or a process is a value from here, never a live engine obj
     the protocols around the driver: the engines it drives or watches, the sources the UI
     reads snapshots from, the sinks it hands every snapshot to, and the flight recorder as
     the UI and the launcher ask it for a recording.
+``address``
+    what an address names, parsed once (the command line's ``--attach``, the plug-in's
+    ``STEPVIEW_PUBLISH``): the plug-in's records over tcp/ipc with their ranks, a server's
+    ``/metrics`` page, where a fleet is listed (a Prometheus server, a file_sd file).
 ``targets``
     a fleet's servers as listed (address, labels, which listing) and as watched (with their
     source), and the roster the fleet screen reads them from, fixed or changing.

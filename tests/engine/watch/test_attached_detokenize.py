@@ -26,6 +26,7 @@ from stepview.engine.watch.link.adopting import short_id
 from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.engine.watch.link.detokenize import HOLD_MAX_S, HOLD_S, Descriptions
 from stepview.files.records import request_record
+from stepview.model.address import plugin_records
 from stepview.model.snapshot import RequestView
 from tests.engine.watch.attach_helpers import Clock, Server, Watcher, record, request, wait_until
 from tests.engine.watch.fake_api import FakeApi, fake_text
@@ -42,7 +43,7 @@ T = TypeVar("T")
 
 @pytest.fixture
 def engine(server: Server, api: ServerApi, clock: Clock) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, api=api, clock=clock)
+    e = AttachedEngine(plugin_records(server.address), api=api, clock=clock)
     server.wait_subscribed()
     yield e
     e.shutdown()

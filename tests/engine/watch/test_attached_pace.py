@@ -15,6 +15,7 @@ import pytest
 
 from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.engine.watch.link.backlog import ReadPace
+from stepview.model.address import plugin_records
 from tests.engine.watch.attach_helpers import Clock, Server, Watcher, record, request, wait_until
 
 
@@ -25,7 +26,7 @@ def pace() -> ReadPace:
 
 @pytest.fixture
 def paced(server: Server, clock: Clock, pace: ReadPace) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, clock=clock, pace=pace)
+    e = AttachedEngine(plugin_records(server.address), clock=clock, pace=pace)
     server.wait_subscribed()
     yield e
     e.shutdown()

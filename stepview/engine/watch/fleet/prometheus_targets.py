@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stepview.engine.watch.api.server_api import ApiError, ServerApi
+from stepview.model.address import MetricsUrl
 from stepview.model.targets import Discovery, ListingError, Target, labels_of
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def active_targets(
         if address is None:
             skipped.append(url)
             continue
-        found.setdefault(address, Target(address, labels_of(labels), listed_by))
+        found.setdefault(address, Target(MetricsUrl(address), labels_of(labels), listed_by))
     return tuple(found.values()), skipped
 
 

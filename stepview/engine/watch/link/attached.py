@@ -57,7 +57,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from stepview.engine.records.channel import ChannelState, rank_address
+from stepview.engine.records.channel import ChannelState
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.api.server_api import (
     ApiAnswer,
@@ -72,6 +72,7 @@ from stepview.engine.watch.link.detokenize import Descriptions, Detokenizer
 from stepview.engine.watch.link.link_state import PluginWord, link_state
 from stepview.engine.watch.link.server_stacks import ServerStacks
 from stepview.engine.watch.link.watched_core import LEFT, WatchedCore
+from stepview.model.address import PluginRecords
 from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
 from stepview.model.engine_api import (
     ArrivedRequest,
@@ -109,16 +110,15 @@ _NO_ANSWERS: list[ApiAnswer] = []
 class AttachedEngine:
     """A vLLM server stepview watches (see the module docstring); all calls on one thread.
 
-    ``address`` is the plug-in's ``STEPVIEW_PUBLISH`` address; ``ranks`` the data-parallel
-    ranks to watch (each on :func:`~stepview.engine.records.channel.rank_address`). ``api``
+    ``records`` is the plug-in's ``STEPVIEW_PUBLISH`` address with the data-parallel ranks to
+    watch (each where :meth:`~stepview.model.address.ZmqEndpoint.for_rank` says). ``api``
     adds prompts through the server's completions endpoint (without it adding is refused)
     and decodes other clients' token ids into text through its ``/detokenize``.
     """
 
     def __init__(
         self,
-        address: str,
-        ranks: Sequence[int] = (0,),
+        records: PluginRecords,
         *,
         api: ServerApi | None = None,
         clock: Callable[[], float] = time.time,
@@ -129,7 +129,7 @@ class AttachedEngine:
         """``stacks``: the engine cores' stacks a flight recorder asks for, through here;
         ``pace``: read the records at most this often (a fleet's watch), else each as a step;
         ``turn``: held to read the sockets, after the pace's wait (the fleet's: see ``Driver``)."""
-        self.address = address
+        self.address = address = records.text
         self._clock = clock
         self._api = api
         self._cores: list[WatchedCore] = []
@@ -139,9 +139,8 @@ class AttachedEngine:
         self._turn = nullcontext() if turn is None else turn
         self._read_at = 0.0  # when records were last read (monotonic), for the pace
         try:
-            for queue, rank in enumerate(ranks):
-                address_of = rank_address(address, rank)
-                self._cores.append(WatchedCore(rank, address_of, queue, stacks=bool(stacks)))
+            for queue, (rank, endpoint) in enumerate(records.endpoints()):
+                self._cores.append(WatchedCore(rank, endpoint, queue, stacks=bool(stacks)))
         except BaseException:
             self.shutdown()
             raise

@@ -49,6 +49,7 @@ from stepview.engine.watch.link.adopting import ClientNames, arrival
 from stepview.engine.watch.link.catching_up import CatchUp
 from stepview.engine.watch.link.core_steps import CoreStep, ScheduledTimes
 from stepview.engine.watch.link.unseen import UnseenRequests
+from stepview.model.address import ZmqEndpoint
 from stepview.model.engine_api import CompletionUpdate, EndedRequest, OutputUpdate
 from stepview.model.snapshot import RankStatus, RequestState
 
@@ -77,16 +78,18 @@ class _Sample:
 
 
 class WatchedCore:
-    """One engine core (data-parallel ``rank``) publishing at ``address``."""
+    """One engine core (data-parallel ``rank``) publishing at ``endpoint``."""
 
-    def __init__(self, rank: int, address: str, queue: int = 0, *, stacks: bool = False) -> None:
+    def __init__(
+        self, rank: int, endpoint: ZmqEndpoint, queue: int = 0, *, stacks: bool = False
+    ) -> None:
         """``queue``: which of the snapshot's queues this core's waiting requests are in;
         ``stacks``: also receive the core's thread stacks (a flight recorder wants them)."""
         self.rank = rank
-        self.address = address
+        self.address = address = endpoint.text
         self.queue = queue
         # CURVE keys (checked by the launcher before anything starts) for a tcp:// server.
-        keys = watch_keys() if "tcp://" in address else None
+        keys = watch_keys() if endpoint.tcp else None
         self.subscriber = FactsSubscriber(address, keys, stacks=stacks)
         self.stream = RecordStream(self.subscriber.resync)
         self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed

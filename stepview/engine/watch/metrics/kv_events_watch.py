@@ -24,6 +24,7 @@ from zmq.utils.monitor import parse_monitor_message
 from stepview.engine.watch.metrics.kv_blocks import KvBlockTracker, KvTotals
 from stepview.engine.watch.metrics.kv_event_wire import decode_message
 from stepview.insight.histogram_window import CounterWindow
+from stepview.model.address import ZmqEndpoint
 from stepview.model.server_window import KvBlocks
 
 RECEIVE_HWM = 100_000
@@ -37,12 +38,10 @@ class KvEventsWatch:
     """The KV events published at ``address`` (``tcp://HOST:PORT`` or ``ipc://PATH``), over
     the last ``window`` seconds. Not thread-safe: one caller, who also closes it."""
 
-    def __init__(self, address: str, *, window: float = 60.0, capacity: int | None = None) -> None:
-        if not address.startswith(("tcp://", "ipc://")):
-            raise ValueError(
-                f"a KV event address is tcp://HOST:PORT or ipc://PATH, not {address!r}"
-            )
-        self.address = address
+    def __init__(
+        self, endpoint: ZmqEndpoint, *, window: float = 60.0, capacity: int | None = None
+    ) -> None:
+        self.address = endpoint.text
         self.window = window
         self.tracker = KvBlockTracker() if capacity is None else KvBlockTracker(capacity)
         self._windows = {name: CounterWindow(window) for name in _WINDOWED}
