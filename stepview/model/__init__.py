@@ -32,8 +32,9 @@ What crosses a thread or a process is a value from here, never a live engine obj
     sampling parameters checked by vLLM's rules, a synthetic load's plan, the seed prompts
     and the lines of a prompts file.
 ``scheduling`` / ``alerts`` / ``lineage`` / ``errors``
-    why a request waits and a step's token budget; problems a run shows; clones and forks;
-    an exception told in one line.
+    why a request waits (the table of wait reasons: code, word, label, sentence) and a
+    step's token budget; problems a run shows; clones and forks; an exception told in one
+    line.
 ``stacks``
     an engine core's thread stacks at one moment (faulthandler's text, read into threads and
     frames), or why a recording has none.
