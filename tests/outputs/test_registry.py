@@ -13,7 +13,7 @@ import sys
 from stepview.cli.args import help_parser, parse_own_args
 from stepview.cli.conflicts import one_server_flags
 from stepview.outputs.registry import OUTPUTS, opening_order
-from stepview.run.spec import FLEET, METRICS_PAGE
+from stepview.run.spec import FLEET, METRICS_PAGE, WATCH
 
 
 def test_every_output_flag_is_a_flag_of_the_command_once() -> None:
@@ -25,8 +25,10 @@ def test_every_output_flag_is_a_flag_of_the_command_once() -> None:
 
 
 def test_the_outputs_a_fleet_or_a_metrics_page_cannot_take_come_from_the_entries() -> None:
+    """Named in the order the refusal has always named them: what records as the run goes,
+    ``--stuck-after``, then what is written at the end."""
     own, _ = parse_own_args([])
-    outputs = [
+    before = [
         "--record",
         "--results",
         "--metrics-port",
@@ -36,11 +38,12 @@ def test_the_outputs_a_fleet_or_a_metrics_page_cannot_take_come_from_the_entries
         "--export-chrome-trace",
     ]
     for lacking in (FLEET, METRICS_PAGE):
-        assert [flag for flag, _ in one_server_flags(own, lacking)] == [
-            "--api",
-            "--prompts",
-            *outputs,
-        ]
+        named = [flag for flag, _ in one_server_flags(own, lacking)]
+        assert named[:2] == ["--api", "--prompts"]
+        assert [flag for flag in named if flag in before] == before
+        for entry in OUTPUTS:
+            refused = WATCH in entry.sources and lacking not in entry.sources
+            assert (entry.flag.name in named) == refused, entry.name
 
 
 def test_ports_and_folders_open_before_files() -> None:
