@@ -143,7 +143,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     _timed(VllmEngine, "_scheduled", views)
     # Records as a server's plug-in makes them for an attached stepview: with every request's
     # intro, output tokens and end (stepview's own engine reads those from vLLM instead).
-    ListenerSink.tails = True  # type: ignore[misc]
+    ListenerSink.tails = True
     # ... and every ending in the log of ends a server's publisher keeps (open: someone listens).
     end_log = EndLog()
     end_log.open = True
@@ -199,7 +199,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
             publisher.deliver(facts)
             return facts
 
-        CoreCapture.capture = capture_and_publish  # type: ignore[method-assign]
+        CoreCapture.capture = capture_and_publish  # type: ignore[method-assign,assignment]
         for i, (prompt, spec) in enumerate(workload(requests, max_tokens)):
             ledger.accept(AddRequest(f"r{i}", prompt, spec))
         ledger.admit(engine)

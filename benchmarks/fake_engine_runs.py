@@ -18,17 +18,15 @@ fake built at once could replace before a poll of the screen saw it.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from benchmarks.overhead_measurement import Measurement, bare_loop
 from benchmarks.workload import CHILD_TIMEOUT_S, POLL_S
-from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.driver.loop import EngineFactory, PhaseCallback
 from stepview.engine.own import live
 from stepview.model.commands import AddRequest
 from stepview.testing.fake_engine import FakeEngine
@@ -36,8 +34,6 @@ from stepview.testing.fake_engine import FakeEngine
 FIRST_FRAME_ENV = "STEPVIEW_BENCH_FIRST_FRAME"
 """The tui variant: the file the benchmark writes once it has seen the first frame, which the
 fake's start-up waits for."""
-LIVE_HISTORY = inspect.signature(live.live_driver).parameters["history_size"].default
-"""The history ``live_driver`` keeps unless told (more than a bare driver's)."""
 
 
 def fake_engine() -> FakeEngine:
@@ -60,12 +56,12 @@ def bare(requests: list[AddRequest], name: str) -> Measurement:
     return measurement
 
 
-def fake_live_driver(
-    engine_argv: list[str], log_path: Path, *, holder: object, **settings: Any
-) -> Driver:
-    """:func:`~stepview.engine.own.live.live_driver` on the fake engine, its settings passed
-    to the driver as that passes them (its default history too); in the tui variant its
-    start-up waits for the benchmark to have seen the first frame."""
+def fake_live_factory(
+    engine_argv: list[str], log_path: Path, *, holder: object, processes: object = None
+) -> EngineFactory:
+    """:func:`~stepview.engine.own.live.live_factory` on the fake engine: the driver that
+    :func:`~stepview.launch.compose.own_driver` builds around it is the TUI's own; in the tui
+    variant the fake's start-up waits for the benchmark to have seen the first frame."""
     seen = os.environ.get(FIRST_FRAME_ENV)
 
     def factory(phase: PhaseCallback) -> FakeEngine:
@@ -74,17 +70,15 @@ def fake_live_driver(
             time.sleep(POLL_S)
         return fake_engine()
 
-    settings.pop("processes", None)  # the engine's processes: the fake has none
-    settings.setdefault("history_size", LIVE_HISTORY)
-    return Driver(factory, **settings)
+    return factory
 
 
 def run_stepview(argv: Sequence[str]) -> int:
     """The tui variant's command: ``stepview ARGV`` as the console script runs it, with
-    :func:`fake_live_driver` where ``live_driver`` is looked up."""
+    :func:`fake_live_factory` where ``live_factory`` is looked up."""
     from stepview.cli import main as stepview_main
 
-    live.live_driver = fake_live_driver
+    live.live_factory = fake_live_factory
     return stepview_main(argv)
 
 

@@ -13,7 +13,6 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from benchmarks.overhead_measurement import Measurement, bare_loop
 from benchmarks.tmux_pane import Tmux, count_lines, stepview_command, wait_for
 from benchmarks.workload import CHILD_TIMEOUT_S, POLL_S
 from stepview.engine.driver import run_stats
-from stepview.engine.driver.loop import Driver
 from stepview.files.prompts_file import read_prompts
 from stepview.model.commands import AddRequest
 
@@ -95,27 +93,31 @@ def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measure
 
 
 def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:
-    """The TUI's driver set-up (``live_driver``, default history) with no UI reading it."""
+    """The TUI's driver set-up (:func:`~stepview.launch.compose.own_driver` with the command
+    line's defaults: its history, every queued prompt admitted) with no UI reading it."""
+    from stepview.engine.own import live
     from stepview.engine.own.engine_args import EngineArgsHolder
     from stepview.engine.own.environment import prepare_vllm_environment
-    from stepview.engine.own.live import live_driver
+    from stepview.engine.own.processes import EngineProcesses
     from stepview.files.results_file import ResultsWriter
+    from stepview.launch.compose import own_driver
     from stepview.model.sink import SnapshotSink
     from stepview.model.snapshot import EngineState
+    from stepview.run.spec import RunSpec
     from stepview.trace.recorder import TraceRecorder
 
     log_path = workdir / "driver.log"
-    make: Callable[..., Driver]
     if faked():
-        from benchmarks.fake_engine_runs import fake_live_driver
+        from benchmarks.fake_engine_runs import fake_live_factory
         from stepview.testing.fake_engine import FakeEngine
 
-        vllm_cpu, make = time_step(FakeEngine), fake_live_driver
+        vllm_cpu = time_step(FakeEngine)
+        live.live_factory = fake_live_factory
     else:
         prepare_vllm_environment(log_path)
         from vllm import LLMEngine
 
-        vllm_cpu, make = time_step(LLMEngine), live_driver
+        vllm_cpu = time_step(LLMEngine)
     holder = EngineArgsHolder()
     sinks: list[SnapshotSink] = (
         [
@@ -125,7 +127,16 @@ def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measu
         if name == "driver+record"
         else []
     )
-    driver = make([], log_path, holder=holder, sinks=sinks)
+    driver = own_driver(
+        RunSpec(),
+        log_path,
+        holder=holder,
+        processes=EngineProcesses(),
+        sinks=sinks,
+        history=None,
+        admit_per_step=0,
+        insight=None,
+    )
     for request in requests:
         driver.send(request)  # queued before start, as the TUI does with --prompts
     driver.start()

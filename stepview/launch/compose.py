@@ -85,7 +85,7 @@ def own_driver(
     *,
     holder: EngineArgsHolder,
     processes: EngineProcesses,
-    outputs: RunOutputs,
+    outputs: RunOutputs | None = None,
     sinks: Sequence[SnapshotSink] = (),
     history: int | None,
     admit_per_step: int,
