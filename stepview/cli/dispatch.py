@@ -69,6 +69,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from stepview.launch.compare import run_compare
 
             return run_compare(own.replay, own.compare, summary=own.summary)
+        if own.otlp_traces_endpoint is not None:  # the OTLP output, offline
+            from stepview.launch.otlp import export_replay_spans
+
+            return export_replay_spans(own.replay, own.otlp_traces_endpoint)
         if own.summary:
             from stepview.launch.summary import run_summary
 
@@ -112,6 +116,8 @@ def _run(argv: Sequence[str] | None) -> int:
         from stepview.launch.attach import run_attach
 
         return run_attach(own, log_path)
+    if own.otlp_traces_endpoint is not None:  # the OTLP output: vLLM's own spans go there too
+        engine_argv = [*engine_argv, "--otlp-traces-endpoint", own.otlp_traces_endpoint]
     if own.rerun is not None:
         from stepview.launch.rerun import run_rerun
 
