@@ -51,7 +51,7 @@ def _attributes(pairs: Any) -> dict[str, Any]:
     return {pair.key: _value(pair.value) for pair in pairs}
 
 
-class _Service(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+class _Service(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self, receiver: OtlpReceiver) -> None:
         self.receiver = receiver
 
@@ -90,7 +90,8 @@ class OtlpReceiver:
         self.spans: list[ReceivedSpan] = []
         self._changed = threading.Condition()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Service(self), self._server)
+        add = trace_service_pb2_grpc.add_TraceServiceServicer_to_server  # untyped stubs
+        add(_Service(self), self._server)  # type: ignore[no-untyped-call]
         self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
         self._server.start()
 

@@ -7,11 +7,13 @@ from collections import defaultdict
 
 from stepview.testing.otlp_receiver import ReceivedSpan
 
+
 def by_request(spans: list[ReceivedSpan]) -> dict[str, tuple[ReceivedSpan, list[ReceivedSpan]]]:
-    """Each of stepview's request spans with its phase spans, by request id."""
+    """Each of stepview's request spans with its phase spans (not vLLM's span beside them),
+    by request id."""
     children: dict[str, list[ReceivedSpan]] = defaultdict(list)
     for span in spans:
-        if span.parent_id is not None:
+        if span.parent_id is not None and "stepview.phase" in span.attributes:
             children[span.parent_id].append(span)
     out = {}
     for span in spans:
