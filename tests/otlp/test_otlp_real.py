@@ -87,22 +87,24 @@ def test_attached_requests_join_the_clients_trace_beside_vllms_span(
             watch.err.wait_for("stepview: watching", timeout=120)
             _complete(port, format_traceparent(SpanContext(1, 1)))  # the watch sees records
             watch.out.wait_for('"state": "finished"', timeout=120)
-            clients = {
-                f"{i:032x}".replace("0", "a", 1): SpanContext(0xC0FFEE00 + i, 0xBEEF00 + i)
-                for i in range(REQUESTS)
-            }
+            clients = [SpanContext(0xC0FFEE00 + i, 0xBEEF00 + i) for i in range(REQUESTS)]
             threads = [
                 threading.Thread(target=_complete, args=(port, format_traceparent(c)))
-                for c in clients.values()
+                for c in clients
             ]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join(300)
-            watch.out.wait_until(lambda line: line.count('"state": "finished"') > 0, 60)
-            for _ in range(REQUESTS):  # every request printed: every one has ended
-                pass
-            wanted = {f"{c.trace_id:032x}" for c in clients.values()}
+            finished = 0
+
+            def one_more(line: str) -> bool:
+                nonlocal finished
+                finished += '"state": "finished"' in line
+                return finished == REQUESTS
+
+            watch.out.wait_until(one_more, 120, "not every request printed", since=1)
+            wanted = {f"{c.trace_id:032x}" for c in clients}
 
             def all_in(spans: list[ReceivedSpan]) -> bool:
                 # vLLM's own span of each (its exporter sends every 5 s).
@@ -114,9 +116,9 @@ def test_attached_requests_join_the_clients_trace_beside_vllms_span(
             err = watch.err.rest()
         assert any("request(s) sent as spans to" in line for line in err), err
         spans = receiver.spans
-        ours = {s.trace_id: (r, p) for r, p in by_request(spans).values() for s in [r]}
+        ours = {r.trace_id: (r, p) for r, p in by_request(spans).values()}
         waited = []
-        for context in clients.values():
+        for context in clients:
             trace_id, client_span = f"{context.trace_id:032x}", f"{context.span_id:016x}"
             assert trace_id in ours, f"no stepview span in the client's trace {trace_id}"
             request, phases = ours[trace_id]
