@@ -57,6 +57,14 @@ class Segment:
     # A prefill's chunks, one per step that computed prompt tokens: (step, start, end, tokens).
     chunks: list[tuple[int, float, float, int]] | None = None
 
+    def chunk(self, step: int, start: float, end: float, tokens: int) -> None:
+        """A prefill step (``start``-``end``) that brought its tokens to ``tokens``."""
+        chunk = (step, start, end, tokens - self.tokens)
+        if self.chunks is None:
+            self.chunks = [chunk]
+        else:
+            self.chunks.append(chunk)
+
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "state": self.state,

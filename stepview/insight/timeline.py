@@ -370,17 +370,8 @@ class TimelineTracker:
         output = view.output_tokens
         if segment.state == PREFILL:
             tokens = view.computed_prompt_tokens - timeline.base_computed
-            if tokens > segment.tokens and self._new_step:  # one chunk per step (the spans')
-                chunk = (
-                    self._work_step,
-                    self._work_start,
-                    self._clock_now,
-                    tokens - segment.tokens,
-                )
-                if segment.chunks is None:
-                    segment.chunks = [chunk]
-                else:
-                    segment.chunks.append(chunk)
+            if tokens > segment.tokens and self._new_step:  # a chunk per step (the spans')
+                segment.chunk(self._work_step, self._work_start, self._clock_now, tokens)
             segment.tokens = tokens
         elif segment.state == DECODE:
             segment.tokens = output - timeline.base_output
