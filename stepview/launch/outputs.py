@@ -211,7 +211,8 @@ def open_outputs(
     except OSError as exc:
         RunOutputs([], results, default_results=chosen, options=options, metrics=metrics).discard()
         return fail(f"cannot open output file: {exc}")
-    sinks.insert(0, epoch)
+    if spans is not None or options.record is not None or flight is not None:
+        sinks.insert(0, epoch)  # first: the others read it
     if spans is not None:
         sinks.append(spans)
     if metrics is not None:
