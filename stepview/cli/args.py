@@ -78,6 +78,7 @@ class OwnOptions:
     rerun: Path | None = None
     rerun_speed: float = 1.0
     export_workload: list[str] | None = None  # FILE or vllm:FILE, each given
+    otlp_traces_endpoint: str | None = None  # the OTLP output (launch/otlp.py)
 
     @property
     def is_fleet(self) -> bool:
@@ -198,6 +199,16 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "headless mode, as vLLM's example does, 0 in the TUI and with --load)",
     )
     group.add_argument("--record", type=Path, metavar="FILE", help="write a JSONL trace of the run")
+    # The OTLP output (stepview/otlp/, launch/otlp.py): one flag, vLLM's name and meaning.
+    group.add_argument(
+        "--otlp-traces-endpoint",
+        metavar="URL",
+        help="send each request as OpenTelemetry spans (the request, and each waiting, "
+        "prefill, decode and preempted stretch) to this OTLP endpoint: gRPC, or HTTP with "
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf (URL ending in /v1/traces); on "
+        "stepview's own engine vLLM exports its own spans there too; with --replay FILE "
+        "--headless: send the trace's requests, then exit",
+    )
     group.add_argument(
         "--results",
         type=Path,

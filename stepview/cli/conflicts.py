@@ -36,6 +36,7 @@ def flag_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     )
     problem = problem or _load_conflict(own, engine_argv)
     problem = problem or _watch_conflict(own)
+    problem = problem or _otlp_conflict(own)
     if problem is None and own.replay is not None and engine_argv:
         return f"--replay takes no engine flags (got {' '.join(engine_argv)})"
     return problem
@@ -81,6 +82,24 @@ def _watch_conflict(own: OwnOptions) -> str | None:
         ]
         if given:
             return f"{', '.join(given)} watch a running engine; a replay has none"
+    return None
+
+
+def _otlp_conflict(own: OwnOptions) -> str | None:
+    """Why ``--otlp-traces-endpoint`` cannot go with a replay as given: sent offline, a
+    trace's requests go out alone, with no TUI (the OTLP output, launch/otlp.py)."""
+    if own.otlp_traces_endpoint is None or own.replay is None:
+        return None
+    if not own.headless:
+        return "--replay FILE --otlp-traces-endpoint URL sends the trace as spans: add --headless"
+    if (
+        own.summary
+        or own.compare is not None
+        or own.export_csv is not None
+        or own.export_chrome_trace is not None
+        or own.export_workload
+    ):
+        return "--otlp-traces-endpoint with --replay: no --summary, --compare or exports beside it"
     return None
 
 
@@ -183,6 +202,7 @@ def one_server_flags(own: OwnOptions) -> list[tuple[str, object]]:
         ("--stuck-after", own.stuck_after),
         ("--export-csv", own.export_csv),
         ("--export-chrome-trace", own.export_chrome_trace),
+        ("--otlp-traces-endpoint", own.otlp_traces_endpoint),
     ]
 
 

@@ -72,6 +72,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from stepview.launch.compare import run_compare
 
             return run_compare(own.replay, own.compare, summary=own.summary)
+        if own.otlp_traces_endpoint is not None:  # the OTLP output, offline
+            from stepview.launch.otlp import export_replay_spans
+
+            return export_replay_spans(own.replay, own.otlp_traces_endpoint)
         if own.summary:
             from stepview.launch.summary import run_summary
 
@@ -103,6 +107,9 @@ def _run(argv: Sequence[str] | None) -> int:
         setup_logging(log_path)
     except OSError as exc:
         return fail(f"cannot write the log file {log_path}: {exc.strerror or exc}")
+    if own.otlp_traces_endpoint is not None and own.attach is None:
+        # The OTLP output on stepview's own engine: vLLM's own spans go there too.
+        engine_argv = [*engine_argv, "--otlp-traces-endpoint", own.otlp_traces_endpoint]
     try:
         spec = run_spec(own, engine_argv)
     except AddressError as exc:

@@ -67,6 +67,7 @@ def run_spec(own: OwnOptions, engine_argv: list[str]) -> RunSpec:
             metrics_port=own.metrics_port,
             metrics_host=own.metrics_host,
             log_file=own.log_file,
+            otlp_traces_endpoint=own.otlp_traces_endpoint,
         ),
         replay=replay,
         rerun=None if own.rerun is None else Rerun(own.rerun, own.rerun_speed),

@@ -33,6 +33,7 @@ from stepview.run.spec import RunSpec
 
 if TYPE_CHECKING:
     from stepview.metrics.exporter import MetricsExporter
+    from stepview.otlp.sink import RunEpoch, SpanSink
     from stepview.trace.flight import FlightRecorder
 
 
@@ -96,6 +97,14 @@ class RunOutputs:
         note = recordings_note(self.flight)
         if note is not None:
             notice(note)
+        # The OTLP output's last word (launch/otlp.py).
+        endpoint = self._spec.outputs.otlp_traces_endpoint
+        if endpoint is not None:
+            from stepview.launch.otlp import spans_note, spans_of
+
+            spans = spans_of(self.sinks)
+            if spans is not None:
+                notice(spans_note(spans, endpoint))
 
     def file_errors(self) -> list[str]:
         """Why a file stopped being written mid-run (disk full, file removed), one line each.
@@ -150,7 +159,22 @@ def open_outputs(
     adds each request's timeline and preemptions to its result (``annotate``: those and more).
     """
     from stepview.files.sinks import file_sinks
+    from stepview.otlp.sink import RunEpoch
 
+    # Where driver clock 0 is on the wall clock: the recordings' headers keep it, and the
+    # spans' times come from it (the OTLP output: launch/otlp.py).
+    epoch = RunEpoch()
+    header = _with_epoch(header, epoch)
+    spans: SpanSink | None = None
+    if spec.outputs.otlp_traces_endpoint is not None:
+        from stepview.launch.otlp import open_spans
+
+        opened = open_spans(
+            spec.outputs.otlp_traces_endpoint, insight, epoch, say_drops=spec.front.headless
+        )
+        if isinstance(opened, str):
+            return fail(opened)
+        spans = opened
     flight: FlightRecorder | None = None
     if spec.outputs.flight_recorder is not None:
         from stepview.launch.flight import open_flight
@@ -187,14 +211,32 @@ def open_outputs(
     except OSError as exc:
         RunOutputs([], results, default_results=chosen, spec=spec, metrics=metrics).discard()
         return fail(f"cannot open output file: {exc}")
+    if spans is not None or spec.outputs.record is not None or flight is not None:
+        sinks.insert(0, epoch)  # first: the others read it
+    if spans is not None:
+        sinks.append(spans)
     if metrics is not None:
         sinks.append(metrics)
+        if spans is not None:
+            outlet = spans.outlet
+            metrics.spans_dropped = lambda: outlet.dropped
     if flight is not None:
         sinks.append(flight)
     outputs = RunOutputs(sinks, results, default_results=chosen, spec=spec, metrics=metrics)
     outputs.results_offset = offset
     outputs.flight = flight
     return outputs
+
+
+def _with_epoch(
+    header: Callable[[], Mapping[str, Any]], epoch: RunEpoch
+) -> Callable[[], Mapping[str, Any]]:
+    """``header`` with the run's epoch added (recordings: their offline OTLP export)."""
+
+    def with_epoch() -> Mapping[str, Any]:
+        return {**header(), "epoch": round(epoch.now(), 6)}
+
+    return with_epoch
 
 
 def serve_metrics(spec: RunSpec, insight: RunInsight) -> MetricsExporter | int:

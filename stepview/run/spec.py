@@ -128,6 +128,7 @@ class Outputs:
     metrics_port: int | None = None
     metrics_host: str | None = None
     log_file: Path | None = None
+    otlp_traces_endpoint: str | None = None  # the OTLP output (launch/otlp.py)
 
 
 @dataclass(frozen=True, slots=True)
