@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stepview.cli.watch import whole_number
 from stepview.files.targets_file import TargetsFileError, read_attach_file
 from stepview.model.address import (
     Discovery,
@@ -23,6 +22,7 @@ from stepview.model.address import (
     prometheus_discovery,
     watch_address,
 )
+from stepview.run.flag_values import whole_number
 from stepview.run.spec import ATTACH_NICE, SCRAPE_INTERVAL_S, WINDOW_S
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give

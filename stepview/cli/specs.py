@@ -11,6 +11,8 @@ from __future__ import annotations
 from stepview.cli.args import OwnOptions, own_option_names
 from stepview.cli.attach import AddressError, watched_servers
 from stepview.model.address import kv_events_endpoint
+from stepview.outputs.printing import JSON
+from stepview.outputs.registry import chosen_outputs
 from stepview.run.spec import (
     EngineSpec,
     Feed,
@@ -39,7 +41,7 @@ def run_spec(own: OwnOptions, engine_argv: list[str]) -> RunSpec:
     )
     return RunSpec(
         engine=EngineSpec(tuple(engine_argv), tuple(own_option_names())),
-        front=FrontEnd(own.headless, own.json, own.summary),
+        front=FrontEnd(own.headless, JSON.given(own.outputs), own.summary),
         feed=Feed(own.prompts, own.load_spec()),
         limits=Limits(own.history, own.keep_finished, own.admit_per_step, own.stuck_after),
         watch=WatchSpec(
@@ -53,22 +55,7 @@ def run_spec(own: OwnOptions, engine_argv: list[str]) -> RunSpec:
             own.window,
             kv_events,
         ),
-        outputs=Outputs(
-            results=own.results,
-            record=own.record,
-            record_rotate=own.record_rotate,
-            record_keep=own.record_keep,
-            export_csv=own.export_csv,
-            export_chrome_trace=own.export_chrome_trace,
-            export_workload=tuple(own.export_workload or ()),
-            flight_recorder=own.flight_recorder,
-            flight_dir=own.flight_dir,
-            flight_max_mb=own.flight_max_mb,
-            metrics_port=own.metrics_port,
-            metrics_host=own.metrics_host,
-            log_file=own.log_file,
-            otlp_traces_endpoint=own.otlp_traces_endpoint,
-        ),
+        outputs=Outputs(chosen_outputs(own.outputs), own.log_file),
         replay=replay,
         rerun=None if own.rerun is None else Rerun(own.rerun, own.rerun_speed),
     )

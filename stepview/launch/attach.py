@@ -22,8 +22,7 @@ from typing import Any
 from stepview.files.prompts_file import PromptsFileError, read_prompts
 from stepview.launch.compose import run_driver, start_watch
 from stepview.launch.exits import fail
-from stepview.launch.export import exports_insight
-from stepview.launch.outputs import open_outputs
+from stepview.launch.outputs import open_outputs, run_insight
 from stepview.launch.runner import run_app
 from stepview.launch.tui import wrap_up
 from stepview.model.address import PluginRecords
@@ -69,7 +68,7 @@ def run_attach(spec: RunSpec, log_path: Path) -> int:
     def header() -> Mapping[str, Any]:
         return {"attached": address, "ranks": list(ranks), "api": spec.watch.api}
 
-    insight = exports_insight(spec)
+    insight = run_insight(spec)
     read_only = None if api is not None else NO_API
     # As the modes on an engine of stepview's own: headless, a results file only if named.
     outputs = open_outputs(spec, header, insight, default_results=not spec.front.headless)
@@ -89,8 +88,7 @@ def run_attach(spec: RunSpec, log_path: Path) -> int:
         return watch_headless(
             spec, factory, outputs, requests, read_only=read_only, insight=insight
         )
-    driver = run_driver(factory, spec, sinks=outputs.sinks, read_only=read_only, insight=insight)
-    outputs.follow_link(lambda: driver.link)
+    driver = run_driver(factory, spec, outputs=outputs, read_only=read_only, insight=insight)
     for request in requests:
         driver.send(request)
     app_code = run_app(driver, flight=outputs.flight)

@@ -136,9 +136,16 @@ def watch_headless(
         awaited=[request.request_id for request in requests],
     )
     link = LinkNotices(address)
-    sinks: list[SnapshotSink] = [printer, link, *outputs.sinks]
-    driver = run_driver(factory, spec, sinks=sinks, history=1, read_only=read_only, insight=insight)
-    outputs.follow_link(lambda: driver.link)
+    sinks: list[SnapshotSink] = [printer, link]
+    driver = run_driver(
+        factory,
+        spec,
+        outputs=outputs,
+        sinks=sinks,
+        history=1,
+        read_only=read_only,
+        insight=insight,
+    )
     link.link_state = lambda: driver.link
     code, completed = drive(
         driver,

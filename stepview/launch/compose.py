@@ -1,12 +1,14 @@
 """Where a run is put together: the one construction of a :class:`Driver`, over any engine,
-and the start-up every watch of a server shares.
+with the run's outputs handed to it, and the start-up every watch of a server shares.
 
 A mode (``tui``, ``headless``, ``attach``, ``attach_headless``, ``fleet``...) says what is
-particular to it (which engine, which sinks, which front end) and asks here for the rest, so
-that a driver gets the run's limits the same way in every mode (``--history``,
-``--keep-finished``, ``--admit-per-step``), and a watch starts the same way whether it shows
-one server or a fleet: the terminal claimed for a TUI, stepview's CPU priority lowered
-(``--nice``: a guest on the server's machine), Python's collector set for a long-lived heap.
+particular to it (which engine, which front end and the sinks that front end prints with)
+and asks here for the rest, so that a driver gets the run's limits the same way in every mode
+(``--history``, ``--keep-finished``, ``--admit-per-step``) and the run's outputs
+(:class:`~stepview.launch.outputs.RunOutputs`, opened in one place) after the front end's
+sinks, and a watch starts the same way whether it shows one server or a fleet: the terminal
+claimed for a TUI, stepview's CPU priority lowered (``--nice``: a guest on the server's
+machine), Python's collector set for a long-lived heap.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from stepview.engine.own.engine_args import EngineArgsHolder
     from stepview.engine.own.processes import EngineProcesses
     from stepview.insight.run import RunInsight
+    from stepview.launch.outputs import RunOutputs
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +47,26 @@ def run_driver(
     factory: EngineFactory,
     spec: RunSpec,
     *,
+    outputs: RunOutputs | None = None,
     sinks: Sequence[SnapshotSink] = (),
     history: int | None = None,
     admit_per_step: int | None = None,
     read_only: str | None = None,
     insight: RunInsight | None = None,
     turn: AbstractContextManager[object] | None = None,
+    watched: bool = True,
 ) -> Driver:
     """The driver of a run over the engine ``factory`` builds, with ``spec``'s limits
-    (``history``, ``admit_per_step``: a mode's own, when it has one: 1 snapshot headless)."""
+    (``history``, ``admit_per_step``: a mode's own, when it has one: 1 snapshot headless),
+    feeding the front end's ``sinks``, then the run's ``outputs`` (told of the link to a
+    ``watched`` server)."""
     from stepview.engine.driver.loop import Driver
 
     admit = spec.limits.admit_per_step if admit_per_step is None else admit_per_step
-    return Driver(
+    every = [*sinks, *(outputs.sinks if outputs is not None else ())]
+    driver = Driver(
         factory,
-        sinks=sinks,
+        sinks=every,
         history_size=spec.limits.history if history is None else history,
         keep_finished=spec.limits.keep_finished,
         admit_per_step=admit or 0,
@@ -66,6 +74,9 @@ def run_driver(
         insight=insight,
         turn=turn,
     )
+    if outputs is not None and watched:
+        outputs.follow_link(lambda: driver.link)
+    return driver
 
 
 def own_driver(
@@ -74,7 +85,8 @@ def own_driver(
     *,
     holder: EngineArgsHolder,
     processes: EngineProcesses,
-    sinks: Sequence[SnapshotSink],
+    outputs: RunOutputs,
+    sinks: Sequence[SnapshotSink] = (),
     history: int | None,
     admit_per_step: int,
     insight: RunInsight | None,
@@ -87,10 +99,12 @@ def own_driver(
     driver = run_driver(
         factory,
         spec,
+        outputs=outputs,
         sinks=sinks,
         history=history,
         admit_per_step=admit_per_step,
         insight=insight,
+        watched=False,
     )
     driver.hopeless = lambda: engine_hopeless(driver, processes)
     return driver

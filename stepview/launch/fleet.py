@@ -39,6 +39,7 @@ from stepview.launch.attach import NO_API
 from stepview.launch.attach_headless import LinkNotices
 from stepview.launch.compose import run_driver, start_watch
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
+from stepview.launch.outputs import RunOutputs, open_outputs, run_insight
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
 from stepview.model.address import MetricsUrl, PluginRecords
 from stepview.model.engine_api import LinkState
@@ -71,6 +72,9 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
     problem = start_watch(spec)
     if problem is not None:
         return fail(problem)
+    outputs = open_outputs(spec, dict, run_insight(spec), default_results=False)
+    if isinstance(outputs, int):
+        return outputs
     if not spec.front.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
@@ -82,7 +86,7 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
     roster = FleetMembers(
         [Target(server) for server in spec.watch.servers],
         finders,
-        lambda target: _source(spec, target.watch, key, paces, turn),
+        lambda target: _source(spec, target.watch, key, paces, turn, outputs),
     )
     roster.start()
     try:
@@ -93,6 +97,7 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
     finally:
         count = len(roster.members())
         roster.stop()
+        outputs.close()
     notice(f"stopped watching {count} servers; the log is {log_path}")
     return code
 
@@ -122,11 +127,13 @@ def _source(
     key: ApiKey | None,
     paces: dict[str, ReadPace],
     turn: AbstractContextManager[object],
+    outputs: RunOutputs,
 ) -> SnapshotSource:
     """The watch a single ``--attach ADDRESS`` would give this server (not started), except
     that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
     no more; a server's full view asks for each step while it is open), and that it works
-    only in its ``turn``, the fleet's (one watch at a time)."""
+    only in its ``turn``, the fleet's (one watch at a time), feeding the outputs a fleet
+    takes, each server's its own sinks (``outputs``)."""
     from stepview.engine.watch.api.server_api import ServerApi
 
     history = spec.limits.history if not spec.front.headless else 1
@@ -148,7 +155,15 @@ def _source(
         phase(f"connecting to {address}")
         return AttachedEngine(server, api=None, pace=pace, turn=turn)
 
-    return run_driver(factory, spec, history=history, admit_per_step=0, read_only=NO_API, turn=turn)
+    return run_driver(
+        factory,
+        spec,
+        sinks=outputs.sinks_for(address),
+        history=history,
+        admit_per_step=0,
+        read_only=NO_API,
+        turn=turn,
+    )
 
 
 async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:

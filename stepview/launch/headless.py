@@ -53,9 +53,8 @@ from stepview.launch.exits import (
     stop_on_signals,
     unfinished_note,
 )
-from stepview.launch.export import exports_insight
 from stepview.launch.flight import flight_signal, own_core_stacks
-from stepview.launch.outputs import RunOutputs, open_outputs
+from stepview.launch.outputs import RunOutputs, open_outputs, run_insight
 from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.model.commands import AddRequest, Command, Schedule
 from stepview.model.errors import describe
@@ -218,7 +217,7 @@ def run_headless(spec: RunSpec, log_path: Path, feed: Feed | None = None) -> int
             logging.getLogger("stepview").exception("preparing the engine failed")
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
-        insight = exports_insight(spec)
+        insight = run_insight(spec)
         header, annotate = fed_fields(feed, holder.header_fields, insight.request_fields)
         outputs = open_outputs(spec, header, insight, default_results=False, annotate=annotate)
         if isinstance(outputs, int):
@@ -241,7 +240,8 @@ def run_headless(spec: RunSpec, log_path: Path, feed: Feed | None = None) -> int
                 spec,
                 log_path,
                 holder=holder,
-                sinks=[printer, *outputs.sinks],
+                outputs=outputs,
+                sinks=[printer],
                 history=1,
                 admit_per_step=admit,
                 insight=insight,

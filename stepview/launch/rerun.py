@@ -33,6 +33,7 @@ from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.headless import Feed, run_headless
 from stepview.launch.terminal import claim_terminal
 from stepview.model.commands import Schedule
+from stepview.outputs.run_files import RECORD, RecordSpec
 from stepview.run.spec import RunSpec
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
@@ -142,7 +143,8 @@ def run_rerun(spec: RunSpec, log_path: Path) -> int:
     """Rerun the workload of ``spec.rerun`` and compare; see the module docstring."""
     assert spec.rerun is not None
     path = spec.rerun.path
-    record = spec.outputs.record or default_rerun_path()
+    asked = RECORD.of(spec.outputs)
+    record = default_rerun_path() if asked is None else asked.path
     if record.exists() and _same_file(record, path):
         return fail(f"--record {record} is the trace given to --rerun: record the rerun elsewhere")
     read = read_workload(path)
@@ -157,13 +159,15 @@ def run_rerun(spec: RunSpec, log_path: Path) -> int:
     speed = spec.rerun.speed
     engine_argv = with_trace_model(list(spec.engine.argv), trace)
     say_workload(path, trace, workload, speed)
-    if spec.outputs.record is None:
+    if asked is None:
         record.parent.mkdir(parents=True, exist_ok=True)
         notice(f"recording the rerun in {record}")
     admit = spec.limits.admit_per_step
     run = replace(
         spec,
-        outputs=replace(spec.outputs, record=record),
+        outputs=replace(
+            spec.outputs, chosen={**spec.outputs.chosen, RECORD.name: asked or RecordSpec(record)}
+        ),
         limits=replace(spec.limits, admit_per_step=0 if admit is None else admit),
         engine=replace(spec.engine, argv=tuple(engine_argv)),
     )

@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING
 from stepview.files.prompts_file import PromptsFileError
 from stepview.launch.compose import own_driver
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
-from stepview.launch.export import exports_insight
 from stepview.launch.flight import own_core_stacks
 from stepview.launch.headless import starting_commands
-from stepview.launch.outputs import RunOutputs, open_outputs
+from stepview.launch.outputs import RunOutputs, open_outputs, run_insight
 from stepview.launch.runner import run_app
 from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.launch.terminal import claim_terminal
@@ -53,7 +52,7 @@ def run_tui(spec: RunSpec, log_path: Path) -> int:
     if problem is not None:
         return fail(problem)
     holder = EngineArgsHolder()
-    insight = exports_insight(spec)
+    insight = run_insight(spec)
     outputs = open_outputs(spec, holder.header_fields, insight, default_results=True)
     if isinstance(outputs, int):
         return outputs
@@ -69,7 +68,7 @@ def run_tui(spec: RunSpec, log_path: Path) -> int:
             spec,
             log_path,
             holder=holder,
-            sinks=outputs.sinks,
+            outputs=outputs,
             history=None,
             admit_per_step=admit,
             insight=insight,

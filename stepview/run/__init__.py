@@ -9,5 +9,9 @@ front end with the values it needs and nothing of argparse.
     :class:`~stepview.run.spec.RunSpec` and its parts: the engine and its flags, the front
     end, what is fed to the engine (prompts, load), the watched server (addresses, API,
     scrape), the replay and the rerun, the outputs, and the run's limits and alerts; with the
-    defaults the flags share with it (``--nice``, ``--window``, ``--flight-max-mb``...).
+    defaults the flags share with it (``--nice``, ``--window``...), and the sources a run can
+    have (:attr:`~stepview.run.spec.RunSpec.source`).
+``flag_values``
+    the value types of flags (whole numbers, ports, sizes, durations), shared by the command
+    line's groups and the output registry's flags.
 """

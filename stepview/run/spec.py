@@ -8,12 +8,22 @@ the time a spec exists, it is one that can run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stepview.model.address import Discovery, WatchAddress, ZmqEndpoint
+from stepview.model.address import Discovery, MetricsUrl, WatchAddress, ZmqEndpoint
 from stepview.model.load import LoadSpec
 from stepview.model.recent import KEEP_FINISHED
+
+# Where a run's steps come from: its source (:attr:`RunSpec.source`); the output registry's
+# entries name the sources each output goes with.
+OWN = "own"  # stepview's own engine, in the TUI or --headless (and its core in either mode)
+WATCH = "watch"  # a server watched through its plug-in's records (--attach tcp:// / ipc://)
+METRICS_PAGE = "metrics page"  # a server watched through its /metrics alone (--attach http://)
+FLEET = "fleet"  # several servers, or a listing of them
+REPLAY = "replay"  # a recorded trace (--replay FILE)
+RERUN = "rerun"  # a trace's workload sent again to an engine of stepview's own
 
 ATTACH_NICE = 10
 """``--nice``'s default: attached, stepview is a guest on the server's machine."""
@@ -21,8 +31,6 @@ SCRAPE_INTERVAL_S = 1.0
 """``--scrape-interval``'s default: how often an ``http://`` watch reads ``/metrics``."""
 WINDOW_S = 60.0
 """``--window``'s default: the seconds an ``http://`` watch's percentiles cover."""
-FLIGHT_MAX_MB = 256
-"""The flight recorder's ring, at most (``--flight-max-mb``)."""
 HISTORY = 2000
 """``--history``'s default: live snapshots kept for scrubbing back."""
 
@@ -112,21 +120,11 @@ class Rerun:
 
 @dataclass(frozen=True, slots=True)
 class Outputs:
-    """What the run writes or serves: each output's flag values (see
-    :mod:`stepview.launch.outputs` for how they are opened and finished)."""
+    """What the run writes or serves: the spec of each output asked for, by its entry's name
+    in the output registry (:mod:`stepview.outputs`, whose entries read their own:
+    ``entry.of(outputs)``), and the log file."""
 
-    results: Path | None = None
-    record: Path | None = None
-    record_rotate: int | None = None
-    record_keep: int | None = None
-    export_csv: Path | None = None
-    export_chrome_trace: Path | None = None
-    export_workload: tuple[str, ...] = ()
-    flight_recorder: float | None = None
-    flight_dir: str | None = None
-    flight_max_mb: int = FLIGHT_MAX_MB
-    metrics_port: int | None = None
-    metrics_host: str | None = None
+    chosen: Mapping[str, object] = field(default_factory=dict)
     log_file: Path | None = None
     otlp_traces_endpoint: str | None = None  # the OTLP output (launch/otlp.py)
 
@@ -149,3 +147,18 @@ class RunSpec:
     def is_fleet(self) -> bool:
         """Several servers, or a listing of them that can grow: the fleet screen."""
         return len(self.watch.servers) > 1 or bool(self.watch.discovery)
+
+    @property
+    def source(self) -> str:
+        """Where the run's steps come from: :data:`OWN`, :data:`WATCH`, :data:`METRICS_PAGE`,
+        :data:`FLEET`, :data:`REPLAY` or :data:`RERUN`."""
+        if self.replay is not None:
+            return REPLAY
+        if self.is_fleet:
+            return FLEET
+        single = self.watch.single
+        if isinstance(single, MetricsUrl):
+            return METRICS_PAGE
+        if single is not None:
+            return WATCH
+        return OWN if self.rerun is None else RERUN
