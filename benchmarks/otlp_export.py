@@ -40,9 +40,10 @@ def _child(on: bool, workload_path: Path, endpoint: str, workdir: Path) -> dict[
     from stepview.engine.own.live import live_driver
     from stepview.files.prompts_file import read_prompts
     from stepview.insight.run import RunInsight
+    from stepview.model.epoch import RunEpoch
     from stepview.model.sink import SnapshotSink
     from stepview.model.snapshot import EngineState
-    from stepview.otlp.sink import RunEpoch, SpanSink
+    from stepview.otlp.sink import SpanSink
 
     log_path = workdir / "driver.log"
     prepare_vllm_environment(log_path)

@@ -32,9 +32,7 @@ engine starts, reported and finished at the end: the one place for every mode), 
 ``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past
 an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
 TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,
-its notices, ``SIGUSR1`` in every live mode), ``otlp`` (``--otlp-traces-endpoint``: the span
-export opened before the engine starts, its last word, and a trace sent offline with
-``--replay``), ``signals_between`` (what each signal does
+its notices, ``SIGUSR1`` in every live mode), ``signals_between`` (what each signal does
 where no mode answers it, from the command's first line to its last), ``check`` (``stepview
 check``: whether this environment's vLLM carries the plug-in, what answers at addresses) and
 ``help``.

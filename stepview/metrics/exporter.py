@@ -63,8 +63,8 @@ class MetricsExporter:
         """How a watched engine's link stands (the driver's :attr:`~stepview.engine.driver.
         loop.Driver.link`), set once the driver exists; none for an engine of one's own."""
         self.spans_dropped: Callable[[], int] = _none_dropped
-        """How many spans the ``--otlp-traces-endpoint`` export dropped so far (set by the
-        launcher when it exports)."""
+        """How many spans the ``--otlp-traces-endpoint`` export dropped so far (set by that
+        output when it opens: :mod:`stepview.outputs.spans`)."""
         self._dropped = 0
         self.error: str | None = None
         self.on_close: Callable[[], None] | None = None

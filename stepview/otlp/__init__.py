@@ -6,8 +6,8 @@ sends them. Only :mod:`~stepview.otlp.exporter` imports OpenTelemetry (an option
 
 ``sink``
     the driver's sink: each request that ends becomes spans, queued for the export (never any
-    network on the driver's thread); and the run's epoch, where driver clock 0 is on the wall
-    clock (the spans' times; the ``epoch`` of a recording's header).
+    network on the driver's thread), placed on the wall clock by the run's epoch
+    (:mod:`stepview.model.epoch`).
 ``exporter``
     the OpenTelemetry SDK's pipeline: OTLP over gRPC or HTTP/protobuf as the standard
     ``OTEL_*`` variables say, a bounded batch processor on its own thread, spans dropped when

@@ -7,19 +7,19 @@ by the end of the run), it builds its spans from the timeline the run's insight 
 them for its own thread (:mod:`stepview.otlp.exporter`). No network on this thread, ever: a
 receiver that is slow or down costs the run dropped spans, counted, not steps.
 
-:class:`RunEpoch` is where driver clock 0 sits on the wall clock (the spans' times, and the
-``epoch`` a recording's header keeps so that its offline export lands where the live one did).
+The spans' times are placed on the wall clock by the run's epoch
+(:class:`~stepview.model.epoch.RunEpoch`, a sink ahead of this one).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Protocol
 
 from stepview.insight.run import RunInsight
 from stepview.insight.spans import SpanData, request_spans
+from stepview.model.epoch import RunEpoch
 from stepview.model.errors import describe
 from stepview.model.snapshot import RequestView, StepSnapshot
 
@@ -35,29 +35,6 @@ class SpanOutlet(Protocol):
 
     @property
     def dropped(self) -> int: ...
-
-
-class RunEpoch:
-    """A sink that notes, at the first snapshot, the wall time of driver clock 0.
-
-    First among the sinks, so the others (the span sink, the recorder's header) read it."""
-
-    def __init__(self) -> None:
-        self.epoch: float | None = None
-        self.error: str | None = None
-
-    def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
-        if self.epoch is None:
-            self.epoch = time.time() - snapshot.clock
-
-    def close(self) -> None:
-        pass
-
-    def now(self) -> float:
-        """The epoch, noting it from the process's clocks if no snapshot came yet."""
-        if self.epoch is None:
-            self.epoch = time.time()
-        return self.epoch
 
 
 class SpanSink:

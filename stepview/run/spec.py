@@ -126,7 +126,6 @@ class Outputs:
 
     chosen: Mapping[str, object] = field(default_factory=dict)
     log_file: Path | None = None
-    otlp_traces_endpoint: str | None = None  # the OTLP output (launch/otlp.py)
 
 
 @dataclass(frozen=True, slots=True)

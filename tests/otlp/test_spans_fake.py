@@ -17,12 +17,13 @@ from stepview.cli import main
 from stepview.engine.driver.loop import Driver
 from stepview.insight.run import RunInsight
 from stepview.insight.trace_context import own_context, parse_traceparent, request_ids
-from stepview.launch.otlp import open_outlet
 from stepview.model.commands import AddRequest
+from stepview.model.epoch import RunEpoch
 from stepview.model.sampling import SamplingSpec
 from stepview.model.sink import SnapshotSink
 from stepview.otlp.exporter import SpanExport
-from stepview.otlp.sink import RunEpoch, SpanSink
+from stepview.otlp.sink import SpanSink
+from stepview.outputs.spans import open_outlet
 from stepview.testing.fake_engine import FakeEngine, ManualClock
 from stepview.testing.otlp_receiver import OtlpReceiver
 from stepview.trace.recorder import TraceRecorder
