@@ -47,6 +47,10 @@ The benchmarks, and the last line each prints:
     the fleet screen of the same 64 simulated servers in tmux: how long a key (cursor, sort,
     filter, Enter, Esc) takes to show, one checkout beside another (``--tree``):
     ``fleet_keys: servers=64 rounds=R LABEL_key_s_p50=A LABEL_key_s_max=B LABEL_up_s=U``.
+``otlp_export``
+    ``--otlp-traces-endpoint`` on stepview's own engine, on against off in interleaved pairs,
+    into a real OTLP/gRPC receiver: ``otlp_export: per_request_us=A on/off=B (median of N
+    pairs)``.
 ``watch_server_rss``
     an attached headless watch beside a real server under a steady load, its memory by
     minute and whether its results file holds every request the clients completed:
@@ -98,6 +102,7 @@ BENCHMARKS = (
     "fleet_keys",
     "fleet_scale",
     "long_queue",
+    "otlp_export",
     "server_overhead",
     "ui_scale",
     "watch_memory",

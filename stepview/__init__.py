@@ -15,6 +15,9 @@ Where each part runs, and so where its code lives:
 ``insight/``
     analysis of snapshots (timelines, percentiles, alerts, run comparison, Chrome traces, a
     fleet's rows, ``/metrics`` windows): the same answers live, in a replay and in a summary.
+``otlp/``
+    ``--otlp-traces-endpoint``: each request as OpenTelemetry spans, sent to a trace backend
+    (the only code that imports OpenTelemetry, an optional extra).
 ``metrics/``
     Prometheus metrics of a run (``--metrics-port``): what vLLM's own ``/metrics`` cannot say.
 ``trace/``

@@ -13,6 +13,7 @@ from stepview.cli.attach import AddressError, watched_servers
 from stepview.model.address import kv_events_endpoint
 from stepview.outputs.printing import JSON
 from stepview.outputs.registry import chosen_outputs
+from stepview.outputs.spans import SPANS
 from stepview.run.spec import (
     EngineSpec,
     Feed,
@@ -40,7 +41,7 @@ def run_spec(own: OwnOptions, engine_argv: list[str]) -> RunSpec:
         else Playback(own.replay, own.replay_speed, own.paused, own.compare)
     )
     return RunSpec(
-        engine=EngineSpec(tuple(engine_argv), tuple(own_option_names())),
+        engine=EngineSpec(_engine_argv(own, engine_argv), tuple(own_option_names())),
         front=FrontEnd(own.headless, JSON.given(own.outputs), own.summary),
         feed=Feed(own.prompts, own.load_spec()),
         limits=Limits(own.history, own.keep_finished, own.admit_per_step, own.stuck_after),
@@ -59,3 +60,13 @@ def run_spec(own: OwnOptions, engine_argv: list[str]) -> RunSpec:
         replay=replay,
         rerun=None if own.rerun is None else Rerun(own.rerun, own.rerun_speed),
     )
+
+
+def _engine_argv(own: OwnOptions, engine_argv: list[str]) -> tuple[str, ...]:
+    """The engine's flags: those given, and on stepview's own engine (neither a watch nor a
+    replay) the ``--otlp-traces-endpoint`` asked of stepview, so that vLLM's own
+    ``llm_request`` span goes to the same receiver, inside stepview's request span."""
+    endpoint = SPANS.spec(own.outputs)
+    if endpoint is None or own.attach is not None or own.is_fleet or own.replay is not None:
+        return tuple(engine_argv)
+    return (*engine_argv, SPANS.flag.name, endpoint)

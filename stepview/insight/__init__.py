@@ -26,6 +26,10 @@ it live, a replay runs it over a trace, and the UI can call it on its history.
 ``counters`` / ``chrome_trace``
     every step's engine figures, kept only when an export asks, and a run as Chrome Trace
     Event Format JSON for Perfetto (``--export-chrome-trace``).
+``spans`` / ``trace_context``
+    a finished request as OpenTelemetry-shaped spans (plain data: the request with GenAI and
+    vLLM's attribute names, a span per phase), and the W3C ``traceparent`` that joins them to
+    a client's trace, with the span ids derived from it (``--otlp-traces-endpoint``).
 ``histogram_window``
     what a server's cumulative Prometheus counters and histograms did over the last seconds:
     increases and quantiles across restarts and missing metrics, no I/O.

@@ -50,6 +50,20 @@ class Segment:
     reason: str | None = None
     tokens: int = 0  # prefill: prompt tokens computed; decode: tokens generated; preempted: lost
     queue: int | None = None  # waits for its queue's reason (split by the queue's runs)
+    # The reason's sentence and the request it waited behind, as first told in the stretch
+    # (for the spans of --otlp-traces-endpoint; the records keep the code alone).
+    text: str | None = None
+    blocker: str | None = None
+    # A prefill's chunks, one per step that computed prompt tokens: (step, start, end, tokens).
+    chunks: list[tuple[int, float, float, int]] | None = None
+
+    def chunk(self, step: int, start: float, end: float, tokens: int) -> None:
+        """A prefill step (``start``-``end``) that brought its tokens to ``tokens``."""
+        chunk = (step, start, end, tokens - self.tokens)
+        if self.chunks is None:
+            self.chunks = [chunk]
+        else:
+            self.chunks.append(chunk)
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -92,6 +106,7 @@ class _Run(NamedTuple):
     start: float
     code: str | None
     before: int
+    reason: WaitReason | None = None
 
 
 class QueueRuns:
@@ -114,7 +129,7 @@ class QueueRuns:
             code = None if reason is None else reason.code
             mine = runs[queue]
             if not mine or mine[-1].code != code:
-                mine.append(_Run(step, start, code, before))
+                mine.append(_Run(step, start, code, before, reason))
 
     def split(self, segment: Segment, last_step: int, end: float) -> list[Segment]:
         """``segment`` (a queue segment, open until ``last_step``/``end``) as one segment per
@@ -122,12 +137,15 @@ class QueueRuns:
         queue = segment.queue
         runs = self._runs[queue] if queue is not None and queue < len(self._runs) else []
         at = bisect_right(runs, segment.first_step, key=_run_step) - 1  # the run it began in
+        why = runs[at].reason if at >= 0 else None
         first = replace(
             segment,
             last_step=last_step,
             end=end,
             reason=runs[at].code if at >= 0 else None,
             queue=None,
+            text=None if why is None else why.text,
+            blocker=None if why is None else why.blocker,
         )
         pieces = [first]
         for run in runs[at + 1 :]:
@@ -137,9 +155,12 @@ class QueueRuns:
             previous.last_step = max(previous.first_step, run.before)
             previous.end = max(previous.start, run.start)
             start = max(previous.end, run.start)
+            why = run.reason
             pieces.append(
                 replace(first, first_step=run.first_step, last_step=last_step, start=start,
-                        end=end, reason=run.code, tokens=0)
+                        end=end, reason=run.code, tokens=0,
+                        text=None if why is None else why.text,
+                        blocker=None if why is None else why.blocker)
             )  # fmt: skip
         return pieces
 

@@ -298,6 +298,8 @@ class TimelineTracker:
             )
             if not goes_on:
                 current.reason, current.queue = reason, queue
+                if own is not None:
+                    current.text, current.blocker = own.text, own.blocker
                 if phase == PREEMPTED:
                     current.tokens = lost
         self._count(current, timeline, view)
@@ -367,7 +369,10 @@ class TimelineTracker:
     def _count(self, segment: Segment, timeline: RequestTimeline, view: RequestView) -> None:
         output = view.output_tokens
         if segment.state == PREFILL:
-            segment.tokens = view.computed_prompt_tokens - timeline.base_computed
+            tokens = view.computed_prompt_tokens - timeline.base_computed
+            if tokens > segment.tokens and self._new_step:  # a chunk per step (the spans')
+                segment.chunk(self._work_step, self._work_start, self._clock_now, tokens)
+            segment.tokens = tokens
         elif segment.state == DECODE:
             segment.tokens = output - timeline.base_output
         segment.last_step = max(segment.last_step, self._work_step)

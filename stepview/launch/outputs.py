@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from stepview.launch.exits import fail, notice, unfinished_note
 from stepview.model.engine_api import LinkState
+from stepview.model.epoch import EPOCH, RunEpoch
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import StepSnapshot
 from stepview.outputs.entry import Ending, Opened, Opening
-from stepview.outputs.registry import OUTPUTS, keeps_steps, opening_order
+from stepview.outputs.registry import OUTPUTS, keeps_epoch, keeps_steps, opening_order
 from stepview.outputs.run_files import RESULTS, ResultsFile
 from stepview.outputs.watching import FLIGHT, FlightOutput
 from stepview.run.spec import RunSpec
@@ -36,12 +37,16 @@ class RunOutputs:
     """The run's open outputs, by entry name in registry order, and what is left to do with
     them at the end."""
 
-    def __init__(self, opened: Mapping[str, Opened]) -> None:
+    def __init__(self, opened: Mapping[str, Opened], epoch: RunEpoch | None = None) -> None:
+        """``epoch``: the run's, noted by a sink ahead of the outputs' (``None``: no output
+        needs it)."""
         self.opened = dict(opened)
         self.sinks: list[SnapshotSink] = [
-            sink for output in self.opened.values() for sink in output.sinks
+            *(() if epoch is None else (epoch,)),
+            *(sink for output in self.opened.values() for sink in output.sinks),
         ]
-        """Every output's sinks, for the run's driver, in registry order."""
+        """Every output's sinks, for the run's driver, in registry order (after the
+        epoch's, which they read)."""
 
     @property
     def results(self) -> Path | None:
@@ -142,11 +147,25 @@ def open_outputs(
     data directory (the TUI), instead of none (headless: the results are printed).
     ``header`` gives a trace header's extra fields once the engine is up; ``insight``
     adds each request's timeline and preemptions to its result (``annotate``: those and more).
+    Each output is opened with those, the run's epoch (where its clock 0 is on the wall
+    clock: noted, and added to ``header``, when an output needs it) and the outputs opened
+    before it.
     """
-    opening = Opening(
-        spec, header, insight, annotate or insight.request_fields, default_results, notice
-    )
+    epoch = RunEpoch()
+    timed = keeps_epoch(spec.outputs)
+    if timed:  # the recordings' headers keep it, for their export as spans later
+        header = _with_epoch(header, epoch)
     opened: dict[str, Opened] = {}
+    opening = Opening(
+        spec,
+        header,
+        insight,
+        annotate or insight.request_fields,
+        default_results,
+        notice,
+        epoch,
+        opened,
+    )
     for entry in opening_order():  # ports and folders first, files last
         chosen = entry.of(spec.outputs)
         if chosen is None or entry.open is None:
@@ -156,4 +175,16 @@ def open_outputs(
             RunOutputs(opened).discard()
             return fail(output)
         opened[entry.name] = output
-    return RunOutputs({entry.name: opened[entry.name] for entry in OUTPUTS if entry.name in opened})
+    ordered = {entry.name: opened[entry.name] for entry in OUTPUTS if entry.name in opened}
+    return RunOutputs(ordered, epoch if timed else None)
+
+
+def _with_epoch(
+    header: Callable[[], Mapping[str, Any]], epoch: RunEpoch
+) -> Callable[[], Mapping[str, Any]]:
+    """``header`` with the run's epoch added (a recording's export as spans reads it)."""
+
+    def with_epoch() -> Mapping[str, Any]:
+        return {**header(), EPOCH: round(epoch.now(), 6)}
+
+    return with_epoch

@@ -47,6 +47,10 @@ def _no_link() -> LinkState | None:
     return None
 
 
+def _none_dropped() -> int:
+    return 0
+
+
 class MetricsExporter:
     """A :class:`~stepview.model.sink.SnapshotSink` that writes every snapshot's figures into
     :attr:`metrics` (see :mod:`stepview.metrics.families` for what each one says)."""
@@ -58,6 +62,10 @@ class MetricsExporter:
         self.link: Callable[[], LinkState | None] = _no_link
         """How a watched engine's link stands (the driver's :attr:`~stepview.engine.driver.
         loop.Driver.link`), set once the driver exists; none for an engine of one's own."""
+        self.spans_dropped: Callable[[], int] = _none_dropped
+        """How many spans the ``--otlp-traces-endpoint`` export dropped so far (set by that
+        output when it opens: :mod:`stepview.outputs.spans`)."""
+        self._dropped = 0
         self.error: str | None = None
         self.on_close: Callable[[], None] | None = None
         """Called once when the driver closes its sinks (the launcher stops the server)."""
@@ -136,6 +144,10 @@ class MetricsExporter:
         if link is not None and link.unseen > self._unseen:
             metrics.unseen.inc(link.unseen - self._unseen)
             self._unseen = link.unseen
+        dropped = self.spans_dropped()
+        if dropped > self._dropped:
+            metrics.spans_dropped.inc(dropped - self._dropped)
+            self._dropped = dropped
 
     def _spent(self, snapshot: StepSnapshot) -> None:
         """A new step: its token budget, by what it went to."""

@@ -110,6 +110,12 @@ class StepviewMetrics:
             "lost (its view too far behind, or the link down): counted, in no results file",
             registry=registry,
         )
+        self.spans_dropped = Counter(
+            "stepview_otlp_spans_dropped",
+            "Spans of --otlp-traces-endpoint that did not reach the trace receiver: its "
+            "export queue was full, or it failed or refused a batch (the run went on)",
+            registry=registry,
+        )
         self.rank_connected = Gauge(
             "stepview_rank_connected",
             "1 while stepview is connected to the watched server's engine core of this "

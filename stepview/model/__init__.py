@@ -35,6 +35,9 @@ What crosses a thread or a process is a value from here, never a live engine obj
     why a request waits (the table of wait reasons: code, word, label, sentence) and a
     step's token budget; problems a run shows; clones and forks; an exception told in one
     line.
+``epoch``
+    where a run's clock 0 sits on the wall clock (noted at its first snapshot, kept in a
+    recording's header): what places its times among other programs' (OpenTelemetry spans).
 ``stacks``
     an engine core's thread stacks at one moment (faulthandler's text, read into threads and
     frames), or why a recording has none.

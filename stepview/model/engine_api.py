@@ -105,6 +105,7 @@ class ArrivedRequest(NamedTuple):
     spec: SamplingSpec
     waited: float
     prompt_token_ids: tuple[int, ...] = ()
+    trace_context: str = ""  # the W3C traceparent its client sent (RequestView's)
 
 
 class EndedRequest(NamedTuple):
@@ -183,10 +184,12 @@ class Engine(Protocol):
 
     def add_request(
         self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
-    ) -> None:
+    ) -> str | None:
         """Queue a request in the engine, or raise :class:`EngineRejected`.
 
         With ``prompt_token_ids`` the engine runs those tokens and ``prompt`` only names them.
+        Returns the W3C ``traceparent`` the engine gave the request (stepview's own engine,
+        when vLLM exports traces: :attr:`RequestView.trace_context`), else ``None``.
         """
 
     def chat_prompt(self, messages: Sequence[ChatMessage]) -> ChatPrompt:

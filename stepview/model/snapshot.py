@@ -166,6 +166,9 @@ class RequestView(NamedTuple):
     lineage: Lineage | None = None  # the request it was cloned or forked from
     queue: int = 0  # which engine core's waiting queue it is in (see reason_of)
     messages: Chat = ()  # a chat request's messages (``prompt`` is them, templated)
+    # The W3C ``traceparent`` it came with (a watched server's client sent one), or that
+    # stepview's own engine gave it (--otlp-traces-endpoint): its spans join that trace.
+    trace_context: str = ""
 
     @property
     def output_tokens(self) -> int:

@@ -16,6 +16,8 @@ write is imported when it is opened.
     ``--json``: what ``--headless`` prints.
 ``run_files``
     the results file and the trace, written as the run goes.
+``spans``
+    ``--otlp-traces-endpoint``: each request as OpenTelemetry spans, live or from a trace.
 ``watching``
     the Prometheus exporter and the flight recorder.
 ``exports``

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
+from stepview.model.epoch import RunEpoch
 from stepview.model.sink import SnapshotSink
 from stepview.run.spec import Outputs, RunSpec
 
@@ -42,6 +43,7 @@ STEPS = "steps"  # every step's figures, kept to the end (the insight keeps them
 FINISHED = "finished requests"  # each request as it finishes
 TRACE = "a trace"  # a recorded trace, read whole
 ENGINE = "a running engine"  # something live to watch: refused with a replay
+WALL_CLOCK = "the run's epoch"  # where its clock 0 is on the wall clock (Opening.epoch)
 
 # When an output writes.
 PRINTS = "prints"  # on standard output, by the front end (the headless printer, a summary)
@@ -107,6 +109,10 @@ class Asked(Protocol):
     def attach(self) -> str | None: ...
     @property
     def is_fleet(self) -> bool: ...
+    @property
+    def summary(self) -> bool: ...
+    @property
+    def compare(self) -> Path | None: ...
 
 
 class Opened:
@@ -148,6 +154,12 @@ class Opening:
     annotate: Callable[[str], Mapping[str, Any]]  # more fields for each request's record
     default_results: bool  # the TUI: a results file in stepview's data directory if unnamed
     say: Say
+    epoch: RunEpoch = field(default_factory=RunEpoch)
+    """Where the run's clock 0 is on the wall clock: noted by a sink ahead of every output's,
+    and in ``header`` as ``epoch``, when an output needs it (:data:`WALL_CLOCK`)."""
+    opened: Mapping[str, Opened] = field(default_factory=dict)
+    """The outputs opened so far, by entry name (those before this one in opening order):
+    for an output that reports through another (a count on the metrics page)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +208,9 @@ class Output(Generic[S]):
     """Written from a recorded trace (``--replay FILE`` without the TUI); lines of failure."""
     group: tuple[str, str] | None = None
     """The title and description of a ``--help`` group of its own (place HELP_GROUP)."""
+    alone_from_trace: bool = False
+    """Written from a trace, it goes alone: with ``--replay``, no ``--summary``,
+    ``--compare`` or other output written from a trace beside it."""
 
     @property
     def flag(self) -> Flag:

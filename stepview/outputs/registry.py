@@ -23,12 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from stepview.outputs import exports, printing, run_files, watching
+from stepview.outputs import exports, printing, run_files, spans, watching
 from stepview.outputs.entry import (
     ENGINE,
     HELP_GROUP,
     LIVE,
     STEPS,
+    WALL_CLOCK,
     Asked,
     Flag,
     Output,
@@ -39,6 +40,7 @@ from stepview.run.spec import WATCH, Outputs
 OUTPUTS: tuple[Output[Any], ...] = (
     *printing.ENTRIES,
     *run_files.ENTRIES,
+    *spans.ENTRIES,
     *watching.ENTRIES,
     *exports.ENTRIES,
 )
@@ -104,6 +106,23 @@ def output_conflict(values: Values, asked: Asked) -> str | None:
             problem = entry.refuse(spec, asked)
             if problem is not None:
                 return problem
+    return _not_alone(values, asked)
+
+
+def _not_alone(values: Values, asked: Asked) -> str | None:
+    """An output that goes alone from a trace, given with something beside it."""
+    if asked.replay is None:
+        return None
+    for entry in OUTPUTS:
+        if not (entry.alone_from_trace and entry.given(values)):
+            continue
+        others = [
+            other
+            for other in OUTPUTS
+            if other is not entry and other.from_trace is not None and other.given(values)
+        ]
+        if asked.summary or asked.compare is not None or others:
+            return f"{entry.flag.name} with --replay: no --summary, --compare or exports beside it"
     return None
 
 
@@ -154,10 +173,20 @@ def output_paths(outputs: Outputs) -> dict[str, Path]:
     return named
 
 
+def needed(outputs: Outputs, need: str) -> bool:
+    """Whether a chosen output needs ``need`` of the run."""
+    return any(need in entry.needs and entry.of(outputs) is not None for entry in OUTPUTS)
+
+
 def keeps_steps(outputs: Outputs) -> bool:
     """Whether a chosen output needs every step's figures at the end (the insight keeps
     them then)."""
-    return any(STEPS in entry.needs and entry.of(outputs) is not None for entry in OUTPUTS)
+    return needed(outputs, STEPS)
+
+
+def keeps_epoch(outputs: Outputs) -> bool:
+    """Whether a chosen output needs the run's epoch (noted then, and in trace headers)."""
+    return needed(outputs, WALL_CLOCK)
 
 
 def trace_outputs(outputs: Outputs) -> list[tuple[Output[Any], object]]:

@@ -24,6 +24,7 @@ from stepview.outputs.entry import (
     HELP_FILES,
     HELP_LONG_RUN,
     LIVE,
+    WALL_CLOCK,
     Companions,
     Flag,
     Opened,
@@ -201,7 +202,7 @@ RECORD: Output[RecordSpec] = Output(
     ),
     kind=LIVE,
     sources=frozenset({OWN, WATCH, RERUN}),
-    needs=frozenset({FINISHED}),
+    needs=frozenset({FINISHED, WALL_CLOCK}),  # the epoch in its header: exported as spans later
     spec=_record_spec,
     companions=(
         Companions(("--record-rotate",), "--record FILE", "record"),

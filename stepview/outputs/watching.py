@@ -18,6 +18,7 @@ from stepview.outputs.entry import (
     HELP_LONG_RUN,
     HELP_SERVED,
     LIVE,
+    WALL_CLOCK,
     Companions,
     Flag,
     Opened,
@@ -243,7 +244,7 @@ FLIGHT: Output[FlightSpec] = Output(
     ),
     kind=LIVE,
     sources=frozenset({OWN, WATCH, RERUN}),
-    needs=frozenset({ENGINE}),
+    needs=frozenset({ENGINE, WALL_CLOCK}),  # the epoch in its recordings' headers
     spec=_flight_spec,
     companions=(
         Companions(

@@ -14,6 +14,9 @@
     vLLM's real API server on the demo model with stepview's plug-in, started as
     docs/attach-and-fleet.md says, for the real-server tests and the server benchmarks;
     killed whole, whatever happens.
+``otlp_receiver``
+    a real OTLP/gRPC trace receiver (OpenTelemetry's ``TraceService`` over grpcio, as vLLM's
+    own tests build it) that keeps the spans it is sent, for the OTLP output's tests.
 ``prometheus``
     a real Prometheus (Debian's package) on a free port, queried through its HTTP API: the
     rules', the dashboard's and the discovery's tests judge stepview by what it makes of them.

@@ -132,5 +132,6 @@ def apply_request_delta(
             if "m" in delta
             else base.messages
         ),
+        trace_context=str(delta.get("tc", base.trace_context)),
     )
     return StoredRequest(view, samples)

@@ -58,7 +58,8 @@ def test_reading_the_entries_imports_nothing_that_writes() -> None:
         "import sys, stepview.cli.args as a; a.help_parser().format_help(); "
         "print(sorted(m for m in sys.modules if m.startswith(('stepview.metrics', "
         "'stepview.trace.recorder', 'stepview.trace.flight', 'stepview.files.csv_export', "
-        "'stepview.files.chrome_trace_file', 'stepview.insight', 'vllm', 'textual', 'zmq'))))"
+        "'stepview.files.chrome_trace_file', 'stepview.insight', 'stepview.otlp', 'opentelemetry', "
+        "'vllm', 'textual', 'zmq'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

@@ -77,6 +77,7 @@ def _request(request_id: str, state: RequestState, text: str) -> RequestView:
         prompt_tokens=3,
         computed_prompt_tokens=3,
         completions=(Completion.of_text(0, text, token_ids=Frozen([7, 8])),),
+        trace_context="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     )
 
 

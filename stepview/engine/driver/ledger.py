@@ -163,9 +163,11 @@ class RequestLedger:
             view = track.view
             try:
                 if view.prompt_token_ids:  # given as ids (a synthetic load's prompt)
-                    engine.add_request(request_id, view.prompt, view.spec, view.prompt_token_ids)
+                    context = engine.add_request(
+                        request_id, view.prompt, view.spec, view.prompt_token_ids
+                    )
                 else:
-                    engine.add_request(request_id, view.prompt, view.spec)
+                    context = engine.add_request(request_id, view.prompt, view.spec)
             except EngineRejected as exc:
                 message = str(exc)
             except Exception as exc:
@@ -173,7 +175,8 @@ class RequestLedger:
                 message = describe(exc)
             else:
                 track.in_engine = True
-                self._show(track, view._replace(state=RequestState.WAITING, wait_reason=None))
+                view = view._replace(state=RequestState.WAITING, wait_reason=None)
+                self._show(track, view if context is None else view._replace(trace_context=context))
                 continue
             self._drop(request_id)
             self._finish(view, RequestState.REJECTED, message)

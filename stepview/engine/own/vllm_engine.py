@@ -32,6 +32,7 @@ from stepview.engine.own.shutdown import shutdown_llm_engine
 from stepview.engine.own.vllm_logprobs import LogprobsView, convert_prompt_logprobs
 from stepview.engine.own.vllm_stats import StatsSink, stat_logger_factory
 from stepview.engine.own.vllm_times import StampReader
+from stepview.insight.trace_context import TRACEPARENT, own_context
 from stepview.model.chat import NO_CHAT_TEMPLATE, ChatMessage, chat_to_json
 from stepview.model.engine_api import (
     ChatPrompt,
@@ -108,6 +109,10 @@ class VllmEngine:
         self._prompt_logprobs: dict[str, tuple[PositionLogprobs | None, ...]] = {}
         self._idle_counters = EngineCounters()
         config = llm_engine.vllm_config
+        # vLLM exports its own llm_request spans (--otlp-traces-endpoint): each request gets a
+        # trace context from stepview, so that span sits inside stepview's request span.
+        observability = getattr(config, "observability_config", None)
+        self._traced = bool(getattr(observability, "otlp_traces_endpoint", None))
         self._info = EngineInfo(
             model=model_label,
             demo_model=demo_model,
@@ -226,11 +231,16 @@ class VllmEngine:
 
     def add_request(
         self, request_id: str, prompt: str, spec: SamplingSpec, prompt_token_ids: Sequence[int] = ()
-    ) -> None:
+    ) -> str | None:
         """Queue a request; anything vLLM refuses becomes :class:`EngineRejected`.
 
         Token ids go in as vLLM's ``TokensPrompt`` (a dict), exactly as many tokens as given.
+        When vLLM exports traces, the request gets a new trace whose root is the request span
+        stepview exports (:func:`~stepview.insight.trace_context.own_context`): its
+        ``traceparent`` goes to vLLM and is returned.
         """
+        context = own_context(request_id) if self._traced else None
+        headers = None if context is None else {TRACEPARENT: context}
         engine = self._require_engine()
         try:
             # SamplingSpec's fields are SamplingParams' own names: pass them all through.
@@ -241,9 +251,10 @@ class VllmEngine:
             engine_prompt: Any = (
                 {"prompt_token_ids": list(prompt_token_ids)} if prompt_token_ids else prompt
             )
-            engine.add_request(request_id, engine_prompt, params)
+            engine.add_request(request_id, engine_prompt, params, trace_headers=headers)
         except self._rejected_types as exc:
             raise EngineRejected(str(exc) or type(exc).__name__) from exc
+        return context
 
     def chat_prompt(self, messages: Sequence[ChatMessage]) -> ChatPrompt:
         """The tokenizer's chat template over ``messages``, as vLLM's ``LLM.chat`` renders it:

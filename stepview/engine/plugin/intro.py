@@ -13,6 +13,8 @@ import msgspec
 
 from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestIntro
 
+TRACEPARENT = "traceparent"  # the W3C header vLLM keeps in Request.trace_headers
+
 
 def _listed(stop: Any) -> list[str]:
     """``stop`` as a list: vLLM makes it one in ``__post_init__``, but a str or None is legal."""
@@ -38,7 +40,10 @@ def intro_of(req: Any) -> RequestIntro:
     """What a client that did not add ``req`` needs to show it (once per request)."""
     prompt = list(req.prompt_token_ids or ())
     params = req.sampling_params
+    headers = getattr(req, "trace_headers", None)  # vLLM 0.32-0.34; None without a context
+    context = str(headers.get(TRACEPARENT) or "") if headers else ""
     if params is None:  # a pooling request: no sampling
-        return RequestIntro(prompt)
+        return RequestIntro(prompt, traceparent=context)
     # By name, not position: right whatever else the intro holds one day (~2 us a request).
-    return RequestIntro(prompt, **{name: wire(getattr(params, name)) for name, wire in _SAMPLING})
+    sampling = {name: wire(getattr(params, name)) for name, wire in _SAMPLING}
+    return RequestIntro(prompt, **sampling, traceparent=context)

@@ -98,12 +98,18 @@ class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     ignore_eos: bool = False
+    # The W3C ``traceparent`` its client sent (vLLM's ``Request.trace_headers``; a server
+    # keeps it only when it exports traces itself), "" for none: stepview's spans of the
+    # request join the client's trace (--otlp-traces-endpoint).
+    traceparent: str = ""
     # Append new fields here, each with a default.
 
 
-# RequestIntro's sampling fields in wire order: every field after the prompt (a field of
-# another kind appended to it one day must be left out here).
-INTRO_SAMPLING_FIELDS: tuple[str, ...] = RequestIntro.__struct_fields__[1:]
+# RequestIntro's sampling fields in wire order: every field after the prompt, up to the
+# first field of another kind (the trace context).
+INTRO_SAMPLING_FIELDS: tuple[str, ...] = RequestIntro.__struct_fields__[
+    1 : RequestIntro.__struct_fields__.index("traceparent")
+]
 
 
 class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):

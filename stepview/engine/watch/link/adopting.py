@@ -110,7 +110,8 @@ def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> Arr
         spec = SamplingSpec(max_tokens=req.max_tokens, n=samples)
         return ArrivedRequest(request_id, prompt, spec, waited)
     sampling = {name: getattr(intro, name) for name in INTRO_SAMPLING_FIELDS}
+    context = intro.traceparent
     sampling["stop"] = tuple(intro.stop)
     sampling["top_k"] = max(0, intro.top_k)  # vLLM's -1 is the spec's 0: off
     spec = SamplingSpec(max_tokens=req.max_tokens, n=samples, **sampling)
-    return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids))
+    return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids), context)
