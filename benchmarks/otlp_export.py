@@ -37,13 +37,15 @@ from benchmarks.workload import BENCH_ENV, CHILD_TIMEOUT_S, POLL_S, workload, wr
 def _child(on: bool, workload_path: Path, endpoint: str, workdir: Path) -> dict[str, float]:
     from stepview.engine.own.engine_args import EngineArgsHolder
     from stepview.engine.own.environment import prepare_vllm_environment
-    from stepview.engine.own.live import live_driver
+    from stepview.engine.own.processes import EngineProcesses
     from stepview.files.prompts_file import read_prompts
     from stepview.insight.run import RunInsight
+    from stepview.launch.compose import own_driver
     from stepview.model.epoch import RunEpoch
     from stepview.model.sink import SnapshotSink
     from stepview.model.snapshot import EngineState
     from stepview.otlp.sink import SpanSink
+    from stepview.run.spec import RunSpec
 
     log_path = workdir / "driver.log"
     prepare_vllm_environment(log_path)
@@ -65,7 +67,16 @@ def _child(on: bool, workload_path: Path, endpoint: str, workdir: Path) -> dict[
         SpanSink.send = timed  # type: ignore[method-assign]
         epoch = RunEpoch()
         sinks = [epoch, SpanSink(SpanExport(endpoint), insight, epoch)]
-    driver = live_driver([], log_path, holder=EngineArgsHolder(), sinks=sinks, insight=insight)
+    driver = own_driver(
+        RunSpec(),
+        log_path,
+        holder=EngineArgsHolder(),
+        processes=EngineProcesses(),
+        sinks=sinks,
+        history=None,
+        admit_per_step=0,
+        insight=insight,
+    )
     for request in requests:
         driver.send(request)
     driver.start()
