@@ -81,20 +81,28 @@ def stop(process: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
 
 class SimulatedFleet:
     """:mod:`benchmarks.fleet_servers` in a process of its own while in a ``with``: three
-    servers in four with the plug-in, the rest ``/metrics`` pages, listed in :attr:`listing`;
+    servers in four with the plug-in, the rest ``/metrics`` pages, listed in :attr:`listing`
+    (``dead`` of them down or hung: :attr:`live` the others);
     :attr:`stats` is its closing line (records published, pages scraped), once left;
     ``wrap``: a command it runs under (``taskset -c 0``)."""
 
     def __init__(
-        self, servers: int, steps_per_s: float, folder: Path, wrap: Sequence[str] = ()
+        self,
+        servers: int,
+        steps_per_s: float,
+        folder: Path,
+        wrap: Sequence[str] = (),
+        dead: int = 0,
     ) -> None:
         plugins = servers * 3 // 4 if servers > 1 else 1
         self.listing = folder / "servers.txt"
+        self.live = servers - dead
         self.stats: dict[str, Any] = {}
         simulate = module_command(
             "benchmarks.fleet_servers",
             *("--plugin", str(plugins), "--metrics", str(servers - plugins)),
             *("--file", str(self.listing), "--steps-per-s", str(steps_per_s)),
+            *("--dead", str(dead)),
         )
         self._command = [*wrap, *simulate]
 
@@ -118,13 +126,43 @@ class SimulatedFleet:
         self.stats = json.loads(said[-1]) if said else {}
 
 
+STILL = frozenset({"address", "time", "labels", "mark", "behind_s"})
+"""A line's fields that are not the server's figures."""
+
+
+def stale(lines: Sequence[dict[str, Any]], live: set[str]) -> list[float]:
+    """How long each live row had shown the same figures, at each of its lines: the seconds
+    between the line and the first line that showed them (0 when they moved since the last:
+    a simulated server's figures move every step, every page every half second). A line a
+    second: whole seconds."""
+    since: dict[str, tuple[str, float]] = {}
+    ages = []
+    for line in lines:
+        address = line["address"]
+        if address not in live:
+            continue
+        shown = json.dumps({k: v for k, v in line.items() if k not in STILL}, sort_keys=True)
+        at = line["time"]
+        first = since.get(address)
+        if first is None or first[0] != shown:
+            since[address] = first = (shown, at)
+        ages.append(at - first[1])
+    return ages
+
+
 def measure(
-    servers: int, seconds: float, steps_per_s: float, folder: Path, nice: Sequence[str] = ()
+    servers: int,
+    seconds: float,
+    steps_per_s: float,
+    folder: Path,
+    nice: Sequence[str] = (),
+    dead: int = 0,
 ) -> dict[str, Any]:
     """Start the fleet and the watch, measure for ``seconds`` once all are up; ``nice``: the
-    watch's ``--nice`` flag, when not its default (lowered by 10)."""
+    watch's ``--nice`` flag, when not its default (lowered by 10); ``dead``: servers down or
+    hung, not waited for."""
     watch: subprocess.Popen[str] | None = None
-    with SimulatedFleet(servers, steps_per_s, folder) as fleet:
+    with SimulatedFleet(servers, steps_per_s, folder, dead=dead) as fleet:
         try:
             command = module_command(
                 "stepview", "--attach-file", str(fleet.listing), "--headless",
@@ -139,12 +177,12 @@ def measure(
             lines = Lines(watch.stdout)
             process = psutil.Process(watch.pid)
             began = time.monotonic()
-            while lines.up() < servers:
+            while lines.up() < fleet.live:
                 if watch.poll() is not None:
                     raise SystemExit(f"the watch exited ({watch.returncode}); see {folder}")
                 if time.monotonic() - began > REACH_TIMEOUT_S:
                     raise SystemExit(
-                        f"{lines.up()} of {servers} servers up after {REACH_TIMEOUT_S} s"
+                        f"{lines.up()} of {fleet.live} servers up after {REACH_TIMEOUT_S} s"
                     )
                 time.sleep(0.2)
             reached = time.monotonic() - began
@@ -152,6 +190,7 @@ def measure(
             time.sleep(seconds)
             cpu, wall = cpu_seconds(process) - cpu_start, time.monotonic() - start
             rss = process.memory_info().rss / 2**20
+            threads = process.num_threads()  # the kernel's count: zmq's and the pool's alike
             window = lines.every[first:]
             up = lines.up()
             code = stop(watch)
@@ -159,6 +198,8 @@ def measure(
             if watch is not None:
                 stop(watch, signal.SIGKILL)
     simulated = fleet.stats
+    listed = fleet.listing.read_text().split()
+    gone = set(fleet.listing.with_name(fleet.listing.name + ".dead").read_text().split())
     behind = [r["behind_s"] for r in window if r.get("behind_s") is not None]
     if code != 0 or not behind:  # the folder goes with the run: say what it held
         said = [
@@ -176,6 +217,8 @@ def measure(
         "cpu_pct": 100.0 * cpu / wall,
         "behind": behind,
         "rss_mb": rss,
+        "threads": threads,
+        "stale": stale(window, set(listed) - gone),
         "up": up,
         "simulated": simulated,
     }
@@ -186,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--servers", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--steps-per-s", type=float, default=20.0, help="each plug-in server's")
+    parser.add_argument(
+        "--dead", type=float, default=0.0, metavar="SHARE",
+        help="this share of the servers down or hung (0.25: a quarter)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="4 servers for 8 s: a smoke test")
     args = parser.parse_args(argv)
     servers, seconds = (4, 8.0) if args.quick else (args.servers, args.seconds)
@@ -193,15 +240,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The smoke test checks the plumbing, not the figure: its watch is not niced, which
         # beside a test run's engines left it so little CPU that it took minutes to stop.
         nice = ("--nice", "0") if args.quick else ()
-        got = measure(servers, seconds, args.steps_per_s, Path(tmp), nice)
-    behind, simulated = got["behind"], got["simulated"]
-    print(f"all {servers} servers up after {got['reached_s']:.1f} s; measured for {seconds:.0f} s")
+        dead = round(servers * args.dead)
+        got = measure(servers, seconds, args.steps_per_s, Path(tmp), nice, dead)
+    behind, simulated, ages = got["behind"], got["simulated"], got["stale"]
+    live = f"all {servers}" if not dead else f"the {servers - dead} live of {servers}"
+    print(f"{live} servers up after {got['reached_s']:.1f} s; measured for {seconds:.0f} s")
     print(
         f"simulated fleet: {simulated['steps_per_s']} steps/s per plug-in server, "
         f"{simulated['records']} records, scrapes per page {simulated['scrapes']}"
     )
     p99 = statistics.quantiles(behind, n=100)[98] if len(behind) > 1 else behind[0]
     print(f"{len(behind)} lines with behind_s; p99 {p99:.2f} s")
+    print(
+        f"fleet_scale rows: live={servers - dead} dead={dead} threads={got['threads']} "
+        f"stale_s_p50={statistics.median(ages):.1f} stale_s_max={max(ages):.1f}"
+    )
     print(
         f"fleet_scale: servers={servers} cpu_pct_per_server={got['cpu_pct'] / servers:.2f} "
         f"lag_s_p50={statistics.median(behind):.2f} lag_s_max={max(behind):.2f} "

@@ -18,6 +18,10 @@ A ``/metrics`` server is a page with vLLM's metric names, in the format vLLM's o
 is about as long as a real one: ~30 KB), with ``/v1/models`` and ``/version``; its figures
 move every half second (requests running and waiting, tokens, finished requests with their
 TTFT and latencies).
+
+``--dead N``: N of the servers (in the same proportions of each kind) are listed but down or
+hung (:class:`Dead`), as in a large fleet where some always are; their addresses are also in
+``FILE.dead``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import json
 import os
 import random
 import signal
+import socket
 import sys
 import threading
 import time
@@ -197,16 +202,56 @@ class PluginServer:
         self.records += 1
 
 
-def run(plugins: int, pages: int, file: Path, steps_per_s: float, seed: int) -> dict[str, Any]:
-    """Start the fleet, list it in ``file``, step it until stdin closes or a signal."""
-    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # as vLLM's
-    servers = [PluginServer(i, seed + i) for i in range(plugins)]
-    metrics = [MetricsPage(i, seed + 1000 + i) for i in range(pages)]
-    lock = threading.Lock()  # the pages move on one thread and are read on others
-    addresses = [s.address for s in servers] + [serve(page, lock) for page in metrics]
+class Dead:
+    """Servers that are listed and cannot be watched, each kind in the fleet's proportions:
+    half of them down (nothing listens: refused at once, or zmq reconnecting), half hung (a
+    ``/metrics`` port that accepts a connection and never answers; a plug-in server, its
+    publisher bound, that never publishes: an engine core wedged)."""
+
+    def __init__(self, plugins: int, pages: int, seed: int) -> None:
+        hung_plugins, hung_pages = plugins // 2, pages // 2
+        self.silent = [PluginServer(-1 - i, seed - 1 - i) for i in range(hung_plugins)]
+        self.hung: list[socket.socket] = []
+        for _ in range(hung_pages):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(128)  # the kernel completes the connections; nobody reads them
+            self.hung.append(sock)
+        self.addresses = (
+            [s.address for s in self.silent]
+            + [f"tcp://127.0.0.1:{free_port()}" for _ in range(plugins - hung_plugins)]
+            + [f"http://127.0.0.1:{s.getsockname()[1]}" for s in self.hung]
+            + [f"http://127.0.0.1:{free_port()}" for _ in range(pages - hung_pages)]
+        )
+
+    def close(self) -> None:
+        for server in self.silent:
+            server.publisher.close()
+        for sock in self.hung:
+            sock.close()
+
+
+def write_whole(file: Path, addresses: Sequence[str]) -> None:
+    """``addresses`` one a line in ``file``, written whole, then renamed."""
     partial = file.with_name(file.name + ".partial")
     partial.write_text("".join(f"{a}\n" for a in addresses))
     os.replace(partial, file)
+
+
+def run(
+    plugins: int, pages: int, file: Path, steps_per_s: float, seed: int, dead: int = 0
+) -> dict[str, Any]:
+    """Start the fleet, list it in ``file`` (``dead`` of its servers, listed last, down or
+    hung, and also in ``FILE.dead``), step it until stdin closes or a signal."""
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # as vLLM's
+    dead_plugins = dead * plugins // max(1, plugins + pages)
+    gone = Dead(dead_plugins, dead - dead_plugins, seed)
+    servers = [PluginServer(i, seed + i) for i in range(plugins - dead_plugins)]
+    metrics = [MetricsPage(i, seed + 1000 + i) for i in range(pages - (dead - dead_plugins))]
+    lock = threading.Lock()  # the pages move on one thread and are read on others
+    addresses = [s.address for s in servers] + [serve(page, lock) for page in metrics]
+    write_whole(file.with_name(file.name + ".dead"), gone.addresses)
+    write_whole(file, addresses + gone.addresses)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -239,6 +284,7 @@ def run(plugins: int, pages: int, file: Path, steps_per_s: float, seed: int) -> 
     took = time.monotonic() - began
     for server in servers:
         server.publisher.close()
+    gone.close()
     return {
         "seconds": round(took, 2),
         "steps_per_s": round(steps / took, 2) if servers else None,
@@ -255,8 +301,9 @@ def fleet_process(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, required=True)
     parser.add_argument("--steps-per-s", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dead", type=int, default=0, help="of them down or hung")
     args = parser.parse_args(argv)
-    stats = run(args.plugin, args.metrics, args.file, args.steps_per_s, args.seed)
+    stats = run(args.plugin, args.metrics, args.file, args.steps_per_s, args.seed, args.dead)
     print(json.dumps(stats), flush=True)
     return 0
 

@@ -1,11 +1,12 @@
 """``stepview --attach A --attach B …``: several servers watched at once, the fleet; or the
 servers listed where they already are (``--attach prometheus://…``, a file_sd ``--attach-file``).
 
-Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
-``/metrics`` watch (:class:`~stepview.engine.watch.metrics.metrics_source.MetricsSource`) for an
-``http://`` address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver`
-for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them but a lock: they work one
-at a time (``run_fleet``'s ``turn``). The fleet screen reads the
+Each server gets the watch a single ``--attach`` would give it: a ``/metrics`` watch
+(:class:`~stepview.engine.watch.metrics.metrics_source.MetricsSource`) for an ``http://``
+address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver` for a
+``tcp://`` or ``ipc://`` one, all run by one pool, an event loop and a few workers
+(:mod:`~stepview.engine.watch.fleet.fleet_pool`), not a thread each. They work one at a time
+(``run_fleet``'s ``turn``). The fleet screen reads the
 latest snapshot of each (:mod:`stepview.ui.fleet.fleet_app`); Enter shows one server's full
 view on the same running source, Esc comes back. ``--headless`` prints, every
 ``--scrape-interval``, one JSON line per server (:func:`stepview.insight.fleet.fleet_record`,
@@ -50,6 +51,7 @@ from stepview.run.spec import RunSpec
 if TYPE_CHECKING:
     from stepview.engine.watch.api.api_key import ApiKey
     from stepview.engine.watch.fleet.fleet_members import Finder, FleetMembers
+    from stepview.engine.watch.fleet.fleet_pool import FleetPool, Unit
     from stepview.engine.watch.link.backlog import ReadPace
 
 
@@ -59,6 +61,7 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
     from stepview.engine.watch.api.api_key import resolve_api_key
     from stepview.engine.watch.api.server_api import ServerApi
     from stepview.engine.watch.fleet.fleet_members import FleetMembers
+    from stepview.engine.watch.fleet.fleet_pool import FleetPool, PooledSource
 
     try:
         key = resolve_api_key(spec.watch.api_key)
@@ -83,10 +86,14 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
     # while it reads, applies and publishes a step, a /metrics watch while it reads a page
     # into figures, neither while it waits: one watch at most competes with the screen.
     turn = threading.RLock()
+    pool = FleetPool()  # every watch on its loop and workers: no thread per server
+    pool.start()
     roster = FleetMembers(
         [Target(server) for server in spec.watch.servers],
         finders,
-        lambda target: _source(spec, target.watch, key, paces, turn, outputs),
+        lambda target: PooledSource(
+            _source(spec, target.watch, key, paces, turn, pool, outputs), pool
+        ),
     )
     roster.start()
     try:
@@ -96,7 +103,9 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
             code = asyncio.run(_fleet_tui(roster, spec.watch.window, paces))
     finally:
         count = len(roster.members())
+        pool.halt_all()  # every watch asked at once: each stop below waits for little
         roster.stop()
+        pool.stop()
         outputs.close()
     notice(f"stopped watching {count} servers; the log is {log_path}")
     return code
@@ -127,13 +136,14 @@ def _source(
     key: ApiKey | None,
     paces: dict[str, ReadPace],
     turn: AbstractContextManager[object],
+    pool: FleetPool,
     outputs: RunOutputs,
-) -> SnapshotSource:
-    """The watch a single ``--attach ADDRESS`` would give this server (not started), except
-    that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
-    no more; a server's full view asks for each step while it is open), and that it works
-    only in its ``turn``, the fleet's (one watch at a time), feeding the outputs a fleet
-    takes, each server's its own sinks (``outputs``)."""
+) -> Unit:
+    """The watch a single ``--attach ADDRESS`` would give this server, run by the fleet's
+    ``pool`` (not started), except that a plug-in server's records are read at a pace
+    (``paces``: the fleet's figures need no more; a server's full view asks for each step
+    while it is open), that it works only in its ``turn``, the fleet's (one at a time), and
+    that it feeds the outputs a fleet takes, each server's its own sinks (``outputs``)."""
     from stepview.engine.watch.api.server_api import ServerApi
 
     history = spec.limits.history if not spec.front.headless else 1
@@ -144,18 +154,20 @@ def _source(
         watch = MetricsWatch(ServerApi(server.url, key), window=spec.watch.window, turn=turn)
         return MetricsSource(watch, interval=spec.watch.scrape_interval, history=history)
     from stepview.engine.driver.loop import PhaseCallback
+    from stepview.engine.watch.fleet.pooled_driver import PooledDriver
     from stepview.engine.watch.link.attached import AttachedEngine
     from stepview.engine.watch.link.backlog import ReadPace
     from stepview.model.engine_api import Engine
 
     address = server.text
-    pace = paces.setdefault(address, ReadPace())
+    pace = paces.setdefault(address, ReadPace(scheduled=True))
+    context = pool.zmq_context
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(server, api=None, pace=pace, turn=turn)
+        return AttachedEngine(server, api=None, pace=pace, turn=turn, context=context)
 
-    return run_driver(
+    driver = run_driver(
         factory,
         spec,
         sinks=outputs.sinks_for(address),
@@ -164,6 +176,7 @@ def _source(
         read_only=NO_API,
         turn=turn,
     )
+    return PooledDriver(driver, pace)
 
 
 async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:

@@ -154,6 +154,10 @@ def test_fleet_scale_quick() -> None:
     """No vLLM: a simulated fleet (3 plug-in servers, 1 /metrics page), one watch of them all."""
     lines = run_quick("fleet_scale", timeout=300)
     assert_has_line(lines, rf"all 4 servers up after {NUMBER} s; measured for 8 s")
+    assert_has_line(
+        lines, rf"fleet_scale rows: live=4 dead=0 threads={NUMBER} stale_s_p50={NUMBER} "
+        rf"stale_s_max={NUMBER}",
+    )  # fmt: skip
     assert re.fullmatch(
         rf"fleet_scale: servers=4 cpu_pct_per_server={NUMBER} lag_s_p50={NUMBER} "
         rf"lag_s_max={NUMBER} rss_mb={NUMBER} cpu_pct={NUMBER} up=4",

@@ -12,14 +12,13 @@ run on a worker thread, with three additions:
   costs what the step changed, not what the run has accumulated.
 
 The driver imports no vLLM: it talks to the :class:`~stepview.model.engine_api.Engine`
-protocol, so the same code runs the real engine and the deterministic fake used in UI tests.
-It also watches engines it does not drive (a :class:`WatchedEngine`: ``stepview --attach``):
-the same loop then reports each step the server made, pausing only holds the view, and the
-engine state (and its phase line) follow what the engine says of its link.
-The driver keeps the thread, the loop, the stop deadline and the step figures; what happens
-to each request is the :class:`RequestLedger`'s, the way in (commands, requests due later) the
-:class:`~stepview.engine.driver.inbox.Inbox`'s, and the way out (what a snapshot holds, who gets
-it) the :class:`~stepview.engine.driver.publishing.Publisher`'s. An engine that stops
+protocol (the real engine, or the fake of the UI tests). It also watches engines it does not
+drive (a :class:`WatchedEngine`: ``stepview --attach``): the loop then reports each step the
+server made, pausing only holds the view, the engine state follows what it says of its link;
+a large fleet's pool runs that loop a turn at a time (:meth:`Driver.advance`), no thread each.
+The driver keeps the thread, the loop, the stop deadline and the step figures; each request is
+the :class:`RequestLedger`'s, the way in the :class:`~stepview.engine.driver.inbox.Inbox`'s,
+the way out the :class:`~stepview.engine.driver.publishing.Publisher`'s. An engine that stops
 answering holds the thread in ``step()``: :meth:`Driver.abandon` ends the run from another
 thread (:mod:`stepview.engine.driver.books`).
 """
@@ -35,7 +34,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from stepview.engine.driver.books import Books
 from stepview.engine.driver.figures import StepFigures
-from stepview.engine.driver.inbox import Inbox
+from stepview.engine.driver.inbox import IDLE_WAIT_S, Inbox
 from stepview.engine.driver.ledger import UNFINISHED_WHY, UNWATCHED_WHY, RequestLedger
 from stepview.engine.driver.pacing import Pacing, quiet_too_long
 from stepview.engine.driver.publishing import Publisher
@@ -102,6 +101,7 @@ class Driver:
         self._thread = threading.Thread(target=self._run, name="stepview-driver", daemon=True)
         # Driver-thread state.
         self._engine: Engine | None = None
+        self._running: Engine | None = None  # the engine once started (not on a failure)
         self._watched: WatchedEngine | None = None
         self._ledger = RequestLedger(self._now, keep_finished)
         self._inbox = Inbox(self._now)  # commands, and requests scheduled to arrive later
@@ -204,30 +204,71 @@ class Driver:
 
     def _run(self) -> None:
         with self._books:
-            engine = None  # once started
             try:
-                engine = self._start()
+                engine = self._open()
                 if engine is not None:
-                    self._publish(self._idle_state())
                     self._loop(engine)
+                elif self._failed is not None:  # start-up failed: said, until told to stop
+                    self._wait_for_shutdown()
             except Exception as exc:
-                log.error("engine step failed\n%s", traceback.format_exc())
-                self._failed = explain_step_failure(exc, self._ledger.active())
-                self._ledger.end_in_flight(self._failed)
-                self._publish(EngineState.ERROR)
+                self._step_failed(exc)
                 self._wait_for_shutdown()
             finally:
-                self._end_run()  # before the shutdown, which can be slow: files complete first
-                try:
-                    if self._engine is not None:
-                        with self._books.away():
-                            self._engine.shutdown()
-                except Exception:
-                    log.exception("engine shutdown failed")
-                if engine is not None:
-                    stats = self.run_stats
-                    log.info("%s", stats.summary())
-                    hand_over(stats)
+                self._close()
+
+    def _open(self) -> Engine | None:
+        if (engine := self._start()) is not None:
+            self._running = engine
+            self._publish(self._idle_state())
+        return engine
+
+    def _step_failed(self, exc: Exception) -> None:  # the failure shown, in flight ended
+        log.error("engine step failed\n%s", traceback.format_exc())
+        self._failed = explain_step_failure(exc, self._ledger.active())
+        self._ledger.end_in_flight(self._failed)
+        self._publish(EngineState.ERROR)
+
+    def _close(self) -> None:
+        self._end_run()  # before the shutdown, which can be slow: files complete first
+        try:
+            if self._engine is not None:
+                with self._books.away():
+                    self._engine.shutdown()
+        except Exception:
+            log.exception("engine shutdown failed")
+        if self._running is not None:
+            log.info("%s", (stats := self.run_stats).summary())
+            hand_over(stats)
+
+    # -- run by a pool (a large fleet's plug-in servers): the same loop, a turn per call ------
+
+    def open(self) -> None:
+        """Instead of :meth:`start`: build the engine on the calling thread (a pool's worker),
+        then :meth:`advance` until the run is over, then :meth:`close`, one call at a time:
+        one thread at a time calls the engine (a watched one, whose reads never block)."""
+        with self._books:
+            try:
+                self._open()
+            except Exception as exc:
+                self._step_failed(exc)
+
+    def advance(self) -> float | None:
+        """One turn of the loop, waiting for nothing: the seconds after which the next is due
+        (0: there is more to read now; a command sent comes sooner), ``None``: the run is over."""
+        with self._books:
+            engine = self._running
+            if engine is None or self._failed is not None:
+                self._answer_failed(block=False)
+                return None if self._stopping else IDLE_WAIT_S
+            try:
+                return self._once(engine, block=False)
+            except Exception as exc:
+                self._step_failed(exc)
+                return IDLE_WAIT_S
+
+    def close(self) -> None:
+        with self._books:  # the run's end after advance(), also when it never opened
+            self._close()
 
     def _start(self) -> Engine | None:
         """Build the engine; ``None`` if it failed (the failure shown) or the run was abandoned."""
@@ -249,7 +290,6 @@ class Driver:
             self.startup_exception = exc
             self._failed = f"engine start-up failed: {describe(exc)}"
             self._publish(EngineState.ERROR)
-            self._wait_for_shutdown()
             return None
 
     def _phase_from_factory(self, phase: str) -> None:  # called away from the books
@@ -272,17 +312,23 @@ class Driver:
         self._out.close_sinks()
 
     def _loop(self, engine: Engine) -> None:
-        while True:
-            # The engine first: a watched one waits here for its pace, out of the turn.
-            busy = engine.has_unfinished() or self._ledger.has_pending
-            pacing = self._pacing
-            runnable = busy and (not pacing.paused or pacing.owed)
-            dirty = self._drain_commands(block=not runnable)
-            if self._stopping:
-                return
-            with self._turn:
-                if not self._work(engine, dirty):
-                    return
+        while self._once(engine, block=True) is not None:
+            pass
+
+    def _once(self, engine: Engine, *, block: bool) -> float | None:
+        """One turn (``block``: waiting a little for a command when there is nothing to step):
+        0 when there was a step to take, else :data:`IDLE_WAIT_S`; ``None``: the run ends.
+        The engine first: a watched one waits there for its pace, out of the turn."""
+        busy = engine.has_unfinished() or self._ledger.has_pending
+        pacing = self._pacing
+        runnable = busy and (not pacing.paused or pacing.owed)
+        dirty = self._drain_commands(block=block and not runnable)
+        if self._stopping:
+            return None
+        with self._turn:
+            if not self._work(engine, dirty):
+                return None
+        return 0.0 if runnable else IDLE_WAIT_S
 
     def _work(self, engine: Engine, dirty: bool) -> bool:
         """One turn of the loop after its waits: a step if there is one; False: the run ends."""
@@ -326,11 +372,13 @@ class Driver:
         busy = self._ledger.has_pending or (engine is not None and engine.has_unfinished())
         return EngineState.RUNNING if busy else EngineState.IDLE
 
-    def _wait_for_shutdown(self) -> None:
-        """After a failure: keep answering commands (adds are rejected) until told to stop."""
+    def _wait_for_shutdown(self) -> None:  # after a failure: commands answered (adds refused)
         while not self._stopping:
-            if self._drain_commands(block=True):
-                self._publish(EngineState.ERROR)
+            self._answer_failed(block=True)
+
+    def _answer_failed(self, block: bool) -> None:
+        if self._drain_commands(block):
+            self._publish(EngineState.ERROR)
 
     # -- commands ----------------------------------------------------------------------------
 

@@ -135,6 +135,9 @@ _LOST = frozenset(
 _MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | sum(_LOST)
 
 
+ZmqContext = zmq.Context[zmq.Socket[bytes]]
+
+
 class FactsSubscriber:
     """stepview's end: a SUB socket connected to ``address``, polled without blocking.
 
@@ -145,12 +148,20 @@ class FactsSubscriber:
     """
 
     def __init__(
-        self, address: str, keys: WatchKeys | None = None, *, stacks: bool = False
+        self,
+        address: str,
+        keys: WatchKeys | None = None,
+        *,
+        stacks: bool = False,
+        context: ZmqContext | None = None,
     ) -> None:
         """``keys``: CURVE, for a server publishing with it (see :mod:`.curve`); ``stacks``:
-        also receive the engine core's thread stacks (:mod:`.stacks`) into :attr:`stacks`."""
+        also receive the engine core's thread stacks (:mod:`.stacks`) into :attr:`stacks`;
+        ``context``: a zmq context shared with other subscribers (a large fleet's: each context
+        has an I/O thread of its own), else one of its own, ended with it."""
         self.address = address
-        self._context = zmq.Context()
+        self._owned = context is None
+        self._context = zmq.Context() if context is None else context
         sock = self._context.socket(zmq.SUB)
         if keys is not None:
             secure_subscriber(sock, keys)
@@ -346,4 +357,5 @@ class FactsSubscriber:
         self._sock.disable_monitor()
         self._monitor.close(0)
         self._sock.close(0)
-        self._context.term()
+        if self._owned:
+            self._context.term()

@@ -3,6 +3,8 @@
 ``server_api``
     :class:`~stepview.engine.watch.api.server_api.ServerApi`: prompts sent with the add
     form's parameters, the served model, ``/detokenize``, and how a call failed in words.
+``async_get``
+    a page read on an event loop, no thread waiting for it (a large fleet's ``/metrics``).
 ``api_key``
     the key a server started with ``--api-key`` wants: from the environment or a file,
     never shown, and the message when the server refuses it.

@@ -154,16 +154,27 @@ class ServerApi:
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
             raise ApiError(f"{self.base_url}: {describe(exc)}", lost=sent) from exc
-        if response.status == 401:
+        return self.answered(response.status, response.reason, raw)
+
+    def answered(self, status: int, reason: str, raw: bytes) -> bytes:
+        """An answer's body, or :class:`ApiError` for an error status (401: which key to
+        give), whichever client read it (this one, or a fleet's event loop)."""
+        if status == 401:
             raise ApiError(unauthorized_message(self.api_key), status=401)
-        if response.status >= 400:
+        if status >= 400:
             try:
                 message = _error_message(json.loads(raw)) if raw else None
             except ValueError:
                 message = None
-            message = message or f"HTTP {response.status} {response.reason}"
-            raise ApiError(message, status=response.status)
+            message = message or f"HTTP {status} {reason}"
+            raise ApiError(message, status=status)
         return raw
+
+    @property
+    def endpoint(self) -> tuple[str, int, bool, str]:
+        """Host, port, TLS or not, and the path prefix: where a call goes."""
+        port = self._port if self._port is not None else (443 if self._https else 80)
+        return self._host, port, self._https, self._prefix
 
     def get(self, path: str) -> Any:
         conn = self._connection(CONNECT_TIMEOUT_S)

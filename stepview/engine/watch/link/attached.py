@@ -57,7 +57,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from stepview.engine.records.channel import ChannelState
+from stepview.engine.records.channel import ChannelState, ZmqContext
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.api.server_api import (
     ApiAnswer,
@@ -125,10 +125,12 @@ class AttachedEngine:
         stacks: ServerStacks | None = None,
         pace: ReadPace | None = None,
         turn: AbstractContextManager[object] | None = None,
+        context: ZmqContext | None = None,
     ) -> None:
         """``stacks``: the engine cores' stacks a flight recorder asks for, through here;
         ``pace``: read the records at most this often (a fleet's watch), else each as a step;
-        ``turn``: held to read the sockets, after the pace's wait (the fleet's: see ``Driver``)."""
+        ``turn``: held to read the sockets, after the pace's wait (the fleet's: see ``Driver``);
+        ``context``: the zmq context to subscribe in (a pooled fleet's, shared by its watches)."""
         self.address = address = records.text
         self._clock = clock
         self._api = api
@@ -140,7 +142,9 @@ class AttachedEngine:
         self._read_at = 0.0  # when records were last read (monotonic), for the pace
         try:
             for queue, (rank, endpoint) in enumerate(records.endpoints()):
-                self._cores.append(WatchedCore(rank, endpoint, queue, stacks=bool(stacks)))
+                self._cores.append(
+                    WatchedCore(rank, endpoint, queue, stacks=bool(stacks), context=context)
+                )
         except BaseException:
             self.shutdown()
             raise
@@ -205,7 +209,8 @@ class AttachedEngine:
         """True when a step is ready to report (a record, an API answer, a settled request).
 
         A paced watch first waits for its pace (a shutdown ends the wait)."""
-        every = 0.0 if self._pace is None else self._pace.every
+        pace = self._pace
+        every = 0.0 if pace is None or pace.scheduled else pace.every
         left = self._read_at + every - time.monotonic() if every else 0.0
         if left > 0:  # once per read: the records that come meanwhile are read together
             self._closed.wait(left)

@@ -35,10 +35,12 @@ class ReadPace:
 
     Shared by the fleet (which sets it: 0 while a server's full view is open, for its steps)
     and the watch's driver thread (which reads it each time it looks for a record): one float,
-    replaced whole.
+    replaced whole. ``scheduled``: the watch is called at its pace by a pool (a large fleet's,
+    :mod:`~stepview.engine.watch.fleet.fleet_pool`), so it never waits for the pace itself.
     """
 
     every: float = FLEET_READ_S
+    scheduled: bool = False
 
 
 Backlog = deque[tuple[WatchedCore, StepFacts, Wait | None]]

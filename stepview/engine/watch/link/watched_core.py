@@ -34,7 +34,7 @@ from itertools import chain
 
 import msgspec
 
-from stepview.engine.records.channel import FactsSubscriber
+from stepview.engine.records.channel import FactsSubscriber, ZmqContext
 from stepview.engine.records.curve import watch_keys
 from stepview.engine.records.entries import EntryReader, RecordStream
 from stepview.engine.records.facts import (
@@ -81,16 +81,17 @@ class WatchedCore:
     """One engine core (data-parallel ``rank``) publishing at ``endpoint``."""
 
     def __init__(
-        self, rank: int, endpoint: ZmqEndpoint, queue: int = 0, *, stacks: bool = False
-    ) -> None:
-        """``queue``: which of the snapshot's queues this core's waiting requests are in;
-        ``stacks``: also receive the core's thread stacks (a flight recorder wants them)."""
+        self, rank: int, endpoint: ZmqEndpoint, queue: int = 0, *, stacks: bool = False,
+        context: ZmqContext | None = None,
+    ) -> None:  # fmt: skip
+        """``queue``: which of the snapshot's queues its waiting requests are in; ``stacks``:
+        also receive its thread stacks (a flight recorder's); ``context``: a pooled fleet's."""
         self.rank = rank
         self.address = address = endpoint.text
         self.queue = queue
         # CURVE keys (checked by the launcher before anything starts) for a tcp:// server.
         keys = watch_keys() if endpoint.tcp else None
-        self.subscriber = FactsSubscriber(address, keys, stacks=stacks)
+        self.subscriber = FactsSubscriber(address, keys, stacks=stacks, context=context)
         self.stream = RecordStream(self.subscriber.resync)
         self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed
         self.unseen_requests = UnseenRequests(address)

@@ -6,6 +6,10 @@ swaps in the newest snapshot, as the driver does for an engine. There is nothing
 abort (the server tells no request apart): the add form says why. Pause holds the view, as
 for any watched server, while the scrapes go on so the window stays whole; a single step
 shows the next scrape.
+
+A large fleet runs it in a pool instead (:mod:`~stepview.engine.watch.fleet.fleet_pool`): the
+page read on the pool's event loop (:meth:`MetricsSource.fetch`), read into figures on one of
+its workers (:meth:`MetricsSource.work`), no thread of its own.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
+from stepview.engine.watch.api.async_get import get_text
+from stepview.engine.watch.api.server_api import ApiError
+from stepview.engine.watch.metrics.metrics_watch import SCRAPE_TIMEOUT_S, MetricsWatch
 from stepview.model.commands import Command, Pause, Resume, SingleStep
 from stepview.model.snapshot import EngineState, StepSnapshot
 
+RETRY_MAX_S = 16.0
+"""A pooled watch's back-off after failed reads: the interval doubled each time, up to this."""
 READ_ONLY = (
     "Watching the server's /metrics: it names no request, so nothing can be added or aborted "
     "here. Restart it with stepview's plug-in for the per-request view (the line is on screen)."
@@ -31,6 +39,7 @@ class MetricsSource:
 
     accepts_requests = False
     read_only = READ_ONLY
+    reads = True  # pooled, its page is read on the pool's event loop
 
     def __init__(self, watch: MetricsWatch, *, interval: float, history: int) -> None:
         self.watch = watch
@@ -41,6 +50,8 @@ class MetricsSource:
         self._stop = threading.Event()
         self._paused = False
         self._steps = 0  # single steps asked for while paused
+        self._began = 0.0  # when the pool's last read began (monotonic)
+        self._failures = 0  # reads failed in a row, for the pool's back-off
         self._thread = threading.Thread(target=self._run, name="stepview-metrics", daemon=True)
 
     def start(self) -> None:
@@ -75,16 +86,48 @@ class MetricsSource:
     def _run(self) -> None:
         while not self._stop.is_set():
             began = time.monotonic()
-            scraped = self.watch.scrape()
-            with self._lock:
-                shown: StepSnapshot | None = scraped
-                if self._paused and self._steps:
-                    self._steps -= 1
-                    shown = replace(scraped, engine_state=EngineState.PAUSED)
-                elif self._paused:
-                    shown = None  # the view is held
-                if shown is not None:
-                    if shown.engine_state is not EngineState.STARTING:
-                        self._history.append(shown)
-                    self._latest = shown
+            self._show(self.watch.scrape())
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+
+    def _show(self, scraped: StepSnapshot) -> None:
+        """A scrape's snapshot, shown unless the view is held (or as a single step)."""
+        with self._lock:
+            shown: StepSnapshot | None = scraped
+            if self._paused and self._steps:
+                self._steps -= 1
+                shown = replace(scraped, engine_state=EngineState.PAUSED)
+            elif self._paused:
+                shown = None  # the view is held
+            if shown is not None:
+                if shown.engine_state is not EngineState.STARTING:
+                    self._history.append(shown)
+                self._latest = shown
+
+    # -- run by a pool (a large fleet's: no thread of its own) ---------------------------------
+
+    async def fetch(self) -> tuple[float, str | ApiError]:
+        """The page read on the pool's event loop (no thread waits for it), with its time."""
+        self._began = time.monotonic()
+        clock = self.watch.moment()
+        try:
+            return clock, await get_text(self.watch.api, "/metrics", SCRAPE_TIMEOUT_S)
+        except ApiError as exc:
+            return clock, exc
+
+    def work(self, fetched: tuple[float, str | ApiError]) -> float | None:
+        """The page read into figures (on a pool's worker); the seconds until the next read:
+        the interval, or after a failed one a back-off that doubles up to :data:`RETRY_MAX_S`
+        (a server down costs a connection refused, one hung a socket until its timeout, now
+        and then); ``None`` once stopped."""
+        if self._stop.is_set():
+            return None
+        scraped = self.watch.absorb(*fetched)
+        self._show(scraped)
+        if scraped.engine_state in (EngineState.STARTING, EngineState.DISCONNECTED):
+            self._failures += 1
+            return min(self.interval * 2.0**self._failures, max(self.interval, RETRY_MAX_S))
+        self._failures = 0
+        return max(0.0, self.interval - (time.monotonic() - self._began))
+
+    def end(self) -> None:
+        self.watch.close()

@@ -106,14 +106,29 @@ class MetricsWatch:
 
     def scrape(self) -> StepSnapshot:
         """Read ``/metrics`` once; the snapshot it makes (also :attr:`latest`)."""
+        clock = self.moment()
+        try:
+            text = self.api.get_text("/metrics", SCRAPE_TIMEOUT_S)
+        except ApiError as exc:
+            return self.absorb(clock, exc)
+        return self.absorb(clock, text)
+
+    def moment(self) -> float:
+        """The watch's clock now (its first call is 0): a scrape is dated as it starts."""
         now = self._clock()
         if self._start is None:
             self._start = now
-        clock = now - self._start
+        return now - self._start
+
+    def absorb(self, clock: float, got: str | ApiError) -> StepSnapshot:
+        """The page read at ``clock`` (or why it could not be), into the snapshot it makes
+        (also :attr:`latest`): :meth:`scrape`'s second half, for a page read elsewhere (a
+        fleet's event loop)."""
         try:
-            text = self.api.get_text("/metrics", SCRAPE_TIMEOUT_S)
+            if isinstance(got, ApiError):
+                raise got
             with self._turn:
-                page = read_page(text)
+                page = read_page(got)
         except ApiError as exc:  # its message starts with the address, said already
             self.latest = self._lost(clock, str(exc).removeprefix(f"{self.api.base_url}: "))
             return self.latest

@@ -1,0 +1,91 @@
+"""A plug-in server's driver run by a fleet's pool, a turn at a time, instead of on a thread.
+
+The watch of a plug-in server in a fleet is the :class:`~stepview.engine.driver.loop.Driver`
+a single ``--attach tcp://…`` gives it, over a watched engine whose sockets are read without
+waiting. :class:`PooledDriver` is that driver as a pool's
+:class:`~stepview.engine.watch.fleet.fleet_pool.Unit`: its first unit opens it
+(:meth:`Driver.open`: the subscriber connects in the background), each unit is one turn of
+its loop (:meth:`Driver.advance`), the next due at the watch's pace (the fleet reads what came
+every :data:`~stepview.engine.watch.link.backlog.FLEET_READ_S`; at once while there is more;
+every :data:`~stepview.engine.driver.inbox.IDLE_WAIT_S` while the server's full view is open,
+which reads each step), sooner when a command comes. A server not reached, or lost, is looked
+at less and less often (zmq reconnects by itself meanwhile): the pace doubled after each look
+that found it so, up to :data:`LOOK_MAX_S`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from stepview.engine.driver.loop import Driver
+from stepview.model.commands import Command, Shutdown
+from stepview.model.engine_api import LinkState
+from stepview.model.snapshot import EngineState, StepSnapshot
+
+LOOK_MAX_S = 4.0
+"""How seldom, at most, a plug-in server not reached (or lost) is looked at."""
+_UNREACHED = (EngineState.STARTING, EngineState.DISCONNECTED)
+
+
+class Pace(Protocol):
+    """How often the watch reads what came (the fleet's ``ReadPace``; 0: each step)."""
+
+    every: float
+
+
+class PooledDriver:
+    """``driver`` (not started) as a pool's unit, reading at ``pace``."""
+
+    reads = False  # the sockets are read in the work itself: they never block
+
+    def __init__(self, driver: Driver, pace: Pace) -> None:
+        self.driver = driver
+        self.pace = pace
+        self._opened = False
+        self._unreached = 0  # looks in a row that found it not reached
+
+    @property
+    def accepts_requests(self) -> bool:
+        return self.driver.accepts_requests
+
+    @property
+    def read_only(self) -> str | None:
+        return self.driver.read_only
+
+    @property
+    def link(self) -> LinkState | None:
+        return self.driver.link
+
+    def latest(self) -> StepSnapshot:
+        return self.driver.latest()
+
+    def history(self) -> Sequence[StepSnapshot]:
+        return self.driver.history()
+
+    def send(self, command: Command) -> None:
+        self.driver.send(command)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.driver.send(Shutdown())  # its next turn ends the run
+
+    async def fetch(self) -> None:
+        return None
+
+    def work(self, fetched: object) -> float | None:
+        if not self._opened:
+            self._opened = True
+            self.driver.open()
+        delay = self.driver.advance()
+        every = self.pace.every
+        if delay is None or delay == 0 or not every:
+            return delay
+        link = self.driver.link
+        if link is not None and link.state in _UNREACHED:
+            self._unreached += 1
+            return min(every * 2.0**self._unreached, max(every, LOOK_MAX_S))
+        self._unreached = 0
+        return every
+
+    def end(self) -> None:
+        self.driver.close()
