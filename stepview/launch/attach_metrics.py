@@ -36,6 +36,7 @@ from stepview.launch.exits import (
 )
 from stepview.launch.runner import run_app
 from stepview.launch.terminal import claim_terminal
+from stepview.model.outside_text import terminal_line
 from stepview.model.snapshot import EngineState, StepSnapshot
 
 PLUGIN_NOTE = "per-request view: restart the server with stepview's plug-in, then watch it:"
@@ -96,7 +97,7 @@ def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | N
                 hinted = True
                 notice(PLUGIN_NOTE)
                 for line in window.plugin_hint.splitlines():
-                    print(f"  {line}", file=sys.stderr, flush=True)
+                    print(f"  {terminal_line(line)}", file=sys.stderr, flush=True)
             if snapshot.engine_state is not EngineState.STARTING:
                 reached = True
                 try:
