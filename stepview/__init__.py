@@ -27,6 +27,10 @@ Where each part runs, and so where its code lives:
     the command line: parses stepview's own flags (vLLM's stay with vLLM's parser), refuses
     those that cannot go together and dispatches to a mode of ``launch/``; its ``main`` is the
     ``stepview`` command.
+``run/``
+    a run as the command line asked for it: small frozen specs, one per concern (engine,
+    front end, feed, limits, watched server, outputs), which the modes of ``launch/`` read
+    instead of the command line's flags.
 ``launch/``
     one module per mode of the command line (TUI, headless, replay, attach, fleet, compare,
     summary), and what they share: exit codes, paths, logging, the app runner, the flight

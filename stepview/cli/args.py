@@ -18,8 +18,9 @@ from stepview.cli.attach import add_attach_args, attach_fleet
 from stepview.cli.rerun import add_rerun_args
 from stepview.cli.watch import add_watch_args, whole_number
 from stepview.files.prompts_file import STDIN
+from stepview.model.address import Discovery, is_metrics_url
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
-from stepview.model.targets import Discovery
+from stepview.run.spec import HISTORY
 from stepview.trace.playback import check_speed
 
 DESCRIPTION = (
@@ -43,7 +44,7 @@ class OwnOptions:
     replay_speed: float
     paused: bool
     summary: bool
-    history: int
+    history: int  # each flag's default is the spec's (stepview.run.spec)
     keep_finished: int
     log_file: Path | None
     attach: str | None  # the only server, or a fleet's first (see ``fleet``, ``discovery``)
@@ -83,6 +84,11 @@ class OwnOptions:
         """Several servers to watch, or a listing of them that can grow: the fleet screen
         (one server given alone is the single view, as ever)."""
         return len(self.fleet) > 1 or bool(self.discovery)
+
+    @property
+    def metrics_attach(self) -> bool:
+        """``--attach`` names one server, read through its ``/metrics`` (``http(s)://``)."""
+        return len(self.fleet) == 1 and not self.discovery and is_metrics_url(self.fleet[0])
 
     @property
     def prompts_on_stdin(self) -> bool:
@@ -238,7 +244,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--history",
         type=int,
         metavar="N",
-        default=2000,
+        default=HISTORY,
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
     _add_load_args(parser)

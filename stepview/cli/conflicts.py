@@ -10,8 +10,7 @@ to read side by side (a flag added to a mode gets its refusal here, next to its 
 from __future__ import annotations
 
 from stepview.cli.args import OwnOptions, stated_max_model_len
-from stepview.cli.attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
-from stepview.cli.watch import FLIGHT_MAX_MB
+from stepview.run.spec import FLIGHT_MAX_MB, SCRAPE_INTERVAL_S, WINDOW_S
 
 STDIN_PROMPTS_IN_TUI = (
     "--prompts - reads standard input, which the TUI needs for keys; use --headless, or give a file"
@@ -144,11 +143,10 @@ def _playback_conflict(own: OwnOptions) -> str | None:
 
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """Why the flags cannot go together with (or without) ``--attach``, if they cannot."""
-    if not is_metrics_address(own.attach) and (
-        own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S
-    ):
+    metrics = own.metrics_attach
+    if not metrics and (own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S):
         return "--scrape-interval and --window go with --attach http://HOST:PORT"
-    if own.kv_events is not None and not is_metrics_address(own.attach):
+    if own.kv_events is not None and not metrics:
         return "--kv-events goes with --attach http://HOST:PORT (the server's /metrics)"
     if own.attach is None:
         if own.api is not None or own.attach_ranks is not None or own.nice is not None:
@@ -163,7 +161,7 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
             f"--attach takes no engine flags: the server was started with its own "
             f"(got {' '.join(engine_argv)})"
         )
-    if is_metrics_address(own.attach):
+    if metrics:
         return _metrics_conflict(own)
     if own.api_key is not None and own.api is None:
         return "--api-key goes with --api URL: the key is for the server's API"
@@ -172,16 +170,25 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     return None
 
 
-# Flags that act on or record one server's requests, by OwnOptions field.
-ONE_SERVER_FLAGS = (
-    *("api", "prompts", "record", "results", "metrics_port", "flight_recorder"),
-    *("stuck_after", "export_csv", "export_chrome_trace"),
-)
+def one_server_flags(own: OwnOptions) -> list[tuple[str, object]]:
+    """The flags that act on or record one server's requests, with their values: what a
+    fleet, or a server read through its ``/metrics`` alone, cannot do."""
+    return [
+        ("--api", own.api),
+        ("--prompts", own.prompts),
+        ("--record", own.record),
+        ("--results", own.results),
+        ("--metrics-port", own.metrics_port),
+        ("--flight-recorder", own.flight_recorder),
+        ("--stuck-after", own.stuck_after),
+        ("--export-csv", own.export_csv),
+        ("--export-chrome-trace", own.export_chrome_trace),
+    ]
 
 
-def _given(own: OwnOptions, names: tuple[str, ...]) -> list[str]:
-    """The flags among ``names`` (OwnOptions fields) that the command line set."""
-    return [f"--{name.replace('_', '-')}" for name in names if getattr(own, name) is not None]
+def _given(flags: list[tuple[str, object]]) -> list[str]:
+    """The flags among ``flags`` that the command line set."""
+    return [flag for flag, value in flags if value is not None]
 
 
 def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
@@ -193,7 +200,7 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         return "--attach and --replay exclude each other (watch a server, or replay a trace)"
     if engine_argv:
         return f"--attach takes no engine flags (got {' '.join(engine_argv)})"
-    given = _given(own, ONE_SERVER_FLAGS)
+    given = _given(one_server_flags(own))
     if not given:
         return None
     fleet = (
@@ -207,7 +214,8 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
 def _metrics_conflict(own: OwnOptions) -> str | None:
     """Why a flag cannot go with ``--attach http://…``: those that need the plug-in's records
     of each request, which ``/metrics`` does not have."""
-    given = _given(own, ("api", "attach_ranks", *ONE_SERVER_FLAGS[1:]))
+    api, *others = one_server_flags(own)
+    given = _given([api, ("--attach-ranks", own.attach_ranks), *others])
     if not given:
         return None
     return (

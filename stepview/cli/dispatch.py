@@ -14,10 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from stepview.cli.args import parse_own_args
-from stepview.cli.attach import is_metrics_address
+from stepview.cli.attach import AddressError
 from stepview.cli.conflicts import flag_conflict
+from stepview.cli.specs import run_spec
 from stepview.launch.exits import EXIT_INTERRUPTED, exit_now, fail
 from stepview.launch.signals_between import StopAsked, answer_signals, stopping
+from stepview.model.address import MetricsUrl
 from stepview.version import DISTRIBUTION, installed_version
 
 
@@ -55,9 +57,10 @@ def _run(argv: Sequence[str] | None) -> int:
 
         return run_check(args_list[1:])
     if "-h" in args_list or "--help" in args_list:
+        from stepview.cli.args import help_parser
         from stepview.launch.help import print_help
 
-        return print_help()
+        return print_help(help_parser().format_help())
     own, engine_argv = parse_own_args(args_list)
     if argv is None:
         answer_signals(recorder=own.flight_recorder is not None)
@@ -100,26 +103,30 @@ def _run(argv: Sequence[str] | None) -> int:
         setup_logging(log_path)
     except OSError as exc:
         return fail(f"cannot write the log file {log_path}: {exc.strerror or exc}")
-    if own.is_fleet:
+    try:
+        spec = run_spec(own, engine_argv)
+    except AddressError as exc:
+        return fail(str(exc))
+    if spec.is_fleet:
         from stepview.launch.fleet import run_fleet
 
-        return run_fleet(own, log_path)
-    if is_metrics_address(own.attach):
+        return run_fleet(spec, log_path)
+    if isinstance(spec.watch.single, MetricsUrl):
         from stepview.launch.attach_metrics import run_metrics_attach
 
-        return run_metrics_attach(own, log_path)
-    if own.attach is not None:
+        return run_metrics_attach(spec, log_path)
+    if spec.watch.single is not None:
         from stepview.launch.attach import run_attach
 
-        return run_attach(own, log_path)
-    if own.rerun is not None:
+        return run_attach(spec, log_path)
+    if spec.rerun is not None:
         from stepview.launch.rerun import run_rerun
 
-        return run_rerun(own, engine_argv, log_path)
-    if own.headless:
+        return run_rerun(spec, log_path)
+    if spec.front.headless:
         from stepview.launch.headless import run_headless
 
-        return run_headless(own, engine_argv, log_path)
+        return run_headless(spec, log_path)
     from stepview.launch.tui import run_tui
 
-    return run_tui(own, engine_argv, log_path)
+    return run_tui(spec, log_path)

@@ -13,9 +13,7 @@ import math
 import re
 
 from stepview.model.recent import KEEP_FINISHED
-
-FLIGHT_MAX_MB = 256
-"""The flight recorder's ring, at most (``--flight-max-mb``)."""
+from stepview.run.spec import FLIGHT_MAX_MB
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([kmg]?)b?\s*", re.IGNORECASE)

@@ -20,7 +20,9 @@
     several servers at once (``--attach A --attach B``): the fleet screen, one server's full
     view from it, or one JSON line per server per scrape.
 
-What they share: ``outputs`` (the files a live run writes: opened before the engine starts,
+What they share: ``compose`` (the one construction of a driver, over any engine, and the
+start-up every watch shares: the terminal, the CPU priority, the collector), ``outputs``
+(the files a live run writes: opened before the engine starts,
 reported and exported at the end), ``exits`` (exit codes, one-line messages, leaving the
 process), ``paths`` (default files and the check of named ones), ``logs`` (the log file),
 ``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past

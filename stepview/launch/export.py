@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from stepview.cli.args import OwnOptions
 from stepview.files.csv_export import export_results, export_snapshot
 from stepview.files.workload_export import timed_trace_command, workload_target, write_workload
 from stepview.insight.alerts import Thresholds
@@ -27,6 +26,7 @@ from stepview.launch.paths import check_output_paths
 from stepview.launch.summary import summarize
 from stepview.model.recent import Finished
 from stepview.model.snapshot import StepSnapshot
+from stepview.run.spec import RunSpec
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
 from stepview.trace.workload import Workload, workload_of
@@ -78,14 +78,14 @@ def export_chrome_trace(
     return None
 
 
-def exports_insight(options: OwnOptions) -> RunInsight:
+def exports_insight(spec: RunSpec) -> RunInsight:
     """The run insight for a live run: keeping every step's figures if a Chrome trace is
     to be written at the end, as many finished timelines as finished requests are kept,
     watching for requests stuck in the queue if ``--stuck-after`` asks."""
     return RunInsight(
-        Thresholds(stuck_after=options.stuck_after),
-        keep_steps=options.export_chrome_trace is not None,
-        keep_done=options.keep_finished,
+        Thresholds(stuck_after=spec.limits.stuck_after),
+        keep_steps=spec.outputs.export_chrome_trace is not None,
+        keep_done=spec.limits.keep_finished,
     )
 
 

@@ -8,7 +8,7 @@ TUI names it in the status bar (stderr is the screen there) and lists them when 
 
 With stepview's own engine each recording also carries the engine core's thread stacks
 (:func:`own_core_stacks`; :mod:`stepview.engine.own.core_stacks`); a watch asks the server's
-cores' plug-ins for theirs (:mod:`stepview.engine.watch.server_stacks`, wired in ``attach``).
+cores' plug-ins for theirs (:mod:`stepview.engine.watch.link.server_stacks`, wired in ``attach``).
 
 ``SIGUSR1`` asks for a recording in every mode. Without a recorder it says how to get one
 instead of ending the process, which is what an unhandled ``SIGUSR1`` does: a watch left
@@ -25,34 +25,34 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from stepview.cli.args import OwnOptions
 from stepview.launch.exits import notice
 from stepview.launch.paths import output_path_problem
 from stepview.launch.signals_between import NO_RECORDER, STARTING, stopping, tell_once
 from stepview.model.flight import ON_SIGNAL, FlightControl, FlightDump
+from stepview.run.spec import RunSpec
 from stepview.trace.flight import FlightRecorder
 
 SIGNAL_WHY = "asked for with SIGUSR1"
 
 
-def flight_folder(options: OwnOptions) -> Path:
+def flight_folder(spec: RunSpec) -> Path:
     """``--flight-dir``, or ``flight/`` in stepview's data directory."""
-    if options.flight_dir is not None:
-        return Path(options.flight_dir).expanduser()
+    if spec.outputs.flight_dir is not None:
+        return Path(spec.outputs.flight_dir).expanduser()
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("stepview")) / "flight"
 
 
 def open_flight(
-    options: OwnOptions, header: Callable[[], Mapping[str, Any]], *, say: bool
+    spec: RunSpec, header: Callable[[], Mapping[str, Any]], *, say: bool
 ) -> FlightRecorder | str:
     """The recorder ``--flight-recorder`` asks for, its folder made and writable; or why not.
 
     ``say``: name each recording on stderr as it is written (headless; not under the TUI).
     """
-    assert options.flight_recorder is not None
-    folder = flight_folder(options)
+    assert spec.outputs.flight_recorder is not None
+    folder = flight_folder(spec)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -62,8 +62,8 @@ def open_flight(
         return f"the flight recorder cannot write in {folder}: {problem}"
     return FlightRecorder(
         folder,
-        options.flight_recorder,
-        options.flight_max_mb << 20,
+        spec.outputs.flight_recorder,
+        spec.outputs.flight_max_mb << 20,
         header,
         on_dump=say_dump if say else None,
     )

@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepview.cli.args import OwnOptions
 from stepview.files.records import Annotate
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import fail, notice, unfinished_note
@@ -30,6 +29,7 @@ from stepview.launch.paths import default_results_path
 from stepview.model.engine_api import LinkState
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import StepSnapshot
+from stepview.run.spec import RunSpec
 
 if TYPE_CHECKING:
     from stepview.metrics.exporter import MetricsExporter
@@ -45,7 +45,7 @@ class RunOutputs:
         results: Path | None,
         *,
         default_results: bool,
-        options: OwnOptions,
+        spec: RunSpec,
         metrics: MetricsExporter | None = None,
     ) -> None:
         """``results`` is where the results go (``None``: nowhere); ``default_results``, that
@@ -59,7 +59,7 @@ class RunOutputs:
         self.metrics = metrics
         self.flight: FlightRecorder | None = None
         """The ``--flight-recorder`` (already in ``sinks``), for ``SIGUSR1`` and the F key."""
-        self._options = options
+        self._spec = spec
 
     def follow_link(self, link: Callable[[], LinkState | None]) -> None:
         """A watched server's link (the driver's), for the metrics of how far behind it the
@@ -112,10 +112,10 @@ class RunOutputs:
         ``snapshot``, each named as it is written; every file that failed, one line each
         (the mid-run failures first)."""
         errors = self.file_errors()
-        options = self._options
+        spec = self._spec
         results = None if self.results is None else (self.results, self.results_offset)
         return errors + export_run(
-            options.export_csv, options.export_chrome_trace, insight, snapshot, results
+            spec.outputs.export_csv, spec.outputs.export_chrome_trace, insight, snapshot, results
         )
 
     def _is_empty(self) -> bool:
@@ -134,7 +134,7 @@ class RunOutputs:
 
 
 def open_outputs(
-    options: OwnOptions,
+    spec: RunSpec,
     header: Callable[[], Mapping[str, Any]],
     insight: RunInsight,
     *,
@@ -152,20 +152,20 @@ def open_outputs(
     from stepview.files.sinks import file_sinks
 
     flight: FlightRecorder | None = None
-    if options.flight_recorder is not None:
+    if spec.outputs.flight_recorder is not None:
         from stepview.launch.flight import open_flight
 
-        made = open_flight(options, header, say=options.headless)
+        made = open_flight(spec, header, say=spec.front.headless)
         if isinstance(made, str):
             return fail(made)
         flight = made
     metrics: MetricsExporter | None = None
-    if options.metrics_port is not None:
-        served = serve_metrics(options, insight)
+    if spec.outputs.metrics_port is not None:
+        served = serve_metrics(spec, insight)
         if isinstance(served, int):
             return served
         metrics = served
-    results = options.results
+    results = spec.outputs.results
     chosen = results is None and default_results
     offset = 0  # where this run's records begin in a results file it appends to
     if results is not None and not chosen:
@@ -179,35 +179,37 @@ def open_outputs(
             header,
             results=results,
             append_results=not chosen,
-            record=options.record,
-            rotate=options.record_rotate,
-            keep=options.record_keep,
+            record=spec.outputs.record,
+            rotate=spec.outputs.record_rotate,
+            keep=spec.outputs.record_keep,
             annotate=annotate or insight.request_fields,
         )
     except OSError as exc:
-        RunOutputs([], results, default_results=chosen, options=options, metrics=metrics).discard()
+        RunOutputs([], results, default_results=chosen, spec=spec, metrics=metrics).discard()
         return fail(f"cannot open output file: {exc}")
     if metrics is not None:
         sinks.append(metrics)
     if flight is not None:
         sinks.append(flight)
-    outputs = RunOutputs(sinks, results, default_results=chosen, options=options, metrics=metrics)
+    outputs = RunOutputs(sinks, results, default_results=chosen, spec=spec, metrics=metrics)
     outputs.results_offset = offset
     outputs.flight = flight
     return outputs
 
 
-def serve_metrics(options: OwnOptions, insight: RunInsight) -> MetricsExporter | int:
+def serve_metrics(spec: RunSpec, insight: RunInsight) -> MetricsExporter | int:
     """The exporter of ``--metrics-port``, its endpoint serving (and named on stderr), or
     the exit code of a port that cannot be had. The driver's closing of its sinks stops it."""
     from stepview.metrics.exporter import MetricsExporter
     from stepview.metrics.server import DEFAULT_HOST, MetricsServer, MetricsUnavailable
 
-    assert options.metrics_port is not None
+    assert spec.outputs.metrics_port is not None
     exporter = MetricsExporter(insight)
     try:
         server = MetricsServer(
-            exporter.metrics.registry, options.metrics_host or DEFAULT_HOST, options.metrics_port
+            exporter.metrics.registry,
+            spec.outputs.metrics_host or DEFAULT_HOST,
+            spec.outputs.metrics_port,
         )
     except MetricsUnavailable as exc:
         return fail(str(exc))
