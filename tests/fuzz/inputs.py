@@ -53,8 +53,10 @@ SCALARS: st.SearchStrategy[Any] = st.one_of(
 )
 JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=5)
-    | st.dictionaries(st.text(max_size=10) | WORDS, inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(max_size=10) | WORDS, inner, max_size=5)
+    ),
     max_leaves=24,
 )
 TEXT = st.text(max_size=2_000)
