@@ -26,7 +26,7 @@ _KEPT_TAGS = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:merge")
 """The implicit resolutions yaml.v2 makes for a string field too: null, and ``<<`` merges."""
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no types here
     """``SafeLoader`` resolving no plain scalar but null (and ``<<``), refusing repeated keys."""
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -45,7 +45,8 @@ class _StrictLoader(yaml.SafeLoader):
                     key_node.start_mark,
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 _StrictLoader.yaml_implicit_resolvers = {

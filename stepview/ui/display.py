@@ -22,8 +22,9 @@ import unicodedata
 from collections.abc import Sequence
 
 from stepview.model.latency import request_latency
-from stepview.model.outside_text import NEWLINE_MARK, safe_char
+from stepview.model.outside_text import NEWLINE_MARK as NEWLINE_MARK  # the panes read it here
 from stepview.model.outside_text import REPLACEMENT as REPLACEMENT  # the tests read it here
+from stepview.model.outside_text import safe_char
 from stepview.model.scheduling import WORDS, WaitReason
 from stepview.model.snapshot import QUEUED, RecentStep, RequestState, RequestView
 
