@@ -91,6 +91,10 @@ def mutated(draw: st.DrawFn, value: Any) -> Any:
         return items
     if roll <= 2:
         return draw(SCALARS)
+    if isinstance(value, str) and roll <= 5:  # a piece spliced in: "http://[127.0.0.1..."
+        at = draw(st.integers(0, len(value)))
+        piece = draw(WORDS | st.sampled_from(list('[]:/?#%@"\\{}')))
+        return value[:at] + piece + value[at:]
     return value
 
 

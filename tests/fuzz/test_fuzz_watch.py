@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import msgspec
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from stepview.engine.records.entries import EntryReader, merge_many
@@ -69,7 +69,12 @@ SERIES = json.loads((DATA / "prometheus" / "series-2.42.json").read_text())
 INSTANCES = {("vllm", "127.0.0.1:8000"), ("prometheus", "localhost:9090")}
 
 
+BAD_URL = copy.deepcopy(TARGETS)
+BAD_URL["data"]["activeTargets"][0]["scrapeUrl"] = "http://[127.0.0.1:8000/metrics"
+
+
 @given(mutated(TARGETS), st.sampled_from([(), ("vllm",)]), st.sampled_from([None, INSTANCES]))
+@example(BAD_URL, (), None)  # urlsplit's ValueError ("Invalid IPv6 URL") escaped
 def test_prometheus_targets(
     answer: Any, jobs: tuple[str, ...], instances: set[tuple[str, str]] | None
 ) -> None:
