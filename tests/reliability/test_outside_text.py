@@ -340,3 +340,18 @@ def test_a_prompts_file_and_vllms_error_text(
     duplicated.write_text(prompts.read_text() * 2)
     out, err = run([*args, "--prompts", str(duplicated)], tmp_path)
     assert_shown_harmless(out, err, "--prompts with a duplicate id")
+
+
+def test_the_tuis_fleet_rows_and_server_panel() -> None:
+    """The TUI draws the same text: a fleet row's address, labels and model, and the server
+    panel's restart line, each made harmless before it is a cell."""
+    from stepview.insight.fleet import FleetRow
+    from stepview.model.server_window import ServerWindow
+    from stepview.ui.fleet.fleet_app import _cells
+    from stepview.ui.main.server_panel import panel_lines
+
+    row = FleetRow("http://gpu-a:1", "idle", model=HOSTILE, labels=(("zone", HOSTILE),))
+    drawn = "".join(str(cell) for cell in _cells(row))
+    window = ServerWindow("http://gpu-a:1", 60.0, plugin_hint=f"--model {HOSTILE}\nnext")
+    drawn += "".join(line.plain for line in panel_lines(window))
+    assert_shown_harmless(drawn.encode("utf-8", "surrogateescape"), b"", "the TUI's cells")
