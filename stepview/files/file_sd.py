@@ -124,8 +124,12 @@ def _load_yaml(text: str, name: str) -> Any:
             f"{name}: a YAML file needs PyYAML, which is not installed here "
             "(pip install pyyaml), or write the file as JSON (named .json)"
         ) from None
-    from stepview.files.file_sd_yaml import load_strict
+    from stepview.files.file_sd_yaml import MAX_FLOW_DEPTH, flow_depth, load_strict
 
+    if flow_depth(text) > MAX_FLOW_DEPTH:
+        raise TargetGroupsError(
+            f"{name}: not valid YAML here (brackets nested deeper than {MAX_FLOW_DEPTH})"
+        )
     try:
         return load_strict(text)
     except yaml.YAMLError as exc:

@@ -55,6 +55,23 @@ _StrictLoader.yaml_implicit_resolvers = {
 }
 
 
+MAX_FLOW_DEPTH = 64
+"""The deepest ``[``/``{`` nesting read. A file_sd file needs 3; PyYAML takes time that grows
+with the square of the depth (12 000 ``[`` took minutes: a start that never ends)."""
+
+
+def flow_depth(text: str) -> int:
+    """How deep ``text``'s brackets nest, counted as if none were quoted (a bound, cheap)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}" and depth:
+            depth -= 1
+    return deepest
+
+
 def load_strict(text: str) -> Any:
     """The one YAML document of ``text`` (``None``: empty); raises ``yaml.YAMLError``."""
     return yaml.load(text, Loader=_StrictLoader)

@@ -121,6 +121,8 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not valid JSON here (nested deeper than Python reads)") from None
     lone = lone_surrogate(data) if may_hold_surrogates(stripped) else None
     if lone is not None:  # no file, no engine could take it on
         raise ValueError(f"not valid Unicode: a lone surrogate ({lone})")

@@ -255,7 +255,7 @@ class TraceReader:
             raise TraceError(f"{name} is not a stepview trace (it is empty)")
         try:
             return _loads(raw.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past Python's reach
             raise TraceError(f"{name} is not a stepview trace (line 1 is not JSON)") from None
 
     def read(self, max_lines: int | None = None) -> bool:

@@ -59,8 +59,15 @@ JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
     ),
     max_leaves=24,
 )
-TEXT = st.text(max_size=2_000)
-BYTES = st.binary(max_size=2_000)
+DEEP = st.builds(
+    lambda opener, depth: opener * depth,
+    st.sampled_from(["[", '{"a":', "- ", '[{"k": ']),
+    st.integers(min_value=500, max_value=12_000),
+)
+"""Nesting deeper than Python's JSON and YAML readers recurse (a RecursionError, not a
+ValueError), within the size bound."""
+TEXT = st.text(max_size=2_000) | DEEP
+BYTES = st.binary(max_size=2_000) | DEEP.map(str.encode)
 
 
 @st.composite

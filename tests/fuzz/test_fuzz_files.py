@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import yaml
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stepview.files.file_sd import TargetGroupsError, parse_target_groups
@@ -34,6 +34,7 @@ def read(lines: list[bytes]) -> None:
 
 
 @given(st.lists(BYTES, max_size=8))
+@example([b'{"prompt": ' + b"[" * 5_000 + b"}\n"])  # RecursionError escaped: a traceback
 def test_prompts_file_of_noise(lines: list[bytes]) -> None:
     read(lines)
 
@@ -60,6 +61,9 @@ def read_groups(text: str, name: str) -> None:
 
 
 @given(TEXT, st.sampled_from(["t.json", "t.yml"]))
+@example("[" * 5_000, "t.json")  # RecursionError escaped (JSON)
+@example("[" * 5_000, "t.yml")  # ... and YAML
+@example("[" * 12_000, "t.yml")  # PyYAML's time grows with depth squared: minutes, a hang
 def test_file_sd_of_noise(text: str, name: str) -> None:
     read_groups(text, name)
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from stepview.engine.records.entries import EntryReader, merge_many
 from stepview.engine.records.facts import EndedFacts, decode_batch
 from stepview.engine.records.stacks import decode_stacks
+from stepview.engine.watch.api.server_api import ApiError, ServerApi
 from stepview.engine.watch.fleet.prometheus_targets import (
     PrometheusError,
     active_targets,
@@ -152,3 +153,41 @@ def test_kv_events_shaped(batch: list[Any]) -> None:
 @given(BYTES)
 def test_stacks(message: bytes) -> None:
     bounded(lambda: decode_stacks(message), msgspec.DecodeError)
+
+
+# -- the server's (or Prometheus') JSON answers -------------------------------------------------
+
+
+class _Answer:
+    """What ``http.client`` hands back, holding ``body`` with ``status``."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.reason, self._body = status, "Reason", body
+
+    def read(self, amount: int | None = None) -> bytes:
+        return self._body if amount is None else self._body[:amount]
+
+
+class _Connection:
+    """A connection whose one call is answered with ``answer``."""
+
+    def __init__(self, answer: _Answer) -> None:
+        self.answer = answer
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def getresponse(self) -> _Answer:
+        return self.answer
+
+    def close(self) -> None:
+        pass
+
+
+@given(st.sampled_from([200, 400, 404, 500]), BYTES)
+@example(200, b"[" * 5_000)  # RecursionError escaped: the watch's (or discovery's) thread died
+@example(500, b'{"error": ' + b"[" * 5_000 + b"}")
+def test_a_json_answer(status: int, body: bytes) -> None:
+    api = ServerApi("http://127.0.0.1:1")
+    connection: Any = _Connection(_Answer(status, body))
+    bounded(lambda: api._call(connection, "GET", "/v1/models"), ApiError)
