@@ -56,6 +56,11 @@ The benchmarks, and the last line each prints:
     minute and whether its results file holds every request the clients completed:
     ``watch_server_rss: minutes=M requests=N results=R unseen=U caught_up=C rss_mb_first=A
     rss_mb_last=B rss_mb_max=C flight=ok|missing``.
+``fuzz``
+    every parser of outside input (traces, prompts and results files, file_sd, Prometheus'
+    answers, ``/metrics`` pages, the plug-in's records, flight recordings) fuzzed by
+    ``tests/fuzz/`` with Hypothesis' long profile, seed after seed, for ``--minutes`` (no
+    vLLM): ``fuzz: minutes=M runs=R examples_per_test=N failed=F``.
 
 What they share (not runnable on their own):
 
@@ -99,6 +104,7 @@ BENCHMARKS = (
     "core_cpu",
     "engine_overhead",
     "flight_size",
+    "fuzz",
     "fleet_keys",
     "fleet_scale",
     "long_queue",

@@ -10,9 +10,10 @@
     one row per request with its timings (``--export-csv``).
 ``chrome_trace_file``
     the Chrome trace (``--export-chrome-trace``) written: :mod:`stepview.insight` computes it.
-``targets_file`` / ``file_sd``
+``targets_file`` / ``file_sd`` / ``file_sd_yaml``
     ``--attach-file``: a plain list of addresses, or Prometheus' file_sd target groups (JSON
-    or YAML, with labels), told apart by content; the latter followed while watching.
+    or YAML, with labels), told apart by the file's name as Prometheus tells them (YAML read
+    as Go's strict YAML reads it); the latter followed while watching.
 ``prompts_file``
     a prompts file (or standard input, ``--prompts -``) read and checked line by line before
     anything runs.

@@ -1,11 +1,16 @@
 """Reading ``--attach-file``: a plain list of addresses, or Prometheus' ``file_sd`` targets,
 and following the latter while the fleet is watched.
 
-Which format a file is in is told by its content (:func:`~stepview.files.file_sd.
-looks_like_target_groups`), not its name: the plain list (one ``--attach`` address per line,
-``#`` comments) is read once, as it always was; a file_sd file is read at start (a bad one
-stops the command, exit 2) and then followed by :class:`FileFinder`, as Prometheus follows it:
-servers added to it join the fleet, servers taken out leave it.
+Which format a file is in is told by its name, as Prometheus tells a file_sd file
+(:func:`~stepview.files.file_sd.syntax_of`): ``*.json`` is file_sd JSON, ``*.yml`` and
+``*.yaml`` file_sd YAML, whatever they hold (a ``.json`` file holding YAML is refused, as
+Prometheus refuses it); any other name is the plain list (one ``--attach`` address per line,
+``#`` comments), read once, as it always was. A file named otherwise that holds target groups
+(it opens with ``[``, ``{`` or ``- ``, which no address does) is refused with what to rename
+it to: read as a plain list it would be nonsense, and Prometheus would not read it at all.
+A file_sd file is read at start (a bad one stops the command, exit 2) and then followed by
+:class:`FileFinder`, as Prometheus follows it: servers added to it join the fleet, servers
+taken out leave it.
 
 Following is a look at the file's ``stat`` every second and a re-read when it changed
 (portable, no inotify; a second is well under what a person editing it notices). A write in
@@ -21,7 +26,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepview.files.file_sd import TargetGroupsError, looks_like_target_groups, parse_target_groups
+from stepview.files.file_sd import (
+    NOT_FILE_SD_NAME,
+    TargetGroupsError,
+    looks_like_target_groups,
+    parse_target_groups,
+    syntax_of,
+)
 from stepview.model.targets import FILE_SD, Discovery, ListingError, Target
 
 FILE_LOOK_S = 1.0
@@ -47,12 +58,17 @@ def read_attach_file(path: Path) -> AttachFile:
     read, names none (plain list), or is not valid file_sd."""
     text = _read(path)
     name = str(path)
-    if looks_like_target_groups(text):
+    if syntax_of(name) is not None:
         try:
             targets = parse_target_groups(text, name)
         except TargetGroupsError as exc:
             raise TargetsFileError(str(exc)) from None
         return AttachFile(discovery=Discovery(FILE_SD, name, name), targets=targets)
+    if looks_like_target_groups(text):
+        raise TargetsFileError(
+            f"{path} holds target groups, but {NOT_FILE_SD_NAME} (rename it so; a plain "
+            "list of addresses is one per line)"
+        )
     found = tuple(
         line.strip()
         for line in text.splitlines()

@@ -34,6 +34,7 @@ from stepview.launch.exits import (
 )
 from stepview.launch.runner import run_app
 from stepview.model.address import MetricsUrl
+from stepview.model.outside_text import terminal_line
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.run.spec import RunSpec
 
@@ -94,7 +95,7 @@ def watch_metrics_headless(watch: MetricsWatch, interval: float, out: TextIO | N
                 hinted = True
                 notice(PLUGIN_NOTE)
                 for line in window.plugin_hint.splitlines():
-                    print(f"  {line}", file=sys.stderr, flush=True)
+                    print(f"  {terminal_line(line)}", file=sys.stderr, flush=True)
             if snapshot.engine_state is not EngineState.STARTING:
                 reached = True
                 try:

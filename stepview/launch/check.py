@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from stepview.model.address import Discovery, MetricsUrl, ZmqEndpoint, listed_address
+from stepview.model.outside_text import terminal_line
 
 PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
 PUBLISH = "tcp://127.0.0.1:5570"
@@ -67,7 +68,8 @@ def vllm_installed() -> bool:
 
 
 def say(line: str) -> None:
-    print(line, flush=True)
+    """One line of the check on stdout; what it quotes from a server is made harmless."""
+    print(terminal_line(line), flush=True)
 
 
 def check_vllm(publish: str) -> list[str]:

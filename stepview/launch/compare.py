@@ -14,6 +14,7 @@ from pathlib import Path
 from stepview.insight.compare import compare_runs
 from stepview.insight.compare_report import format_comparison
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail
+from stepview.model.outside_text import terminal_text
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
 from stepview.trace.store import Trace
@@ -56,7 +57,7 @@ def run_compare(a: Path, b: Path, *, summary: bool, aligned: bool = False) -> in
     for name, trace in (("A", trace_a), ("B", trace_b)):
         if trace.warning:
             text += f"\nnote ({name}): {trace.warning}"
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(terminal_text(text) + "\n")
     sys.stdout.flush()
     return EXIT_OK
 

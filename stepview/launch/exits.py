@@ -1,8 +1,8 @@
 """How a run ends: its exit code, the one-line messages on stderr, and leaving the process.
 
 Every message stepview prints for the user is one line starting with ``stepview:`` on
-stderr, never a traceback or a usage block. The terminal may be gone by then (a hang-up), so
-printing never raises.
+stderr, never a traceback or a usage block, and never a control character from outside. The
+terminal may be gone by then (a hang-up), so printing never raises.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from types import FrameType
 from typing import NoReturn, TextIO
 
 from stepview.launch.signals_between import stopping
+from stepview.model.outside_text import terminal_line
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,9 +29,11 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a filter whose reader went aw
 
 
 def notice(message: str) -> None:
-    """Tell the user ``message`` on stderr, as ``stepview: message``."""
+    """Tell the user ``message`` on stderr, as ``stepview: message``, in one line: what it
+    quotes from outside (a server's name, a file's label, vLLM's error) cannot steer the
+    terminal (:func:`~stepview.model.outside_text.terminal_line`)."""
     with contextlib.suppress(OSError, ValueError):
-        print(f"stepview: {message}", file=sys.stderr, flush=True)
+        print(f"stepview: {terminal_line(message)}", file=sys.stderr, flush=True)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> int:

@@ -60,6 +60,7 @@ from stepview.model.commands import AddRequest, Command, Schedule
 from stepview.model.errors import describe
 from stepview.model.flight import FlightControl
 from stepview.model.load import plan_load
+from stepview.model.outside_text import json_line, terminal_line, terminal_text
 from stepview.model.prompts import seed_requests
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S
@@ -112,8 +113,12 @@ class HeadlessPrinter:
             self._write(DASHES)
 
     def _write(self, text: str) -> None:
+        """One record (a JSON line, or vLLM's text) on ``out``: the names and texts in it
+        came from outside, so a JSON line escapes what a terminal would obey and the text
+        shows it harmless (:mod:`stepview.model.outside_text`)."""
         if self.pipe_closed:
             return
+        text = json_line(text) if self.json_lines else terminal_text(text)
         try:
             self.out.write(text + "\n")
             self.out.flush()
@@ -138,7 +143,8 @@ class HeadlessPrinter:
             if view.state is RequestState.REJECTED:
                 self.rejected += 1
                 with contextlib.suppress(OSError, ValueError):
-                    self.err.write(f"stepview: request {view.request_id} rejected: {view.error}\n")
+                    rejected = f"request {view.request_id} rejected: {view.error}"
+                    self.err.write(f"stepview: {terminal_line(rejected)}\n")
                     self.err.flush()
                 if not self.json_lines:
                     continue
@@ -296,9 +302,10 @@ def finish_run(driver: Driver, outputs: RunOutputs, code: int, completed: bool) 
 
 
 def _say(stream: TextIO, text: str) -> None:
-    """One block of text on ``stream``, flushed; a stream gone away is not an error."""
+    """One block of text on ``stream`` (made harmless), flushed; a stream gone away is not
+    an error."""
     with contextlib.suppress(OSError, ValueError):
-        stream.write(text + "\n")
+        stream.write(terminal_text(text) + "\n")
         stream.flush()
 
 

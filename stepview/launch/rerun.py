@@ -33,6 +33,7 @@ from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.headless import Feed, run_headless
 from stepview.launch.terminal import claim_terminal
 from stepview.model.commands import Schedule
+from stepview.model.outside_text import terminal_text
 from stepview.outputs.run_files import RECORD, RecordSpec
 from stepview.run.spec import RunSpec
 from stepview.trace.format import TraceError
@@ -203,7 +204,7 @@ def _print_notes(workload: Workload) -> None:
         lines.append(f"rerun: {len(forced)} held to their recorded output length: {_ids(forced)}")
     lines.extend(f"rerun: {s.request_id} skipped: {s.why}" for s in workload.skipped)
     if lines:
-        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.write(terminal_text("\n".join(lines)) + "\n")
         sys.stdout.flush()
 
 

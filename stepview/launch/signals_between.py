@@ -33,6 +33,8 @@ import sys
 from types import FrameType
 from typing import Literal
 
+from stepview.model.outside_text import terminal_line
+
 NO_RECORDER = "SIGUSR1: there is no flight recorder (start stepview with --flight-recorder 10m)"
 STARTING = (
     "SIGUSR1: nothing to record yet, stepview is starting (the flight recorder records from "
@@ -123,7 +125,7 @@ def tell_once(message: str) -> None:
     except (AttributeError, OSError, ValueError):
         fd = 2
     with contextlib.suppress(OSError):
-        os.write(fd, f"stepview: {message}\n".encode())
+        os.write(fd, f"stepview: {terminal_line(message)}\n".encode())
 
 
 def _on_usr1(signum: int, frame: FrameType | None) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from stepview.insight.report import format_summary
 from stepview.insight.run import RunInsight
 from stepview.launch.exits import EXIT_OK, fail
+from stepview.model.outside_text import terminal_text
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
 from stepview.trace.store import Trace
@@ -39,6 +40,6 @@ def run_summary(path: Path) -> int:
     text = format_summary(summarize(trace).summary())
     if trace.warning:
         text += f"\nnote: {trace.warning}"
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(terminal_text(text) + "\n")
     sys.stdout.flush()
     return EXIT_OK

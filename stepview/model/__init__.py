@@ -41,6 +41,10 @@ What crosses a thread or a process is a value from here, never a live engine obj
 ``stacks``
     an engine core's thread stacks at one moment (faulthandler's text, read into threads and
     frames), or why a recording has none.
+``outside_text``
+    text that did not originate in stepview (a server's names, a file's labels, a trace's
+    ids, vLLM's errors) made harmless for a terminal: the one rule every terminal write
+    follows, the TUI's cells and the lines on stdout and stderr alike.
 ``grow``
     an append-only list behind frozen views: how snapshots share what did not change.
 """

@@ -42,6 +42,7 @@ from typing import Any
 
 from stepview.model.chat import Chat, chat_from_json
 from stepview.model.commands import AddRequest
+from stepview.model.outside_text import lone_surrogate, may_hold_surrogates
 from stepview.model.sampling import DEFAULT_MAX_LOGPROBS, SamplingSpec
 
 # vLLM's examples/offline_inference/llm_engine_example.py, with its exact sampling parameters.
@@ -120,6 +121,11 @@ def parse_prompt_line(text: str, max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> Pr
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not valid JSON here (nested deeper than Python reads)") from None
+    lone = lone_surrogate(data) if may_hold_surrogates(stripped) else None
+    if lone is not None:  # no file, no engine could take it on
+        raise ValueError(f"not valid Unicode: a lone surrogate ({lone})")
     if not isinstance(data, dict):
         raise ValueError('expected a JSON object like {"prompt": "...", "params": {...}}')
     if "state" in data:  # a results record: what made the request, nothing else

@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import IO, Any, TypeVar
 
 from stepview.model.errors import describe
+from stepview.model.outside_text import may_hold_surrogates, mend_surrogates
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, Timings
 from stepview.model.stacks import recorded_stacks
@@ -253,8 +254,8 @@ class TraceReader:
         if not raw:
             raise TraceError(f"{name} is not a stepview trace (it is empty)")
         try:
-            return json.loads(raw.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+            return _loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past Python's reach
             raise TraceError(f"{name} is not a stepview trace (line 1 is not JSON)") from None
 
     def read(self, max_lines: int | None = None) -> bool:
@@ -276,7 +277,7 @@ class TraceReader:
             if not raw.strip():
                 continue
             try:
-                decoder.apply(json.loads(raw))
+                decoder.apply(_loads(raw))
             except Exception as exc:  # whatever a damaged line makes fail, it is that line's fault
                 if not raw.endswith(b"\n"):  # the last line, cut short: nothing follows
                     self._stop_at()
@@ -329,6 +330,13 @@ class TraceReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _loads(raw: bytes | str) -> Any:
+    """One line's JSON, any lone surrogate in it mended: stepview never writes one, and a
+    string holding one could not be written anywhere again (an export, a rerun's results)."""
+    value = json.loads(raw)
+    return mend_surrogates(value) if may_hold_surrogates(raw) else value
 
 
 def load_trace(path: str | os.PathLike[str]) -> Trace:

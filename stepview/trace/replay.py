@@ -157,7 +157,8 @@ def trace_note(header: Mapping[str, Any]) -> str | None:
         return f"{note} Note: {short}." if short else note
     part = header.get("part")
     if isinstance(part, int):
-        previous = [str(name) for name in header.get("previous") or ()]
+        listed = header.get("previous")  # a list of names, unless the file was tampered with
+        previous = [str(name) for name in listed] if isinstance(listed, list) else []
         before = ", ".join(previous) if previous else "removed (--record-keep)"
         return f"Part {part} of a rotated recording; it begins mid-run. Before it: {before}."
     return None

@@ -9,7 +9,10 @@ Prompts are user input and model output is noise from random weights: either can
 newlines, escape sequences, bidi overrides, zero-width joiners or unassigned code points.
 Every string that reaches the terminal from a request goes through :func:`one_line` or
 :func:`multi_line` first, so a prompt can never move the cursor, reorder a line or make a
-row wider than Rich measured it.
+row wider than Rich measured it. What a control character becomes is
+:func:`stepview.model.outside_text.safe_char`'s rule, the one stepview's lines on stderr and
+stdout follow too; here, drawn in cells, variation selectors and piles of combining marks
+are dropped as well.
 """
 
 from __future__ import annotations
@@ -19,36 +22,18 @@ import unicodedata
 from collections.abc import Sequence
 
 from stepview.model.latency import request_latency
+from stepview.model.outside_text import NEWLINE_MARK as NEWLINE_MARK  # the panes read it here
+from stepview.model.outside_text import REPLACEMENT as REPLACEMENT  # the tests read it here
+from stepview.model.outside_text import safe_char
 from stepview.model.scheduling import WORDS, WaitReason
 from stepview.model.snapshot import QUEUED, RecentStep, RequestState, RequestView
 
 # -- making untrusted text safe to draw -----------------------------------------------------
 
-NEWLINE_MARK = "⏎"
-REPLACEMENT = "\ufffd"
 # More combining marks than this on one base character is "zalgo" text: drawn, it smears
 # over the rows above and below in most terminals.
 _MAX_COMBINING = 2
-_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 _VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
-
-
-def _safe_char(ch: str, newline: str) -> str:
-    """The replacement for one character that is not plainly printable."""
-    if ch in _LINE_BREAKS:
-        return newline
-    if ch == "\t":
-        return " "
-    category = unicodedata.category(ch)
-    if category == "Zs":
-        # Odd spaces (no-break, em, ideographic) draw as spaces; keep their width.
-        return ch
-    if category == "Cf":
-        # Format characters draw nothing but steer the terminal: bidi overrides and
-        # isolates can reverse the rest of the line, joiners change how wide emoji are.
-        return ""
-    # Cc (other controls, ESC above all), Cs, Co, Cn.
-    return REPLACEMENT
 
 
 def _sanitize(text: str, newline: str) -> str:
@@ -67,7 +52,7 @@ def _sanitize(text: str, newline: str) -> str:
             out.append(ch)
         else:
             combining = 0
-            out.append(_safe_char(ch, newline))
+            out.append(safe_char(ch, newline))
     return "".join(out)
 
 

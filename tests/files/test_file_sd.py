@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from stepview.files.file_sd import (
+    JSON,
+    YAML,
     TargetGroupsError,
     looks_like_target_groups,
     parse_target_groups,
@@ -32,7 +34,7 @@ GROUPS = [
     },
     {"targets": ["gpu-a:8000", "gpu-d"]},  # gpu-a again: its first group's labels stay
 ]
-YAML = """\
+YAML_TEXT = """\
 # our replicas, as Prometheus reads them
 - targets:
     - gpu-a:8000
@@ -56,8 +58,8 @@ EXPECTED = (
 
 
 def test_json_and_yaml_read_alike_with_their_labels() -> None:
-    assert parse_target_groups(json.dumps(GROUPS), "s") == EXPECTED
-    assert parse_target_groups(YAML, "s") == EXPECTED
+    assert parse_target_groups(json.dumps(GROUPS), "s", JSON) == EXPECTED
+    assert parse_target_groups(YAML_TEXT, "s", YAML) == EXPECTED
 
 
 @pytest.mark.parametrize(
@@ -80,7 +82,7 @@ def test_the_format_is_told_by_content(text: str, groups: bool) -> None:
     [
         ('[{"targets": ["a:1"]', "servers.json: not valid JSON (line 1 column 21: Expecting ','"),
         ('{"targets": ["a:1"]}', "a list of target groups ("),
-        ("- targets: [a:1]\n  label: {x: y}\n", "target group 1: unknown key 'label'"),
+        ('[{"targets": ["a:1"], "label": {"x": "y"}}]', "target group 1: unknown key 'label'"),
         ('[{"targets": "a:1"}]', 'target group 1: "targets" must be a list of "HOST:PORT"'),
         ('[{"targets": ["http://a:8000"]}]', "the scheme goes in the __scheme__ label"),
         ('[{"targets": ["a:port"]}]', "target 'a:port' is not HOST:PORT"),
@@ -110,9 +112,9 @@ def test_without_pyyaml_json_still_reads_and_yaml_says_what_is_missing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml fails, as if not installed
-    assert parse_target_groups(json.dumps(GROUPS), "s") == EXPECTED
+    assert parse_target_groups(json.dumps(GROUPS), "s", JSON) == EXPECTED
     with pytest.raises(TargetGroupsError, match="needs PyYAML, which is not installed here"):
-        parse_target_groups(YAML, "s")
+        parse_target_groups(YAML_TEXT, "s", YAML)
 
 
 def test_the_attach_file_is_read_in_either_format(tmp_path: Path) -> None:
@@ -121,7 +123,7 @@ def test_the_attach_file_is_read_in_either_format(tmp_path: Path) -> None:
     assert read_attach_file(plain).addresses == ("http://a:8000", "tcp://c:5570")
     assert read_attach_file(plain).discovery is None
     listed = tmp_path / "targets.yml"
-    listed.write_text(YAML)
+    listed.write_text(YAML_TEXT)
     found = read_attach_file(listed)
     assert found.discovery == Discovery(FILE_SD, str(listed), str(listed))
     assert [t.address for t in found.targets] == [t.address for t in EXPECTED]
@@ -164,3 +166,95 @@ def test_a_followed_file_answers_when_it_changed_and_keeps_quiet_otherwise(
     path.unlink()
     with pytest.raises(TargetsFileError, match="cannot read"):
         finder.poll()
+
+
+# -- read as Prometheus reads it: the name says the syntax, Go's readers say the values ------
+
+
+@pytest.mark.parametrize(
+    ("name", "syntax"),
+    [
+        ("targets.json", JSON),
+        ("targets.JSON", JSON),
+        ("targets.yml", YAML),
+        ("targets.yaml", YAML),
+        ("targets.YAML", YAML),
+        ("/etc/prometheus/.json", JSON),  # Prometheus' pattern takes a bare extension too
+        ("targets.Json", None),  # its pattern: all lower or all upper case
+        ("targets.txt", None),
+        ("targets", None),
+        ("targets.json.bak", None),
+    ],
+)
+def test_the_syntax_is_told_by_the_name_as_prometheus_tells_it(
+    name: str, syntax: str | None
+) -> None:
+    from stepview.files.file_sd import syntax_of
+
+    assert syntax_of(name) == syntax
+
+
+def test_a_json_file_holding_yaml_is_refused_as_prometheus_refuses_it(tmp_path: Path) -> None:
+    """The issue's case: YAML in a file named .json was taken as a fleet; Prometheus, which
+    reads a .json file with Go's JSON reader, lists nothing from it."""
+    listed = tmp_path / "targets.json"
+    listed.write_text(YAML_TEXT)
+    with pytest.raises(TargetsFileError, match=r"targets.json: not valid JSON \(line 1 column 1"):
+        read_attach_file(listed)
+    listed.write_text(json.dumps(GROUPS))
+    assert [t.address for t in read_attach_file(listed).targets] == [t.address for t in EXPECTED]
+
+
+def test_target_groups_in_a_file_prometheus_would_not_read_are_refused(tmp_path: Path) -> None:
+    """Named neither .json nor .y(a)ml, a file is the plain list; one that holds target groups
+    is refused with the name to give it (Prometheus would not read it as file_sd at all)."""
+    for name, text in (("targets.txt", json.dumps(GROUPS)), ("targets", YAML_TEXT)):
+        listed = tmp_path / name
+        listed.write_text(text)
+        with pytest.raises(TargetsFileError) as raised:
+            read_attach_file(listed)
+        assert str(raised.value) == (
+            f"{listed} holds target groups, but Prometheus reads file_sd target groups only "
+            "from a file named *.json, *.yml or *.yaml (rename it so; a plain list of "
+            "addresses is one per line)"
+        )
+    plain = tmp_path / "servers.txt"
+    plain.write_text("http://a:8000\n")
+    assert read_attach_file(plain).addresses == ("http://a:8000",)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Go's encoding/json reads label values into strings: a number is an error there.
+        ('[{"targets": ["a:1"], "labels": {"port": 8000}}]', "label port's value must be a"),
+        ('[{"targets": ["a:1"], "labels": {"x": NaN}}]', "not valid JSON (NaN is not JSON)"),
+    ],
+)
+def test_json_is_read_as_gos_json_reader_reads_it(text: str, message: str) -> None:
+    with pytest.raises(TargetGroupsError) as raised:
+        parse_target_groups(text, "servers.json")
+    assert message in str(raised.value)
+
+
+def test_json_keys_match_regardless_of_case_as_in_go() -> None:
+    found = parse_target_groups('[{"Targets": ["a:1"], "LABELS": {"zone": "a"}}]', "s.json")
+    assert found == (Target(MetricsUrl("http://a:1"), (("zone", "a"),), "s.json"),)
+
+
+def test_yaml_is_read_as_gos_strict_yaml_reader_reads_it() -> None:
+    """Scalars read as their text (yaml.v2 into a string field), null as empty, and a key
+    given twice refused (UnmarshalStrict); PyYAML's safe_load differs on each."""
+    text = "- targets: [a:1]\n  labels: {port: 8000, v: 1.50, on: yes, n: 0x1F, gone: ~}\n"
+    (target,) = parse_target_groups(text, "s.yml")
+    assert dict(target.labels) == {
+        "port": "8000",
+        "v": "1.50",
+        "on": "yes",
+        "n": "0x1F",
+        "gone": "",
+    }
+    with pytest.raises(TargetGroupsError, match="found the key 'targets' twice"):
+        parse_target_groups("- targets: [a:1]\n  targets: [b:2]\n", "s.yml")
+    with pytest.raises(TargetGroupsError, match="found the key 'zone' twice"):
+        parse_target_groups("- targets: [a:1]\n  labels: {zone: a, zone: b}\n", "s.yaml")

@@ -48,7 +48,7 @@ from stepview.insight.fleet import (
 from stepview.insight.fleet_order import LISTED, matching, next_sort, ordered
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FixedRoster, Roster
-from stepview.ui.display import percent, rate_value, seconds
+from stepview.ui.display import one_line, percent, rate_value, seconds
 from stepview.ui.main.filter_bar import FilterBar
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
@@ -330,8 +330,9 @@ def _cells(row: FleetRow) -> tuple[object, ...]:
     waiting = f"{row.waiting} ({reasons})" if reasons else str(row.waiting)
     if len(waiting) > WAITING_WIDTH:  # so that the row fits 120 columns
         waiting = waiting[: WAITING_WIDTH - 1] + "…"
-    server = Text.assemble((symbol or " ", style), " ", row.address)
-    labels = shown_labels(row)
+    # The address, labels and model come from a listing or the server: another party's text.
+    server = Text.assemble((symbol or " ", style), " ", one_line(row.address))
+    labels = one_line(shown_labels(row))
     if labels:
         width = max(len(row.address), LABELS_WIDTH)
         if len(labels) > width:
@@ -340,7 +341,7 @@ def _cells(row: FleetRow) -> tuple[object, ...]:
     return (
         server,
         Text(row.state, STATE_STYLES.get(row.state, "")),
-        row.model or "-",
+        one_line(row.model) or "-",
         str(row.running),
         waiting,
         percent(row.kv_cache_usage),

@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.widget import Widget
 
 from stepview.model.server_window import KvBlocks, Latency, ServerWindow
-from stepview.ui.display import percent, seconds
+from stepview.ui.display import one_line, percent, seconds
 
 LATENCY_NAMES = {
     "ttft": "time to first token",
@@ -111,7 +111,10 @@ def panel_lines(window: ServerWindow) -> list[Content]:
                 "and watch that:",
                 "bold",
             ),
-            *(Content.styled(f"  {line}", "$accent") for line in window.plugin_hint.splitlines()),
+            *(
+                Content.styled(f"  {one_line(line)}", "$accent")  # it quotes the server's names
+                for line in window.plugin_hint.splitlines()
+            ),
         ]
     return lines
 

@@ -43,7 +43,8 @@ from stepview.ui.main.filtering import RequestFilter
         ("tab\there", "tab here"),
         ("esc\x1b[31mred", f"esc{REPLACEMENT}[31mred"),
         ("bell\x07", f"bell{REPLACEMENT}"),
-        ("\u202eevil\u202c", "evil"),  # bidi override dropped
+        # A bidi override or isolate shows where it was: it could reorder what a user reads.
+        ("\u202eevil\u202c", f"{REPLACEMENT}evil{REPLACEMENT}"),
         ("zero\u200bwidth", "zerowidth"),
         ("fam👨\u200d👩\u200d👧", "fam👨👩👧"),  # joiners dropped: width is what Rich measures
         ("heart❤\ufe0f", "heart❤"),  # variation selector dropped

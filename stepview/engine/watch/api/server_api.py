@@ -48,6 +48,9 @@ CONNECT_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = 3600.0
 # Decoding a few hundred token ids takes the server a millisecond: this bounds a stuck one.
 DETOKENIZE_TIMEOUT_S = 2.0
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The largest answer read (a data-parallel server's ``/metrics`` is a few MB): a server (or
+whatever answers on its port) that sends more is refused, never held in memory whole."""
 
 
 class ApiAnswer(NamedTuple):
@@ -132,7 +135,7 @@ class ServerApi:
         raw = self._exchange(conn, method, path, data)
         try:
             answer = json.loads(raw) if raw else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
             answer = None
         if answer is None:
             raise ApiError(f"{method} {path}: not a JSON answer")
@@ -151,9 +154,12 @@ class ServerApi:
             conn.request(method, self._prefix + path, body=data, headers=headers)
             sent = True
             response = conn.getresponse()
-            raw = response.read()
+            raw = response.read(MAX_ANSWER_BYTES + 1)
         except (OSError, http.client.HTTPException) as exc:
             raise ApiError(f"{self.base_url}: {describe(exc)}", lost=sent) from exc
+        if len(raw) > MAX_ANSWER_BYTES:
+            conn.close()  # the rest unread: this connection is done
+            raise ApiError(f"{method} {path}: answered more than {MAX_ANSWER_BYTES >> 20} MB")
         return self.answered(response.status, response.reason, raw)
 
     def answered(self, status: int, reason: str, raw: bytes) -> bytes:
@@ -164,7 +170,7 @@ class ServerApi:
         if status >= 400:
             try:
                 message = _error_message(json.loads(raw)) if raw else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 message = None
             message = message or f"HTTP {status} {reason}"
             raise ApiError(message, status=status)

@@ -140,8 +140,14 @@ def vllm_instances(answer: Any) -> set[tuple[str, str]]:
 
 def watched_address(scrape_url: str) -> str | None:
     """``SCHEME://HOST:PORT[PREFIX]`` of a scrape URL ``…[PREFIX]/metrics[?params]``; ``None``
-    when its path is not a ``/metrics`` (not vLLM's page: nothing stepview can watch)."""
-    parts = urllib.parse.urlsplit(scrape_url)
+    when its path is not a ``/metrics`` (not vLLM's page: nothing stepview can watch), or
+    when it is no URL at all (``http://[127.0.0.1:8000/metrics``, a port past 65535): another
+    party's answer, skipped as a target stepview cannot watch."""
+    try:
+        parts = urllib.parse.urlsplit(scrape_url)
+        parts.port  # noqa: B018 - read to check it: urlsplit leaves a bad port to .port
+    except ValueError:
+        return None
     path = parts.path.rstrip("/")
     if parts.scheme not in ("http", "https") or not parts.netloc or not path.endswith(METRICS):
         return None
