@@ -105,6 +105,7 @@ class ArrivedRequest(NamedTuple):
     spec: SamplingSpec
     waited: float
     prompt_token_ids: tuple[int, ...] = ()
+    client_id: str | None = None  # the id its server knows it by (its client's, or vLLM's)
 
 
 class EndedRequest(NamedTuple):

@@ -163,6 +163,7 @@ class RequestView(NamedTuple):
     lineage: Lineage | None = None  # the request it was cloned or forked from
     queue: int = 0  # which engine core's waiting queue it is in (see reason_of)
     messages: Chat = ()  # a chat request's messages (``prompt`` is them, templated)
+    client_id: str | None = None  # another client's request: the id its server knows it by
 
     @property
     def output_tokens(self) -> int:

@@ -132,5 +132,6 @@ def apply_request_delta(
             if "m" in delta
             else base.messages
         ),
+        client_id=delta.get("ci", base.client_id),
     )
     return StoredRequest(view, samples)

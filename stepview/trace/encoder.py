@@ -180,6 +180,8 @@ def request_delta(old: RequestView | None, new: RequestView) -> dict[str, Any]:
         delta["ln"] = lineage_out(new.lineage)
     if new.messages is not base.messages and new.messages != base.messages:
         delta["m"] = [list(message) for message in new.messages]
+    if new.client_id != base.client_id:
+        delta["ci"] = new.client_id
     scheduling_out(new, base, delta)
     if new.completions is not base.completions:
         old_completions = base.completions

@@ -40,6 +40,7 @@ def adopted_view(arrived: ArrivedRequest, now: float) -> RequestView:
         timings=Timings(arrival=now - max(0.0, arrived.waited)),
         prompt_tokens=len(ids),
         prompt_token_ids=ids,
+        client_id=arrived.client_id,
     )
 
 

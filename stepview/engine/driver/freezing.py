@@ -113,4 +113,5 @@ def freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         lineage=view.lineage,
         queue=queue,
         messages=view.messages,
+        client_id=view.client_id,
     )
