@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from stepview.cli.attach import add_attach_args, attach_fleet
+from stepview.cli.events import add_events_args, take_events_spec
 from stepview.cli.rerun import add_rerun_args
 from stepview.cli.watch import add_watch_args, whole_number
+from stepview.events.spec import EventsSpec
 from stepview.files.prompts_file import STDIN
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
 from stepview.model.targets import Discovery
@@ -77,6 +79,9 @@ class OwnOptions:
     rerun: Path | None = None
     rerun_speed: float = 1.0
     export_workload: list[str] | None = None  # FILE or vllm:FILE, each given
+    # --events and its companions (stepview.cli.events): the stream, one output entry.
+    events: EventsSpec | None = None
+    event_flags: tuple[str, ...] = ()  # the companion flags given (for their conflicts)
 
     @property
     def is_fleet(self) -> bool:
@@ -244,6 +249,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     _add_load_args(parser)
     add_rerun_args(parser)
     add_watch_args(parser)
+    add_events_args(parser)  # the event stream (issue 43): one group, one module
     group.add_argument(
         "--log-file",
         type=Path,
@@ -384,6 +390,10 @@ def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
             parser.error(f"argument {flag}: must be 1 or more, got {value}")
     try:
         namespace.fleet, namespace.discovery = attach_fleet(namespace.attach, namespace.attach_file)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        namespace.events = take_events_spec(namespace)  # the event stream's flags, as one spec
     except ValueError as exc:
         parser.error(str(exc))
     watched = [*namespace.fleet, *(found.name for found in namespace.discovery)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from stepview.cli.args import OwnOptions, stated_max_model_len
 from stepview.cli.attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
+from stepview.cli.events import events_conflict
 from stepview.cli.watch import FLIGHT_MAX_MB
 
 STDIN_PROMPTS_IN_TUI = (
@@ -37,6 +38,7 @@ def flag_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     )
     problem = problem or _load_conflict(own, engine_argv)
     problem = problem or _watch_conflict(own)
+    problem = problem or events_conflict(own)  # the event stream's own rules (cli/events.py)
     if problem is None and own.replay is not None and engine_argv:
         return f"--replay takes no engine flags (got {' '.join(engine_argv)})"
     return problem

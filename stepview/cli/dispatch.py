@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from stepview.cli.args import parse_own_args
 from stepview.cli.attach import is_metrics_address
@@ -65,6 +66,10 @@ def _run(argv: Sequence[str] | None) -> int:
     if problem is not None:
         return fail(problem)
     if own.replay is not None:
+        if own.events is not None:  # the trace's events, then exit (launch/events.py)
+            from stepview.launch.events import replay_events
+
+            return replay_events(own.replay, own.events)
         if own.compare is not None:
             from stepview.launch.compare import run_compare
 
@@ -92,6 +97,9 @@ def _run(argv: Sequence[str] | None) -> int:
         "--export-csv": own.export_csv,
         "--export-chrome-trace": own.export_chrome_trace,
     }
+    if own.events is not None:  # the event stream's files, checked with the others
+        files = [d for d in own.events.destinations if d.path]
+        outputs.update({f"--events {d.text}": Path(d.path) for d in files})
     problem = check_output_paths(outputs)
     if problem is not None:
         return fail(problem)

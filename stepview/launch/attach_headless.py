@@ -15,6 +15,7 @@ as for any Unix filter.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from stepview.cli.args import OwnOptions
 from stepview.engine.driver.loop import Driver, EngineFactory
 from stepview.insight.run import RunInsight
+from stepview.launch.events import events_on_stdout
 from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
 from stepview.launch.outputs import RunOutputs
@@ -129,7 +131,8 @@ def watch_headless(
     printer = HeadlessPrinter(
         len(requests) if requests else None,
         json_lines=options.json,
-        out=sys.stdout,
+        # stdout is the events' with --events - (stepview/events/): results print nowhere
+        out=open(os.devnull, "w") if events_on_stdout(options) else sys.stdout,  # noqa: SIM115
         err=sys.stderr,
         annotate=insight.request_fields,
         awaited=[request.request_id for request in requests],

@@ -42,6 +42,7 @@ from stepview.engine.driver.loop import Driver
 from stepview.files.prompts_file import PromptsFileError, prompt_commands
 from stepview.files.records import Annotate, format_request_output, request_record
 from stepview.insight.report import format_summary
+from stepview.launch.events import events_on_stdout
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -225,7 +226,8 @@ def run_headless(
         outputs = open_outputs(options, header, insight, default_results=False, annotate=annotate)
         if isinstance(outputs, int):
             return outputs
-        quiet = feed is not None and feed.quiet
+        # ... or stdout is the events' (--events -: stepview/events/)
+        quiet = (feed is not None and feed.quiet) or events_on_stdout(options)
         printer = HeadlessPrinter(
             request_count(requests),
             json_lines=options.json,

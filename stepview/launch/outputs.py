@@ -165,6 +165,16 @@ def open_outputs(
         if isinstance(served, int):
             return served
         metrics = served
+    events = None  # --events: the stream (one entry; launch/events.py, stepview/events/)
+    if options.events is not None:
+        from stepview.launch.events import open_events_output
+
+        opened = open_events_output(options.events, metrics)
+        if isinstance(opened, int):
+            if metrics is not None:
+                metrics.close()
+            return opened
+        events = opened
     results = options.results
     chosen = results is None and default_results
     offset = 0  # where this run's records begin in a results file it appends to
@@ -186,11 +196,15 @@ def open_outputs(
         )
     except OSError as exc:
         RunOutputs([], results, default_results=chosen, options=options, metrics=metrics).discard()
+        if events is not None:
+            events.close()
         return fail(f"cannot open output file: {exc}")
     if metrics is not None:
         sinks.append(metrics)
     if flight is not None:
         sinks.append(flight)
+    if events is not None:  # a watched server's address is named in each event
+        sinks.append(events.sink(server=options.attach))
     outputs = RunOutputs(sinks, results, default_results=chosen, options=options, metrics=metrics)
     outputs.results_offset = offset
     outputs.flight = flight

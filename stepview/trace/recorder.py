@@ -90,7 +90,8 @@ class TraceRecorder(PartedFile):
     It may be a callable, called on the driver thread when the header is written, for facts
     that are only known once the engine thread has parsed its arguments.
 
-    ``rotate``: go on in a new part once a file holds that many bytes (:func:`~stepview.trace.linefile.part_path`);
+    ``rotate``: go on in a new part once a file holds that many bytes
+    (:func:`~stepview.trace.linefile.part_path`);
     ``keep``: the newest parts kept, older ones removed (``None``: all).
     """
 
