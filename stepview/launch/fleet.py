@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import signal
 import sys
 import threading
@@ -40,6 +41,7 @@ from stepview.cli.attach import ATTACH_NICE, is_metrics_address
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
 from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, check_address, lower_priority
 from stepview.launch.attach_headless import LinkNotices
+from stepview.launch.events import events_on_stdout
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
 from stepview.launch.terminal import claim_terminal
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from stepview.engine.watch.api_key import ApiKey
     from stepview.engine.watch.backlog import ReadPace
     from stepview.engine.watch.fleet_members import Finder, FleetMembers
+    from stepview.events.output import EventsOutput
 
 
 def run_fleet(options: OwnOptions, log_path: Path) -> int:
@@ -80,6 +83,14 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
             return fail(problem)
     lower_priority(ATTACH_NICE if options.nice is None else options.nice)
     gc.set_threshold(*WATCH_GC_THRESHOLDS)
+    events = None  # --events (stepview/events/): each server's events, and server events
+    if options.events is not None:
+        from stepview.launch.events import open_events_output
+
+        opened = open_events_output(options.events)
+        if isinstance(opened, int):
+            return opened
+        events = opened
     if not options.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
@@ -91,17 +102,29 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     roster = FleetMembers(
         [Target(address) for address in options.fleet],
         finders,
-        lambda target: _source(options, target.address, key, paces, turn),
+        lambda target: _source(options, target.address, key, paces, turn, events),
     )
     roster.start()
+    server_events = None
+    if events is not None:
+        from stepview.events.fleet import FleetEvents
+
+        server_events = FleetEvents(roster, events.outlets, _behind)
+        server_events.start()
     try:
         if options.headless:
-            code = watch_fleet_headless(roster, options.scrape_interval, options.window)
+            # stdout is the events' with --events -: the fleet's lines go nowhere then
+            out = open(os.devnull, "w") if events_on_stdout(options) else None  # noqa: SIM115
+            code = watch_fleet_headless(roster, options.scrape_interval, options.window, out)
         else:
             code = asyncio.run(_fleet_tui(roster, options.window, paces))
     finally:
         count = len(roster.members())
         roster.stop()
+        if server_events is not None:
+            server_events.stop()
+        if events is not None:
+            events.close()
     notice(f"stopped watching {count} servers; the log is {log_path}")
     return code
 
@@ -131,6 +154,7 @@ def _source(
     key: ApiKey | None,
     paces: dict[str, ReadPace],
     turn: AbstractContextManager[object],
+    events: EventsOutput | None = None,
 ) -> SnapshotSource:
     """The watch a single ``--attach ADDRESS`` would give this server (not started), except
     that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
@@ -163,6 +187,8 @@ def _source(
         keep_finished=options.keep_finished,
         read_only=NO_API,
         turn=turn,
+        # --events: this server's requests, named by its address (the fleet closes the stream)
+        sinks=() if events is None else [events.sink(server=address, owner=False)],
     )
 
 
