@@ -21,6 +21,9 @@ Where each part runs, and so where its code lives:
     recording a run and playing it back without vLLM.
 ``files/``
     the files a run reads and leaves for people: prompts in; results, CSV out.
+``events/``
+    the event stream (``--events``): what changes, as versioned JSON events for programs, to
+    a file, standard output or Server-Sent Events; the schema shipped beside it.
 ``ui/``
     the Textual app, which reads snapshots and never imports vLLM or the engine.
 ``cli/``

@@ -16,6 +16,9 @@ answered at once and the TUI draws before ``import vllm``. By responsibility:
     three groups of flags with modules of their own, for the value types they share: which
     server ``--attach`` watches, and how; a stepview left running beside a server (bounds,
     rotation, flight recorder, metrics); and a recording's workload sent again or exported.
+``events``
+    the ``--events`` group: its flags, the spec they make and what they cannot go with (the
+    event stream's one piece of the command line).
 
 The modes in :mod:`stepview.launch` read ``args``, ``attach`` and ``watch`` (the options they
 run with), and ``dispatch`` imports the modes: import-linter keeps those three below the launch

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from stepview.cli.attach import is_metrics_address
 from stepview.events.spec import (
@@ -25,9 +26,6 @@ from stepview.events.spec import (
     parse_destination,
     parse_step_rate,
 )
-
-if TYPE_CHECKING:
-    from stepview.cli.args import OwnOptions
 
 _COMPANIONS = (
     "events_step_rate",
@@ -143,7 +141,31 @@ def take_events_spec(namespace: argparse.Namespace) -> EventsSpec | None:
     )
 
 
-def events_conflict(own: OwnOptions) -> str | None:
+class _Flags(Protocol):
+    """What :func:`events_conflict` reads of the parsed flags (:class:`~stepview.cli.args.
+    OwnOptions`, which imports this module: named by shape, not by import)."""
+
+    @property
+    def events(self) -> EventsSpec | None: ...
+    @property
+    def event_flags(self) -> tuple[str, ...]: ...
+    @property
+    def headless(self) -> bool: ...
+    @property
+    def replay(self) -> Path | None: ...
+    @property
+    def compare(self) -> Path | None: ...
+    @property
+    def summary(self) -> bool: ...
+    @property
+    def rerun(self) -> Path | None: ...
+    @property
+    def attach(self) -> str | None: ...
+    @property
+    def is_fleet(self) -> bool: ...
+
+
+def events_conflict(own: _Flags) -> str | None:
     """Why the ``--events`` flags cannot be used as given, if they cannot."""
     spec = own.events
     if spec is None:

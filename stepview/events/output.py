@@ -14,8 +14,8 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import IO
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
 from stepview.events.buffer import EventBuffer
 from stepview.events.derive import EventDeriver
@@ -143,5 +143,5 @@ class _BufferOutlet:
     def __init__(self, buffer: EventBuffer) -> None:
         self._buffer = buffer
 
-    def put(self, events: list[dict[str, object]]) -> None:  # type: ignore[override]
+    def put(self, events: Sequence[dict[str, Any]]) -> None:
         self._buffer.extend(events)

@@ -275,8 +275,9 @@ class EventServer:
                 )
                 return None
         last = headers.get("last-event-id")
-        if last is None:
-            last = (parse_qs(target.query).get("last_event_id") or [None])[0]
+        if last is None:  # a client that cannot set headers may ask in the query
+            asked = parse_qs(target.query).get("last_event_id")
+            last = asked[0] if asked else None
         newest = self.buffer.newest
         if last is None or last == "":
             cursor = newest

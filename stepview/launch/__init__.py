@@ -26,8 +26,9 @@ process), ``paths`` (default files and the check of named ones), ``logs`` (the l
 ``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past
 an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
 TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,
-its notices, ``SIGUSR1`` in every live mode), ``signals_between`` (what each signal does
-where no mode answers it, from the command's first line to its last), ``check`` (``stepview
+its notices, ``SIGUSR1`` in every live mode), ``events`` (``--events``: the stream opened for
+a live run, and a replayed trace's events), ``signals_between`` (what each signal does where
+no mode answers it, from the command's first line to its last), ``check`` (``stepview
 check``: whether this environment's vLLM carries the plug-in, what answers at addresses) and
 ``help``.
 
