@@ -68,14 +68,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="client threads of the load")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--poll-ms", type=float, default=10.0, help="/metrics poll period")
+    parser.add_argument(
+        "--publish-every-ms",
+        type=float,
+        default=None,
+        help="the server's STEPVIEW_PUBLISH_EVERY_MS (default: the plug-in's, 50 ms of "
+        "records sent together)",
+    )
     args = parser.parse_args(argv)
     from stepview.engine.own.tiny_model import ensure_tiny_model
 
     folder = Path(tempfile.mkdtemp(prefix="stepview-event-delay-"))
     port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
-    server = ApiServer(
-        server_command(ensure_tiny_model(), port), server_env(publish), port, folder / "s.log"
-    )
+    env = server_env(publish)
+    if args.publish_every_ms is not None:
+        env["STEPVIEW_PUBLISH_EVERY_MS"] = str(args.publish_every_ms)
+    server = ApiServer(server_command(ensure_tiny_model(), port), env, port, folder / "s.log")
     server.start()
     watch: subprocess.Popen[str] | None = None
     try:
