@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from stepview.engine.records.channel import ChannelState, rank_address
+from stepview.engine.records.channel import ChannelState, rank_address, wait_for_any
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_oldest
 from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
@@ -213,6 +213,13 @@ class AttachedEngine:
         with self._turn:
             self._receive()
             return bool(self._answers or self._ended) or self._next_ready()
+
+    def wait_for_records(self, timeout: float, wake: int) -> None:
+        """An idle driver's wait (:class:`~stepview.model.engine_api.RecordWait`): over
+        when a record arrives, for an event to leave within its step. A paced watch (a
+        fleet's) reads at its pace anyway: it waits for ``wake`` alone."""
+        paced = self._pace is not None and bool(self._pace.every)
+        wait_for_any(() if paced else [c.subscriber for c in self._cores], timeout, wake)
 
     def step(self) -> StepResult:
         """The oldest record not read yet, with what else happened since the last step."""
