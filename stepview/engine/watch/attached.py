@@ -316,7 +316,8 @@ class AttachedEngine:
                 core.stream.reset()  # whatever comes after the link is back starts afresh
             if records:
                 core.settle_at = None
-                core.received(records, now)
+                # Dated after the read: one that came during it must not look early.
+                core.received(records, self._clock())
                 if any(facts.full for facts in records):
                     self._name_model(records)
                 described = self._described
