@@ -66,6 +66,9 @@ What they share (not runnable on their own):
     compare only if they measure the same work.
 ``overhead_runs``
     one run of one ``engine_overhead`` variant: the child processes and the TUI in tmux.
+``overhead_measurement``
+    what such a run reports (a ``Measurement``), and the bare variants' timed loop: made by
+    the runs on vLLM and on the fake engine alike.
 ``fake_engine_runs``
     ``engine_overhead --smoke``: its variants on stepview's fake engine instead of vLLM, the
     plumbing and every line of the report in seconds (the smoke test's run).

@@ -57,6 +57,7 @@ from typing import Any
 
 from benchmarks.children import child_env, module_command
 from benchmarks.workload import BENCH_ENV, workload
+from stepview.model.address import zmq_endpoint
 
 SIZES = (64, 512, 2048, 8192)
 MAX_NUM_SEQS = 32
@@ -101,7 +102,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     from stepview.engine.plugin.stacks import StackWatch, core_busy
     from stepview.engine.records.channel import FactsSubscriber
     from stepview.engine.records.stacks import STACKS_AFTER_S
-    from stepview.engine.watch.watched_core import WatchedCore
+    from stepview.engine.watch.link.watched_core import WatchedCore
     from stepview.insight.run import RunInsight
     from stepview.model.commands import AddRequest
     from stepview.model.engine_api import StepResult
@@ -169,7 +170,7 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
     )
     stacks.start(answer_signal=True)
     subscriber = FactsSubscriber(address)
-    watched = WatchedCore(0, f"ipc://{workdir}/unused.sock")
+    watched = WatchedCore(0, zmq_endpoint(f"ipc://{workdir}/unused.sock"))
     clock = time.perf_counter
     started = clock()
     ledger = RequestLedger(lambda: clock() - started)

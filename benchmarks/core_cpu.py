@@ -84,14 +84,25 @@ def _child_bare(workload_path: Path, workdir: Path) -> dict[str, float]:
 def _child_driver(workload_path: Path, workdir: Path) -> dict[str, float]:
     from stepview.engine.own.engine_args import EngineArgsHolder
     from stepview.engine.own.environment import prepare_vllm_environment
-    from stepview.engine.own.live import live_driver
+    from stepview.engine.own.processes import EngineProcesses
     from stepview.files.prompts_file import read_prompts
+    from stepview.launch.compose import own_driver
     from stepview.model.snapshot import EngineState
+    from stepview.run.spec import RunSpec
 
     log_path = workdir / "driver.log"
     prepare_vllm_environment(log_path)
     requests = read_prompts(workload_path)
-    driver = live_driver([], log_path, holder=EngineArgsHolder())
+    driver = own_driver(
+        RunSpec(),
+        log_path,
+        holder=EngineArgsHolder(),
+        processes=EngineProcesses(),
+        sinks=(),
+        history=None,
+        admit_per_step=0,
+        insight=None,
+    )
     driver.start()
     _until(lambda: driver.latest().engine_state is EngineState.IDLE, driver)
     cpu = engine_cpu()

@@ -52,10 +52,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from benchmarks.overhead_measurement import Measurement
 from benchmarks.overhead_runs import (
     FAKE_ENGINE_ENV,
     MULTIPROCESSING_ENV,
-    Measurement,
     child_main,
     mode_env,
     run_child,

@@ -26,13 +26,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.overhead_runs import FIRST_FRAME_ENV, Measurement, bare_loop
+from benchmarks.overhead_measurement import Measurement, bare_loop
 from benchmarks.workload import CHILD_TIMEOUT_S, POLL_S
 from stepview.engine.driver.loop import Driver, PhaseCallback
 from stepview.engine.own import live
 from stepview.model.commands import AddRequest
 from stepview.testing.fake_engine import FakeEngine
 
+FIRST_FRAME_ENV = "STEPVIEW_BENCH_FIRST_FRAME"
+"""The tui variant: the file the benchmark writes once it has seen the first frame, which the
+fake's start-up waits for."""
 LIVE_HISTORY = inspect.signature(live.live_driver).parameters["history_size"].default
 """The history ``live_driver`` keeps unless told (more than a bare driver's)."""
 

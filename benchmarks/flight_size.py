@@ -26,11 +26,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from stepview.cli.watch import FLIGHT_MAX_MB
 from stepview.engine.driver.loop import Driver
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import StepSnapshot
+from stepview.outputs.watching import FLIGHT_MAX_MB
 from stepview.testing.fake_engine import FakeEngine, ManualClock
 from stepview.trace.flight import FlightRecorder
 

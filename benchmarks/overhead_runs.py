@@ -13,12 +13,14 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from benchmarks.children import child_env, module_command
+from benchmarks.fake_engine_runs import FIRST_FRAME_ENV
+from benchmarks.overhead_measurement import Measurement, bare_loop
 from benchmarks.tmux_pane import Tmux, count_lines, stepview_command, wait_for
 from benchmarks.workload import CHILD_TIMEOUT_S, POLL_S
 from stepview.engine.driver import run_stats
@@ -30,38 +32,9 @@ MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 FAKE_ENGINE_ENV = "STEPVIEW_BENCH_FAKE_ENGINE"
 """Set (``engine_overhead --smoke``): every variant runs on stepview's fake engine instead
 of vLLM (:mod:`benchmarks.fake_engine_runs`)."""
-FIRST_FRAME_ENV = "STEPVIEW_BENCH_FIRST_FRAME"
-"""The tui variant on the fake engine: the file the benchmark writes once it has seen the
-first frame, which the fake's start-up waits for."""
-T = TypeVar("T")
 # The loading view's title: the first frame stepview draws (before vLLM is even imported).
 FIRST_FRAME_TEXT = "Starting the engine"
 FIRST_FRAME_POLL_S = 0.01
-
-
-@dataclass(frozen=True, slots=True)
-class Measurement:
-    """One variant, one run: what the child process (or the TUI's run stats) reported."""
-
-    variant: str
-    steps: int
-    busy_s: float
-    output_tokens: int
-    stepping_s: float  # time inside step() (the engine's share of the busy span)
-    cpu_s: float  # CPU time of the stepping thread over the busy span
-    first_frame_s: float | None = None  # tui only: launch to the loading view on screen
-    # driver variants: CPU time inside vLLM's own ``LLMEngine.step()`` over the busy span, so
-    # ``cpu_s - vllm_cpu_s`` is stepview's own work per step, measured in the same process
-    # (immune to the run-to-run drift that blurs the side-by-side ratios on a shared box).
-    vllm_cpu_s: float | None = None
-
-    @property
-    def steps_per_s(self) -> float:
-        return self.steps / self.busy_s
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.output_tokens / self.busy_s
 
 
 def faked() -> bool:
@@ -119,34 +92,6 @@ def _child_bare(requests: list[AddRequest], workdir: Path, name: str) -> Measure
     )
     engine.engine_core.shutdown()
     return measurement
-
-
-def bare_loop(
-    name: str,
-    unfinished: Callable[[], bool],
-    step: Callable[[], T],
-    samples: Callable[[T], Iterable[tuple[str, Any]]],
-) -> Measurement:
-    """The bare variants' loop: ``step()`` until nothing is unfinished, timed; ``samples``
-    gives each step's samples that moved (request id, an output with ``index`` and
-    ``token_ids``)."""
-    # Latest length of every sample: for n=2 the final output carries only one of the two.
-    lengths: dict[tuple[str, int], int] = {}
-    steps = 0
-    stepping = 0.0
-    clock = time.perf_counter
-    first, first_cpu = clock(), time.thread_time()
-    end = first
-    while unfinished():
-        start = clock()
-        outputs = step()
-        end = clock()
-        stepping += end - start
-        steps += 1
-        for request_id, completion in samples(outputs):
-            lengths[(request_id, completion.index)] = len(completion.token_ids)
-    cpu = time.thread_time() - first_cpu
-    return Measurement(name, steps, end - first, sum(lengths.values()), stepping, cpu)
 
 
 def _child_driver(requests: list[AddRequest], workdir: Path, name: str) -> Measurement:

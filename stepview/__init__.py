@@ -20,7 +20,11 @@ Where each part runs, and so where its code lives:
 ``trace/``
     recording a run and playing it back without vLLM.
 ``files/``
-    the files a run reads and leaves for people: prompts in; results, CSV out.
+    the files a run reads and leaves for people: prompts in; results, CSV, Chrome trace out.
+``outputs/``
+    the output registry: every output a run can write, serve or print, one entry each (its
+    flags, rules, files, and how it opens, writes and finishes), read by ``cli/`` and
+    ``launch/`` alike.
 ``events/``
     the event stream (``--events``): what changes, as versioned JSON events for programs, to
     a file, standard output or Server-Sent Events; the schema shipped beside it.
@@ -28,12 +32,17 @@ Where each part runs, and so where its code lives:
     the Textual app, which reads snapshots and never imports vLLM or the engine.
 ``cli/``
     the command line: parses stepview's own flags (vLLM's stay with vLLM's parser), refuses
-    those that cannot go together and dispatches to a mode of ``launch/``; its ``main`` is the
-    ``stepview`` command.
+    those that cannot go together and hands the run's specs to ``launch/``; its ``main`` is
+    the ``stepview`` command.
+``run/``
+    a run as the command line asked for it: small frozen specs, one per concern (engine,
+    front end, feed, limits, watched server, outputs), which the modes of ``launch/`` read
+    instead of the command line's flags.
 ``launch/``
-    one module per mode of the command line (TUI, headless, replay, attach, fleet, compare,
-    summary), and what they share: exit codes, paths, logging, the app runner, the flight
-    recorder.
+    the composition root (``root``: a source, a front end, the outputs) and one module per
+    mode (TUI, headless, replay, attach, fleet, compare, summary), and what they share: the
+    driver's construction, the outputs opened and finished, exit codes, logging, the app
+    runner.
 ``testing/``
     test doubles and fixed scenes (a fake engine, hand-made snapshots) for the tests, the
     screenshots and the UI benchmark; nothing that ships a run imports it.

@@ -92,10 +92,9 @@ def _runner_priority_kept(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     started, ran niced, and its watches at 19 - starved beside two busy loops, a fresh-clone
     run failed. What lowering does is tested in a child process (test_attach_flags.py).
     """
-    from stepview.launch import attach, attach_metrics, fleet
+    from stepview.launch import compose
 
-    for module in (attach, attach_metrics, fleet):
-        monkeypatch.setattr(module, "lower_priority", lambda nice: None)
+    monkeypatch.setattr(compose, "lower_priority", lambda nice: None)
     before = os.nice(0)
     yield
     assert os.nice(0) == before, "this test lowered the test runner's CPU priority"

@@ -12,17 +12,16 @@ answered at once and the TUI draws before ``import vllm``. By responsibility:
     mode reads; the first half of ``--help``.
 ``conflicts``
     which flags cannot go together, or with the engine flags given: the one-line refusals.
+``specs``
+    the parsed flags as the run's specs (:mod:`stepview.run.spec`), the one form the modes
+    read; the addresses parsed there, each refused in one line naming its flag.
 ``attach`` / ``watch`` / ``rerun``
     three groups of flags with modules of their own, for the value types they share: which
     server ``--attach`` watches, and how; a stepview left running beside a server (bounds,
     rotation, flight recorder, metrics); and a recording's workload sent again or exported.
-``events``
-    the ``--events`` group: its flags, the spec they make and what they cannot go with (the
-    event stream's one piece of the command line).
 
-The modes in :mod:`stepview.launch` read ``args``, ``attach`` and ``watch`` (the options they
-run with), and ``dispatch`` imports the modes: import-linter keeps those three below the launch
-package and ``dispatch`` above it (``pyproject.toml``).
+The modes in :mod:`stepview.launch` read the specs of :mod:`stepview.run`, never this
+package; ``dispatch`` imports the modes (import-linter, ``pyproject.toml``).
 """
 
 from stepview.cli.dispatch import main

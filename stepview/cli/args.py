@@ -10,18 +10,26 @@ trace header; ``stepview --help`` prints this parser's help, then vLLM's.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from stepview.cli.attach import add_attach_args, attach_fleet
-from stepview.cli.events import add_events_args, take_events_spec
 from stepview.cli.rerun import add_rerun_args
-from stepview.cli.watch import add_watch_args, whole_number
-from stepview.events.spec import EventsSpec
+from stepview.cli.watch import add_watch_args
 from stepview.files.prompts_file import STDIN
+from stepview.model.address import Discovery, is_metrics_url
 from stepview.model.load import FLAG_NAMES, LOAD_FIELDS, MIX_HELP, LoadSpec, parse_field
-from stepview.model.targets import Discovery
+from stepview.outputs.entry import HELP_EXPORTS, HELP_FILES, HELP_PRINTING
+from stepview.outputs.registry import (
+    add_output_flags,
+    add_output_groups,
+    count_problem,
+    take_output_values,
+)
+from stepview.run.flag_values import whole_number
+from stepview.run.spec import HISTORY
 from stepview.trace.playback import check_speed
 
 DESCRIPTION = (
@@ -36,16 +44,13 @@ class OwnOptions:
     """stepview's own flags, parsed (see :func:`add_stepview_args` for what each one means)."""
 
     headless: bool
-    json: bool
     prompts: Path | None
     admit_per_step: int | None
-    record: Path | None
-    results: Path | None
     replay: Path | None
     replay_speed: float
     paused: bool
     summary: bool
-    history: int
+    history: int  # each flag's default is the spec's (stepview.run.spec)
     keep_finished: int
     log_file: Path | None
     attach: str | None  # the only server, or a fleet's first (see ``fleet``, ``discovery``)
@@ -62,32 +67,26 @@ class OwnOptions:
     output_len: Any = None
     load_seed: int | None = None
     load_mix: tuple[tuple[str, int], ...] | None = None
-    export_csv: Path | None = None
     compare: Path | None = None
-    export_chrome_trace: Path | None = None
-    metrics_port: int | None = None
-    metrics_host: str | None = None
-    record_rotate: int | None = None
-    record_keep: int | None = None
-    flight_recorder: float | None = None
-    flight_dir: str | None = None
-    flight_max_mb: int = 0
     stuck_after: float | None = None
     attach_file: Path | None = None
     fleet: tuple[str, ...] = ()  # every server given to --attach / a plain --attach-file
     discovery: tuple[Discovery, ...] = ()  # where more are listed (prometheus://, file_sd)
     rerun: Path | None = None
     rerun_speed: float = 1.0
-    export_workload: list[str] | None = None  # FILE or vllm:FILE, each given
-    # --events and its companions (stepview.cli.events): the stream, one output entry.
-    events: EventsSpec | None = None
-    event_flags: tuple[str, ...] = ()  # the companion flags given (for their conflicts)
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    """The output flags' values by argparse dest (:mod:`stepview.outputs.registry`)."""
 
     @property
     def is_fleet(self) -> bool:
         """Several servers to watch, or a listing of them that can grow: the fleet screen
         (one server given alone is the single view, as ever)."""
         return len(self.fleet) > 1 or bool(self.discovery)
+
+    @property
+    def metrics_attach(self) -> bool:
+        """``--attach`` names one server, read through its ``/metrics`` (``http(s)://``)."""
+        return len(self.fleet) == 1 and not self.discovery and is_metrics_url(self.fleet[0])
 
     @property
     def prompts_on_stdin(self) -> bool:
@@ -174,11 +173,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="run without the TUI: process the prompts and print each finished request "
         "(vLLM's RequestOutput form) followed by a line of dashes",
     )
-    group.add_argument(
-        "--json",
-        action="store_true",
-        help="with --headless: print one JSON object per finished request instead",
-    )
+    add_output_flags(group, HELP_PRINTING)
     group.add_argument(
         "--prompts",
         type=_prompts_path,
@@ -196,14 +191,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="hand at most N queued prompts to the engine per step (0 = all; default: 1 in "
         "headless mode, as vLLM's example does, 0 in the TUI and with --load)",
     )
-    group.add_argument("--record", type=Path, metavar="FILE", help="write a JSONL trace of the run")
-    group.add_argument(
-        "--results",
-        type=Path,
-        metavar="FILE",
-        help="append every finished request to this JSONL file as it finishes "
-        "(TUI default: a new file in stepview's data directory)",
-    )
+    add_output_flags(group, HELP_FILES)
     group.add_argument(
         "--replay",
         type=Path,
@@ -243,13 +231,13 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         "--history",
         type=int,
         metavar="N",
-        default=2000,
+        default=HISTORY,
         help="live snapshots kept for scrubbing back, 1 or more (default: %(default)s)",
     )
     _add_load_args(parser)
     add_rerun_args(parser)
     add_watch_args(parser)
-    add_events_args(parser)  # the event stream (issue 43): one group, one module
+    add_output_groups(parser)
     group.add_argument(
         "--log-file",
         type=Path,
@@ -261,7 +249,7 @@ def add_stepview_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def _add_load_args(parser: argparse.ArgumentParser) -> None:
     """The ``synthetic load`` group: ``--load`` and the flags that shape it, and the exports
-    (``--export-csv``, ``--export-chrome-trace``)."""
+    (the registry's at :data:`~stepview.outputs.entry.HELP_EXPORTS`)."""
     d = LoadSpec()
     group = parser.add_argument_group(
         "synthetic load",
@@ -304,24 +292,7 @@ def _add_load_args(parser: argparse.ArgumentParser) -> None:
         metavar="MIX",
         help=f"{MIX_HELP} (default: {d.field_text()['mix']})",
     )
-    group.add_argument(
-        "--export-csv",
-        type=Path,
-        metavar="OUT.csv",
-        help="write one row per request (id, state, arrival, scheduled, first_token, "
-        "finished, queue_time, ttft, e2e, prompt_tokens, output_tokens, preemptions, "
-        "finish_reason) when the run ends; with --replay FILE: from the trace, then exit "
-        "without the TUI",
-    )
-    group.add_argument(
-        "--export-chrome-trace",
-        type=Path,
-        metavar="OUT.json",
-        help="write the run as a Chrome trace for ui.perfetto.dev or chrome://tracing when it "
-        "ends: a track per request (waiting, prefill, decode, preempted spans), counters for "
-        "KV cache usage, running, waiting and tokens per step; with --replay FILE: from the "
-        "trace, then exit without the TUI",
-    )
+    add_output_flags(group, HELP_EXPORTS)
 
 
 def stepview_parser() -> argparse.ArgumentParser:
@@ -382,18 +353,16 @@ def parse_own_args(argv: list[str]) -> tuple[OwnOptions, list[str]]:
     for flag, value in (
         ("--history", namespace.history),
         ("--keep-finished", namespace.keep_finished),
-        ("--record-keep", 1 if namespace.record_keep is None else namespace.record_keep),
-        ("--flight-max-mb", namespace.flight_max_mb),
     ):
         if value < 1:
             # Checked here, not by a ``type=``: a word keeps argparse's "invalid int value".
             parser.error(f"argument {flag}: must be 1 or more, got {value}")
+    namespace.outputs = take_output_values(namespace)
+    problem = count_problem(namespace.outputs)
+    if problem is not None:
+        parser.error(problem)
     try:
         namespace.fleet, namespace.discovery = attach_fleet(namespace.attach, namespace.attach_file)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
-        namespace.events = take_events_spec(namespace)  # the event stream's flags, as one spec
     except ValueError as exc:
         parser.error(str(exc))
     watched = [*namespace.fleet, *(found.name for found in namespace.discovery)]

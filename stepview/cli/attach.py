@@ -10,62 +10,27 @@ from __future__ import annotations
 
 import argparse
 import math
-import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stepview.cli.watch import whole_number
 from stepview.files.targets_file import TargetsFileError, read_attach_file
-from stepview.model.targets import PROMETHEUS as PROMETHEUS_SD
-from stepview.model.targets import Discovery
+from stepview.model.address import (
+    Discovery,
+    WatchAddress,
+    is_prometheus,
+    prometheus_discovery,
+    watch_address,
+)
+from stepview.run.flag_values import whole_number
+from stepview.run.spec import ATTACH_NICE, SCRAPE_INTERVAL_S, WINDOW_S
 
 MAX_NICE = 19  # the lowest CPU priority Linux and macOS give
-ATTACH_NICE = 10
-"""``--nice``'s default: attached, stepview is a guest on the server's machine."""
-SCRAPE_INTERVAL_S = 1.0
-"""``--scrape-interval``'s default: how often an ``http://`` watch reads ``/metrics``."""
-WINDOW_S = 60.0
-"""``--window``'s default: the seconds an ``http://`` watch's percentiles cover."""
-PROMETHEUS = "prometheus://"
-PROMETHEUS_PORT = 9090
-"""Prometheus' own port, when ``prometheus://HOST`` names none."""
 
 
-def is_metrics_address(address: str | None) -> bool:
-    """An ``--attach`` address read through the server's ``/metrics`` (``http(s)://``)."""
-    return address is not None and address.lower().startswith(("http://", "https://"))
-
-
-def is_prometheus_address(address: str) -> bool:
-    """An ``--attach`` that asks a Prometheus server for the fleet (``prometheus://``)."""
-    return address.lower().startswith(PROMETHEUS)
-
-
-def prometheus_discovery(text: str) -> Discovery:
-    """``prometheus://HOST[:PORT][/PREFIX][?job=NAME...]`` as the Prometheus server's base URL
-    (plain HTTP; PORT 9090 when not given, as Prometheus listens) and the jobs to take;
-    ``ValueError`` with what to write instead."""
-    parts = urllib.parse.urlsplit(text)
-    try:
-        port = parts.port or PROMETHEUS_PORT
-    except ValueError:
-        port = None
-    if not parts.hostname or port is None:
-        raise ValueError(f"{text!r} is not a prometheus://HOST:PORT[?job=NAME]")
-    query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"job"})
-    if unknown or parts.fragment:
-        raise ValueError(
-            f"{text}: unknown {', '.join(map(repr, unknown or [parts.fragment]))} "
-            "(prometheus://HOST:PORT takes ?job=NAME only)"
-        )
-    jobs = tuple(dict.fromkeys(query.get("job", [])))
-    if any(not job for job in jobs):
-        raise ValueError(f"{text}: ?job= names no job")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    location = f"http://{host}:{port}{parts.path.rstrip('/')}"
-    return Discovery(PROMETHEUS_SD, location, text, jobs)
+class AddressError(ValueError):
+    """An ``--attach`` server that cannot be watched: one line, ``--attach:`` first, the exit
+    code of a usage error (said as every launcher said it, not as argparse's errors)."""
 
 
 def attach_fleet(
@@ -75,14 +40,15 @@ def attach_fleet(
     lines of a plain ``--attach-file`` (blank lines and ``#`` comments skipped), without
     repeats; and where more are listed, followed while watching (``prometheus://`` given, an
     ``--attach-file`` in Prometheus' file_sd format). More than one server, or any listing, is
-    a fleet. ``ValueError`` with the flag's name first when one cannot be used."""
+    a fleet. ``ValueError`` with the flag's name first when one cannot be used. Each server's
+    address is parsed by :func:`watched_servers`, once the flags are known to go together."""
     given_parts = [part.strip() for value in given or () for part in value.split(",")]
     if any(not part for part in given_parts):
         raise ValueError("--attach: an empty address in a comma list")
     addresses: list[str] = []
     discoveries: list[Discovery] = []
     for part in given_parts:
-        if is_prometheus_address(part):
+        if is_prometheus(part):
             try:
                 discoveries.append(prometheus_discovery(part))
             except ValueError as exc:
@@ -101,6 +67,19 @@ def attach_fleet(
     for discovery in discoveries:
         unique.setdefault(discovery.name, discovery)
     return tuple(dict.fromkeys(addresses)), tuple(unique.values())
+
+
+def watched_servers(
+    fleet: Sequence[str], ranks: tuple[int, ...] | None
+) -> tuple[WatchAddress, ...]:
+    """Each server's address parsed, once, into what it names (a plug-in's records with
+    ``ranks``, or a ``/metrics`` page); :class:`AddressError` for the first that cannot be
+    watched (a rank past the last port included). Judged after the flags' conflicts, as the
+    launchers always judged it."""
+    try:
+        return tuple(watch_address(text, ranks or (0,)) for text in fleet)
+    except ValueError as exc:
+        raise AddressError(f"--attach: {exc}") from None
 
 
 def _niceness(text: str) -> int:

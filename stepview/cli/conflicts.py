@@ -5,14 +5,19 @@ Kept apart from :mod:`stepview.cli.dispatch` because these rules need no vLLM an
 they read the parsed :class:`~stepview.cli.args.OwnOptions` alone, so a mistake is refused at
 once, before ``import vllm`` or any file is opened, and the rules of every mode are in one place
 to read side by side (a flag added to a mode gets its refusal here, next to its neighbours').
+An output's rules are its entry's (:mod:`stepview.outputs`): here they are asked for
+(:func:`~stepview.outputs.registry.output_conflict`), and the modes' rules name the outputs
+by what the entries say of them (which sources they go with, what they need), never by a list.
 """
 
 from __future__ import annotations
 
 from stepview.cli.args import OwnOptions, stated_max_model_len
-from stepview.cli.attach import SCRAPE_INTERVAL_S, WINDOW_S, is_metrics_address
-from stepview.cli.events import events_conflict
-from stepview.cli.watch import FLIGHT_MAX_MB
+from stepview.outputs.entry import END, LIVE
+from stepview.outputs.printing import JSON
+from stepview.outputs.registry import engine_flags, output_conflict, trace_exports_given
+from stepview.outputs.registry import one_server_flags as registry_flags
+from stepview.run.spec import FLEET, METRICS_PAGE, SCRAPE_INTERVAL_S, WINDOW_S
 
 STDIN_PROMPTS_IN_TUI = (
     "--prompts - reads standard input, which the TUI needs for keys; use --headless, or give a file"
@@ -21,8 +26,9 @@ STDIN_PROMPTS_IN_TUI = (
 
 def flag_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """The first reason the flags cannot be used as given, or ``None`` when they can."""
-    if own.json and not own.headless:
-        return "--json needs --headless"
+    problem = output_conflict(own.outputs, own)
+    if problem is not None:
+        return problem
     if own.prompts_on_stdin and not own.headless and own.replay is None:
         # Refused, not read: the TUI reads its keys from standard input.
         return STDIN_PROMPTS_IN_TUI
@@ -37,8 +43,7 @@ def flag_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         _fleet_conflict(own, engine_argv) if own.is_fleet else _attach_conflict(own, engine_argv)
     )
     problem = problem or _load_conflict(own, engine_argv)
-    problem = problem or _watch_conflict(own)
-    problem = problem or events_conflict(own)  # the event stream's own rules (cli/events.py)
+    problem = problem or _replay_conflict(own)
     if problem is None and own.replay is not None and engine_argv:
         return f"--replay takes no engine flags (got {' '.join(engine_argv)})"
     return problem
@@ -60,30 +65,15 @@ def _load_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     return None if max_model_len is None else spec.length_problem(max_model_len)
 
 
-def _watch_conflict(own: OwnOptions) -> str | None:
-    """Why the flags of a watch left running cannot be used as given, if they cannot."""
-    if own.record_rotate is not None and own.record is None:
-        return "--record-rotate goes with --record FILE"
-    if own.record_keep is not None and own.record_rotate is None:
-        return "--record-keep goes with --record-rotate SIZE"
-    if own.flight_recorder is None and (
-        own.flight_dir is not None or own.flight_max_mb != FLIGHT_MAX_MB
-    ):
-        return "--flight-dir and --flight-max-mb go with --flight-recorder DURATION"
-    if own.metrics_port is None and own.metrics_host:
-        return "--metrics-host goes with --metrics-port PORT"
-    if own.replay is not None:
-        given = [
-            flag
-            for flag, value in (
-                ("--metrics-port", own.metrics_port),
-                ("--flight-recorder", own.flight_recorder),
-                ("--stuck-after", own.stuck_after),
-            )
-            if value is not None
-        ]
-        if given:
-            return f"{', '.join(given)} watch a running engine; a replay has none"
+def _replay_conflict(own: OwnOptions) -> str | None:
+    """Why what watches a running engine cannot go with a replay, if it is given."""
+    if own.replay is None:
+        return None
+    given = engine_flags(own.outputs)
+    if own.stuck_after is not None:
+        given.append("--stuck-after")
+    if given:
+        return f"{', '.join(given)} watch a running engine; a replay has none"
     return None
 
 
@@ -92,11 +82,8 @@ def _rerun_conflict(own: OwnOptions) -> str | None:
 
     A rerun is a live run of stepview's own engine, fed the trace's requests: not a replay,
     not a watch, and no other requests beside them. Its ``--summary`` is the compare table on
-    stdout, which the requests ``--json`` prints would be mixed with. A workload is exported
-    from a trace, as the other exports of ``--replay`` are.
+    stdout, which the requests ``--json`` prints would be mixed with.
     """
-    if own.export_workload and own.replay is None:
-        return "--export-workload goes with --replay TRACE: the workload of a recorded run"
     if own.rerun is None:
         return "--rerun-speed goes with --rerun TRACE" if own.rerun_speed != 1.0 else None
     if own.replay is not None:
@@ -105,7 +92,7 @@ def _rerun_conflict(own: OwnOptions) -> str | None:
         return "--rerun runs on an engine of stepview's own (no --attach)"
     if own.prompts is not None or own.load is not None:
         return "--rerun sends the trace's requests: no --prompts or --load beside them"
-    if own.summary and own.json:
+    if own.summary and JSON.given(own.outputs):
         return "--json prints each request and --summary the compare table: give one of them"
     return None
 
@@ -116,7 +103,7 @@ def _compare_conflict(own: OwnOptions) -> str | None:
         return "--compare goes with --replay A only (not with --attach or --headless)"
     if own.replay is None:
         return "--compare FILE goes with --replay FILE: compare two recorded runs"
-    if own.export_csv is not None or own.export_chrome_trace is not None or own.export_workload:
+    if trace_exports_given(own.outputs):
         return "--compare and the exports exclude each other (export one trace at a time)"
     return None
 
@@ -134,23 +121,17 @@ def _playback_conflict(own: OwnOptions) -> str | None:
             "--compare does not play the runs (keys move both, from their first difference): "
             "drop --paused and --replay-speed"
         )
-    if (
-        own.summary
-        or own.export_csv is not None
-        or own.export_chrome_trace is not None
-        or own.export_workload
-    ):
+    if own.summary or trace_exports_given(own.outputs):
         return "--paused and --replay-speed go with a replay in the TUI, not --summary or exports"
     return None
 
 
 def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     """Why the flags cannot go together with (or without) ``--attach``, if they cannot."""
-    if not is_metrics_address(own.attach) and (
-        own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S
-    ):
+    metrics = own.metrics_attach
+    if not metrics and (own.scrape_interval != SCRAPE_INTERVAL_S or own.window != WINDOW_S):
         return "--scrape-interval and --window go with --attach http://HOST:PORT"
-    if own.kv_events is not None and not is_metrics_address(own.attach):
+    if own.kv_events is not None and not metrics:
         return "--kv-events goes with --attach http://HOST:PORT (the server's /metrics)"
     if own.attach is None:
         if own.api is not None or own.attach_ranks is not None or own.nice is not None:
@@ -165,7 +146,7 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
             f"--attach takes no engine flags: the server was started with its own "
             f"(got {' '.join(engine_argv)})"
         )
-    if is_metrics_address(own.attach):
+    if metrics:
         return _metrics_conflict(own)
     if own.api_key is not None and own.api is None:
         return "--api-key goes with --api URL: the key is for the server's API"
@@ -174,16 +155,24 @@ def _attach_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
     return None
 
 
-# Flags that act on or record one server's requests, by OwnOptions field.
-ONE_SERVER_FLAGS = (
-    *("api", "prompts", "record", "results", "metrics_port", "flight_recorder"),
-    *("stuck_after", "export_csv", "export_chrome_trace"),
-)
+def one_server_flags(own: OwnOptions, lacking: str) -> list[tuple[str, object]]:
+    """The flags that act on or record one server's requests, with their values: what a
+    ``lacking`` source (a fleet, a server read through its ``/metrics`` alone) cannot do.
+    The outputs among them are those whose entries do not go with it: what records as the
+    run goes, then what is written at its end."""
+    outputs = own.outputs
+    return [
+        ("--api", own.api),
+        ("--prompts", own.prompts),
+        *registry_flags(outputs, LIVE, lacking),
+        ("--stuck-after", own.stuck_after),
+        *registry_flags(outputs, END, lacking),
+    ]
 
 
-def _given(own: OwnOptions, names: tuple[str, ...]) -> list[str]:
-    """The flags among ``names`` (OwnOptions fields) that the command line set."""
-    return [f"--{name.replace('_', '-')}" for name in names if getattr(own, name) is not None]
+def _given(flags: list[tuple[str, object]]) -> list[str]:
+    """The flags among ``flags`` that the command line set."""
+    return [flag for flag, value in flags if value is not None]
 
 
 def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
@@ -195,7 +184,7 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
         return "--attach and --replay exclude each other (watch a server, or replay a trace)"
     if engine_argv:
         return f"--attach takes no engine flags (got {' '.join(engine_argv)})"
-    given = _given(own, ONE_SERVER_FLAGS)
+    given = _given(one_server_flags(own, FLEET))
     if not given:
         return None
     fleet = (
@@ -209,7 +198,8 @@ def _fleet_conflict(own: OwnOptions, engine_argv: list[str]) -> str | None:
 def _metrics_conflict(own: OwnOptions) -> str | None:
     """Why a flag cannot go with ``--attach http://…``: those that need the plug-in's records
     of each request, which ``/metrics`` does not have."""
-    given = _given(own, ("api", "attach_ranks", *ONE_SERVER_FLAGS[1:]))
+    api, *others = one_server_flags(own, METRICS_PAGE)
+    given = _given([api, ("--attach-ranks", own.attach_ranks), *others])
     if not given:
         return None
     return (

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from stepview.outputs.entry import HELP_WORKLOAD
+from stepview.outputs.registry import add_output_flags
 from stepview.trace.playback import check_speed
 
 
@@ -49,11 +51,4 @@ def add_rerun_args(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="with --rerun: arrivals X times faster than recorded (default: %(default)s)",
     )
-    group.add_argument(
-        "--export-workload",
-        action="append",
-        metavar="FILE",
-        help="with --replay TRACE: write its workload as a prompts file for --prompts (each "
-        'request with "at", its arrival), or with vllm:FILE as the timed_trace dataset of '
-        "vLLM's benchmark (vllm bench serve --dataset-name timed_trace); repeat for both",
-    )
+    add_output_flags(group, HELP_WORKLOAD)

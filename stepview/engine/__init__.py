@@ -8,8 +8,9 @@
     environment vLLM needs, the link to the plug-in in either engine-core mode, the two
     built-in models (a tiny random one, SmolLM2) and their cache.
 ``watch/`` — **a running server, watched from outside** (``stepview --attach``): the
-    plug-in's records over zmq, or the server's ``/metrics`` alone, and its API for prompts and
-    text. Imports neither vLLM nor torch, so it runs on a laptop through an ssh tunnel.
+    plug-in's records over zmq (``link/``), or the server's ``/metrics`` alone (``metrics/``),
+    a fleet as it is listed (``fleet/``), and the server's API for prompts and text
+    (``api/``). Imports neither vLLM nor torch, so it runs on a laptop through an ssh tunnel.
 ``driver/`` — **the driver thread**, for either of the two above: commands in, one
     ``step()`` at a time, every request's bookkeeping (the ledger), frozen snapshots out.
     Talks to the :class:`~stepview.model.engine_api.Engine` protocol and imports no vLLM.

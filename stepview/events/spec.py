@@ -1,8 +1,9 @@
 """What ``--events`` asks for, parsed: where the events go and how the stream behaves.
 
-Plain data, made once from the command line (:mod:`stepview.cli.events`) and read by whoever
-opens the outputs (:mod:`stepview.events.output`), so nothing below the command line looks
-at the flags' strings again. A destination is ``-`` (standard output), a file, or
+Plain data, made once from the command line (the registry's entry,
+:mod:`stepview.outputs.events`) and read by whoever opens the outputs
+(:mod:`stepview.events.output`), so nothing below the command line looks at the flags'
+strings again. A destination is ``-`` (standard output), a file, or
 ``http://HOST:PORT`` (Server-Sent Events at ``/events``; port 0: the system picks one).
 """
 
@@ -12,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import urlsplit
+
+from stepview.model.address import TCP, ZmqEndpoint
 
 STDOUT: Final = "stdout"
 FILE: Final = "file"
@@ -46,22 +49,21 @@ def parse_destination(text: str) -> Destination:
     """``text`` as a destination; ``ValueError`` with the one line to say when it is not."""
     if text == "-":
         return Destination(STDOUT, text)
-    scheme = text.partition("://")[0].lower() if "://" in text else ""
-    if not scheme:
+    parts = urlsplit(text)
+    if not (parts.scheme and parts.netloc):  # no SCHEME://: a file's path
         return Destination(FILE, text, path=text)
-    if scheme != "http":
+    if parts.scheme.lower() != "http":
         raise ValueError(
-            f"--events {text}: not -, a file or http://HOST:PORT (only http:// is served; "
+            f"{text}: not -, a file or http://HOST:PORT (only http:// is served; "
             "put a TLS proxy in front for https)"
         )
-    parts = urlsplit(text)
     try:
         port = parts.port
     except ValueError:
         port = None
     host = parts.hostname or ""
     if not host or port is None or parts.path.rstrip("/") not in ("", "/events"):
-        raise ValueError(f"--events {text}: needs http://HOST:PORT (the stream is at /events)")
+        raise ValueError(f"{text}: needs http://HOST:PORT (the stream is at /events)")
     return Destination(HTTP, text, host=host, port=port)
 
 
@@ -90,6 +92,8 @@ class EventsSpec:
     token: str | None = field(default=None, repr=False)  # a secret: never shown
     remote: bool = False  # serve on an address other machines can reach
     prompts: bool = False  # the prompt's text in ``arrived``
+    served_flags: tuple[str, ...] = ()
+    """The flags of an ``http://`` stream alone that were given (refused without one)."""
 
     @property
     def on_stdout(self) -> bool:
@@ -105,15 +109,14 @@ class EventsSpec:
 def remote_refusal(destination: Destination, remote: bool) -> str | None:
     """Why the stream will not be served at ``destination`` (``None``: it may be).
 
-    The same rule as the scheduler plug-in's records (:func:`stepview.engine.plugin.config.
-    is_loopback`): only an address this machine alone can reach, unless asked. The events
-    carry every request's id, parameters and timings (and prompts with ``--events-prompts``).
+    The same rule as the scheduler plug-in's records
+    (:attr:`stepview.model.address.ZmqEndpoint.loopback`): only an address this machine alone
+    can reach, unless asked. The events carry every request's id, parameters and timings
+    (and prompts with ``--events-prompts``).
     """
     if destination.kind != HTTP or remote:
         return None
-    from stepview.engine.plugin.config import is_loopback
-
-    if is_loopback(f"tcp://{destination.host}:{destination.port}"):
+    if ZmqEndpoint(TCP, destination.host, destination.port).loopback:
         return None
     return (
         f"--events {destination.text}: other machines could read every request's events "

@@ -8,6 +8,8 @@
     starts (an unwritable path fails before the engine loads).
 ``csv_export``
     one row per request with its timings (``--export-csv``).
+``chrome_trace_file``
+    the Chrome trace (``--export-chrome-trace``) written: :mod:`stepview.insight` computes it.
 ``targets_file`` / ``file_sd``
     ``--attach-file``: a plain list of addresses, or Prometheus' file_sd target groups (JSON
     or YAML, with labels), told apart by content; the latter followed while watching.

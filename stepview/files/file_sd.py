@@ -25,6 +25,7 @@ import re
 import urllib.parse
 from typing import Any
 
+from stepview.model.address import MetricsUrl
 from stepview.model.targets import Labels, Target, labels_of
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -160,7 +161,7 @@ def _target(text: str, scheme: str, prefix: str, labels: Labels, where: str, nam
         raise TargetGroupsError(f"{where}: target {text!r} is not HOST:PORT")
     if port is None:  # Prometheus 2 adds the scheme's port
         target = f"{target}:{443 if scheme == 'https' else 80}"
-    return Target(f"{scheme}://{target}{prefix}", labels, name)
+    return Target(MetricsUrl(f"{scheme}://{target}{prefix}"), labels, name)
 
 
 def _kind(value: Any) -> str:

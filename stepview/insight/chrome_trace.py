@@ -11,6 +11,8 @@ state after the step, at its end) and the step's prefill and decode tokens (from
 start, back to 0 at its end unless the next step starts right then: tokens are only computed
 inside a step).
 
+This module computes the object; :mod:`stepview.files.chrome_trace_file` writes it.
+
 Times are integer microseconds on the driver clock (0 = engine start; the clocks the
 timelines keep are rounded to the microsecond already), so consecutive segments of a request
 tile exactly and never overlap.
@@ -18,9 +20,7 @@ tile exactly and never overlap.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Final
 
 from stepview.insight.counters import CounterPoint
@@ -167,22 +167,3 @@ def chrome_trace(
         "displayTimeUnit": "ms",
         "otherData": {"source": "stepview", "title": title, "requests": len(timelines)},
     }
-
-
-def write_chrome_trace(path: Path, trace: dict[str, Any]) -> int:
-    """Write ``trace`` as compact JSON; the number of request tracks.
-
-    Raises ``OSError`` when the file cannot be written.
-    """
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(trace, handle, separators=(",", ":"), ensure_ascii=False)
-        handle.write("\n")
-    requests: int = trace["otherData"]["requests"]
-    return requests
-
-
-def export_timelines(
-    path: Path, tracker: TimelineTracker, points: Iterable[CounterPoint], title: str
-) -> int:
-    """:func:`chrome_trace` written to ``path``; the number of request tracks."""
-    return write_chrome_trace(path, chrome_trace(tracker, list(points), title=title))

@@ -2,8 +2,8 @@
 
 Nothing here starts or imports vLLM: the server runs elsewhere (another terminal, another
 machine through an ssh tunnel) with stepview's scheduler plug-in, and stepview subscribes to
-its records (:mod:`stepview.engine.watch.attached`). Every flag is checked before the app starts
-(a wrong address or URL is a one-line usage error, exit code 2); a server that is not up
+its records (:mod:`stepview.engine.watch.link.attached`). Every flag is checked before the app
+starts (a wrong address or URL is a one-line usage error, exit code 2); a server that is not up
 yet is not an error: the app waits for it and says so.
 
 Adding a prompt needs ``--api URL``: it goes through the server's completions endpoint.
@@ -15,32 +15,18 @@ carry on.
 
 from __future__ import annotations
 
-import gc
-import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stepview.cli.args import OwnOptions
-from stepview.cli.attach import ATTACH_NICE
 from stepview.files.prompts_file import PromptsFileError, read_prompts
+from stepview.launch.compose import run_driver, start_watch
 from stepview.launch.exits import fail
-from stepview.launch.export import exports_insight
-from stepview.launch.outputs import open_outputs
+from stepview.launch.outputs import open_outputs, run_insight
 from stepview.launch.runner import run_app
-from stepview.launch.terminal import claim_terminal
 from stepview.launch.tui import wrap_up
-
-log = logging.getLogger(__name__)
-
-# Python's collector, for a process that holds a large, long-lived heap: the finished window
-# (--keep-finished), the seen ids, the sketch. With the defaults (700, 10, 10), each tenth
-# young collection scans all of it: in benchmarks/watch_memory.py at 30 000 requests, 46 full
-# collections took 10.3 s of the watch's 35 s of CPU. A full one every hundredth leaves 4
-# (1.2 s) and the same RSS: objects freed by their count go at once as before; only cyclic
-# garbage waits longer. (vLLM's own engine core freezes its start-up heap for the same cost.)
-WATCH_GC_THRESHOLDS = (700, 10, 100)
+from stepview.model.address import PluginRecords
+from stepview.run.spec import RunSpec
 
 NO_API = (
     "Attached without --api: stepview can only watch. Start it with --api URL (the "
@@ -48,113 +34,62 @@ NO_API = (
 )
 
 
-def run_attach(options: OwnOptions, log_path: Path) -> int:
-    """Watch the server publishing at ``options.attach``; returns the exit code."""
-    from stepview.engine.driver.loop import Driver, PhaseCallback
-    from stepview.engine.records.channel import rank_address
+def run_attach(spec: RunSpec, log_path: Path) -> int:
+    """Watch the server publishing at ``spec.watch.name``; returns the exit code."""
+    from stepview.engine.driver.loop import PhaseCallback
     from stepview.engine.records.curve import CurveKeyError, watch_keys
-    from stepview.engine.watch.api_key import resolve_api_key
-    from stepview.engine.watch.attached import AttachedEngine
-    from stepview.engine.watch.server_api import ServerApi
-    from stepview.engine.watch.server_stacks import ServerStacks
+    from stepview.engine.watch.api.api_key import resolve_api_key
+    from stepview.engine.watch.api.server_api import ServerApi
+    from stepview.engine.watch.link.attached import AttachedEngine
+    from stepview.engine.watch.link.server_stacks import ServerStacks
     from stepview.model.engine_api import Engine
 
-    address = options.attach
-    assert address is not None
-    ranks = options.attach_ranks or (0,)
-    try:
-        for rank in ranks:
-            check_address(rank_address(address, rank))
-    except ValueError as exc:
-        return fail(f"--attach: {exc}")
+    records = spec.watch.single
+    assert isinstance(records, PluginRecords)
+    address, ranks = records.text, records.ranks
     try:
         watch_keys()  # CURVE keys a tcp:// server may want: a wrong path stops us here
     except CurveKeyError as exc:
         return fail(f"--attach: {exc}")
     try:
-        key = resolve_api_key(options.api_key)
-        api = ServerApi(options.api, key) if options.api is not None else None
+        key = resolve_api_key(spec.watch.api_key)
+        api = ServerApi(spec.watch.api, key) if spec.watch.api is not None else None
     except ValueError as exc:
         return fail(f"--api: {exc}")
     try:
-        requests = read_prompts(options.prompts) if options.prompts else []
+        requests = read_prompts(spec.feed.prompts) if spec.feed.prompts else []
     except PromptsFileError as exc:
         return fail(str(exc))
 
-    if not options.headless:
-        problem = claim_terminal("")
-        if problem is not None:
-            return fail(problem)
-    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
-    gc.set_threshold(*WATCH_GC_THRESHOLDS)
+    problem = start_watch(spec)
+    if problem is not None:
+        return fail(problem)
 
     def header() -> Mapping[str, Any]:
-        return {"attached": address, "ranks": list(ranks), "api": options.api}
+        return {"attached": address, "ranks": list(ranks), "api": spec.watch.api}
 
-    insight = exports_insight(options)
+    insight = run_insight(spec)
     read_only = None if api is not None else NO_API
     # As the modes on an engine of stepview's own: headless, a results file only if named.
-    outputs = open_outputs(options, header, insight, default_results=not options.headless)
+    outputs = open_outputs(spec, header, insight, default_results=not spec.front.headless)
     if isinstance(outputs, int):
         return outputs
     stacks = None
     if outputs.flight is not None:  # each recording asks the cores' plug-ins for their stacks
-        stacks = outputs.flight.stacks = ServerStacks(address, ranks)
+        stacks = outputs.flight.stacks = ServerStacks(records)
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=api, stacks=stacks)
+        return AttachedEngine(records, api=api, stacks=stacks)
 
-    if options.headless:
+    if spec.front.headless:
         from stepview.launch.attach_headless import watch_headless
 
         return watch_headless(
-            options, factory, outputs, requests, read_only=read_only, insight=insight
+            spec, factory, outputs, requests, read_only=read_only, insight=insight
         )
-    driver = Driver(
-        factory,
-        sinks=outputs.sinks,
-        history_size=options.history,
-        keep_finished=options.keep_finished,
-        admit_per_step=options.admit_per_step or 0,
-        read_only=read_only,
-        insight=insight,
-    )
-    outputs.follow_link(lambda: driver.link)
+    driver = run_driver(factory, spec, outputs=outputs, read_only=read_only, insight=insight)
     for request in requests:
         driver.send(request)
     app_code = run_app(driver, flight=outputs.flight)
     return wrap_up(driver, outputs, log_path, app_code)
-
-
-def check_address(address: str) -> None:
-    """Refuse what is not a zmq endpoint stepview can subscribe to (``ValueError``)."""
-    scheme, sep, rest = address.partition("://")
-    if not sep or scheme not in ("tcp", "ipc") or not rest:
-        raise ValueError(
-            f"{address!r} is not a tcp://HOST:PORT or ipc://PATH address "
-            "(or a server's own http://HOST:PORT, to read its /metrics)"
-        )
-    if scheme == "tcp":
-        host, colon, port = rest.rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{address!r} needs a host and a port: tcp://HOST:PORT")
-
-
-def lower_priority(nice: int) -> None:
-    """Run stepview ``nice`` steps below its CPU priority, before it starts any thread.
-
-    Attached, stepview is a guest: on a machine whose cores the server needs (a small box,
-    or a GPU box whose front-end process is busy), the scheduler gives the CPU to the server
-    first and the view falls behind (it drops records it cannot keep up with), instead of
-    the server slowing down. On Linux a thread's priority is inherited by the threads it
-    starts, so this comes before the app and the receiver start theirs.
-    """
-    if nice <= 0:
-        return
-    try:
-        now = os.nice(nice)
-    except OSError as exc:  # not allowed here (a sandbox): watch at normal priority
-        log.info("stepview: could not lower the CPU priority: %s", exc)
-        return
-    log.info("stepview: attached at CPU priority nice %d (--nice)", now)

@@ -15,15 +15,13 @@ as for any Unix filter.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 
-from stepview.cli.args import OwnOptions
-from stepview.engine.driver.loop import Driver, EngineFactory
+from stepview.engine.driver.loop import EngineFactory
 from stepview.insight.run import RunInsight
-from stepview.launch.events import events_on_stdout
+from stepview.launch.compose import run_driver
 from stepview.launch.exits import notice
 from stepview.launch.headless import HeadlessPrinter, drive, finish_run
 from stepview.launch.outputs import RunOutputs
@@ -31,6 +29,7 @@ from stepview.model.commands import AddRequest
 from stepview.model.engine_api import LinkState
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState, RequestView, StepSnapshot
+from stepview.run.spec import RunSpec
 
 # A view that falls behind again soon after says so at most this often.
 BEHIND_NOTICE_EVERY_S = 60.0
@@ -112,7 +111,7 @@ class LinkNotices:
 
 
 def watch_headless(
-    options: OwnOptions,
+    spec: RunSpec,
     factory: EngineFactory,
     outputs: RunOutputs,
     requests: Sequence[AddRequest],
@@ -126,29 +125,27 @@ def watch_headless(
     ``requests`` the prompts to send through the server's API (with no ``--api``,
     ``read_only`` says why there are none).
     """
-    address = options.attach
+    address = spec.watch.name
     assert address is not None
     printer = HeadlessPrinter(
         len(requests) if requests else None,
-        json_lines=options.json,
-        # stdout is the events' with --events - (stepview/events/): results print nowhere
-        out=open(os.devnull, "w") if events_on_stdout(options) else sys.stdout,  # noqa: SIM115
+        json_lines=spec.front.json,
+        out=outputs.printing_to(),
         err=sys.stderr,
         annotate=insight.request_fields,
         awaited=[request.request_id for request in requests],
     )
     link = LinkNotices(address)
-    sinks: list[SnapshotSink] = [printer, link, *outputs.sinks]
-    driver = Driver(
+    sinks: list[SnapshotSink] = [printer, link]
+    driver = run_driver(
         factory,
+        spec,
+        outputs=outputs,
         sinks=sinks,
-        history_size=1,
-        keep_finished=options.keep_finished,
-        admit_per_step=options.admit_per_step or 0,
+        history=1,
         read_only=read_only,
         insight=insight,
     )
-    outputs.follow_link(lambda: driver.link)
     link.link_state = lambda: driver.link
     code, completed = drive(
         driver,

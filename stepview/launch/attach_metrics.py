@@ -2,7 +2,7 @@
 
 For a server that cannot be restarted with stepview's plug-in: the TUI's header counters and
 sparklines, latency percentiles over a sliding window, and why requests wait, from the
-Prometheus page every vLLM server serves (:mod:`stepview.engine.watch.metrics_watch`). There
+Prometheus page every vLLM server serves (:mod:`stepview.engine.watch.metrics.metrics_watch`). There
 is no request to show: the panes make way for the server's panel, which says once how to
 restart this server for the per-request view. ``--headless`` prints one JSON line per scrape
 (the server's address on each, for a log that gathers several) until Ctrl+C, SIGTERM or
@@ -19,13 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from stepview.cli.args import OwnOptions
-from stepview.cli.attach import ATTACH_NICE
-from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
-from stepview.engine.watch.metrics_watch import MetricsWatch
+from stepview.engine.watch.metrics.kv_events_watch import KvEventsWatch, kv_record
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 from stepview.insight.fleet import rank_record
-from stepview.launch.attach import lower_priority
 from stepview.launch.attach_headless import LinkNotices
+from stepview.launch.compose import start_watch
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -35,42 +33,42 @@ from stepview.launch.exits import (
     stop_on_signals,
 )
 from stepview.launch.runner import run_app
-from stepview.launch.terminal import claim_terminal
+from stepview.model.address import MetricsUrl
 from stepview.model.snapshot import EngineState, StepSnapshot
+from stepview.run.spec import RunSpec
 
 PLUGIN_NOTE = "per-request view: restart the server with stepview's plug-in, then watch it:"
 
 
-def run_metrics_attach(options: OwnOptions, log_path: Path) -> int:
-    """Watch the server at ``options.attach`` through its ``/metrics``; the exit code."""
-    from stepview.engine.watch.api_key import resolve_api_key
-    from stepview.engine.watch.metrics_source import MetricsSource
-    from stepview.engine.watch.server_api import ServerApi
+def run_metrics_attach(spec: RunSpec, log_path: Path) -> int:
+    """Watch the server at ``spec.watch.name`` through its ``/metrics``; the exit code."""
+    from stepview.engine.watch.api.api_key import resolve_api_key
+    from stepview.engine.watch.api.server_api import ServerApi
+    from stepview.engine.watch.metrics.metrics_source import MetricsSource
 
-    address = options.attach
-    assert address is not None
+    page = spec.watch.single
+    assert isinstance(page, MetricsUrl)
+    address = page.url
     try:
-        api = ServerApi(address, resolve_api_key(options.api_key))
+        api = ServerApi(address, resolve_api_key(spec.watch.api_key))
     except ValueError as exc:
         return fail(f"--attach: {exc}")
     kv_events = None
-    if options.kv_events is not None:
+    if spec.watch.kv_events is not None:
         try:
-            kv_events = KvEventsWatch(options.kv_events, window=options.window)
+            kv_events = KvEventsWatch(spec.watch.kv_events, window=spec.watch.window)
         except ValueError as exc:
             return fail(f"--kv-events: {exc}")
-    watch = MetricsWatch(api, window=options.window, kv_events=kv_events)
-    if not options.headless:
-        problem = claim_terminal("")
-        if problem is not None:
-            return fail(problem)
-    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
-    if options.headless:
+    watch = MetricsWatch(api, window=spec.watch.window, kv_events=kv_events)
+    problem = start_watch(spec, collect_less=False)  # no requests kept: the defaults do
+    if problem is not None:
+        return fail(problem)
+    if spec.front.headless:
         try:
-            return watch_metrics_headless(watch, options.scrape_interval)
+            return watch_metrics_headless(watch, spec.watch.scrape_interval)
         finally:
             watch.close()
-    source = MetricsSource(watch, interval=options.scrape_interval, history=options.history)
+    source = MetricsSource(watch, interval=spec.watch.scrape_interval, history=spec.limits.history)
     code = run_app(source)
     if not source.alive:
         watch.close()

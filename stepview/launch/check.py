@@ -20,8 +20,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from stepview.cli.attach import is_metrics_address, is_prometheus_address
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from stepview.model.address import Discovery, MetricsUrl, ZmqEndpoint, listed_address
 
 PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
 PUBLISH = "tcp://127.0.0.1:5570"
@@ -128,33 +128,36 @@ def _distribution() -> str:
 
 def answers(address: str) -> tuple[str, bool]:
     """What answers at ``address`` and whether that is what a watch wants there."""
-    if is_metrics_address(address):
-        return _metrics(address)
-    if is_prometheus_address(address):
-        return _prometheus(address)
-    return _records(address)
+    try:
+        named = listed_address(address)
+    except ValueError as exc:  # as --attach says it, without repeating the address
+        return str(exc).removeprefix(f"{address}: "), False
+    if isinstance(named, MetricsUrl):
+        return _metrics(named)
+    if isinstance(named, Discovery):
+        return _prometheus(named)
+    return _records(named.base)
 
 
-def _prometheus(address: str) -> tuple[str, bool]:
+def _prometheus(discovery: Discovery) -> tuple[str, bool]:
     """Which vLLM servers a Prometheus lists: those ``--attach prometheus://`` would watch."""
-    from stepview.cli.attach import prometheus_discovery
-    from stepview.engine.watch.prometheus_targets import PrometheusError, PrometheusFinder
+    from stepview.engine.watch.fleet.prometheus_targets import PrometheusError, PrometheusFinder
 
     try:
-        targets = PrometheusFinder(prometheus_discovery(address)).poll()
-    except (ValueError, PrometheusError) as exc:
-        return str(exc).removeprefix(f"{address}: "), False
+        targets = PrometheusFinder(discovery).poll()
+    except PrometheusError as exc:
+        return str(exc).removeprefix(f"{discovery.name}: "), False
     if not targets:
         return "Prometheus answers, but lists no vLLM server there now", False
     listed = ", ".join(target.address for target in targets)
     return f"Prometheus lists {len(targets)} vLLM servers: {listed}", True
 
 
-def _metrics(address: str) -> tuple[str, bool]:
-    from stepview.engine.watch.metrics_page import NotVllmMetrics, read_page
-    from stepview.engine.watch.server_api import ApiError, ServerApi
+def _metrics(server: MetricsUrl) -> tuple[str, bool]:
+    from stepview.engine.watch.api.server_api import ApiError, ServerApi
+    from stepview.engine.watch.metrics.metrics_page import NotVllmMetrics, read_page
 
-    api = ServerApi(address.rstrip("/"))
+    api = ServerApi(server.url.rstrip("/"))
     try:
         page = read_page(api.get_text("/metrics", _ANSWER_S))
     except ApiError as exc:
@@ -166,7 +169,7 @@ def _metrics(address: str) -> tuple[str, bool]:
     return f"vLLM's /metrics (model {page.model or 'not named'})", True
 
 
-def _records(address: str) -> tuple[str, bool]:
+def _records(endpoint: ZmqEndpoint) -> tuple[str, bool]:
     """A zmq publisher there or not: the plug-in sends records only when its server
     schedules, so an idle one is known by its accepting the connection."""
     import zmq
@@ -176,7 +179,7 @@ def _records(address: str) -> tuple[str, bool]:
     socket = context.socket(zmq.SUB)
     monitor = socket.get_monitor_socket()
     try:
-        socket.connect(address)
+        socket.connect(endpoint.text)
         deadline = time.monotonic() + _ANSWER_S
         while (left := deadline - time.monotonic()) > 0:
             if not monitor.poll(int(left * 1000)):

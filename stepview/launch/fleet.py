@@ -2,7 +2,7 @@
 servers listed where they already are (``--attach prometheus://…``, a file_sd ``--attach-file``).
 
 Each server gets the watch a single ``--attach`` would give it, on a thread of its own: a
-``/metrics`` watch (:class:`~stepview.engine.watch.metrics_source.MetricsSource`) for an
+``/metrics`` watch (:class:`~stepview.engine.watch.metrics.metrics_source.MetricsSource`) for an
 ``http://`` address, the plug-in's records through a :class:`~stepview.engine.driver.loop.Driver`
 for a ``tcp://`` or ``ipc://`` one. Nothing is shared between them but a lock: they work one
 at a time (``run_fleet``'s ``turn``). The fleet screen reads the
@@ -12,7 +12,7 @@ view on the same running source, Esc comes back. ``--headless`` prints, every
 its ``address`` and ``labels`` on each), and on stderr when a server is lost and back, until a
 signal.
 
-The servers are a :class:`~stepview.engine.watch.fleet_members.FleetMembers`: those given, and
+The servers are a :class:`~stepview.engine.watch.fleet.fleet_members.FleetMembers`: those given, and
 those a discovery lists (``--attach prometheus://…``, an ``--attach-file`` in file_sd format),
 followed while watching. A server that joins gets its watch started here (``_source``), one
 that leaves has it stopped; headless, stderr says who joined and left, and when a listing
@@ -24,9 +24,7 @@ Nothing here imports vLLM: the servers run elsewhere.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
-import os
 import signal
 import sys
 import threading
@@ -36,62 +34,48 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from stepview.cli.args import OwnOptions
-from stepview.cli.attach import ATTACH_NICE, is_metrics_address
 from stepview.insight.fleet import fleet_record, fleet_row, mark_imbalance
-from stepview.launch.attach import NO_API, WATCH_GC_THRESHOLDS, check_address, lower_priority
+from stepview.launch.attach import NO_API
 from stepview.launch.attach_headless import LinkNotices
-from stepview.launch.events import events_on_stdout
+from stepview.launch.compose import run_driver, start_watch
 from stepview.launch.exits import EXIT_BROKEN_PIPE, fail, notice, silence, stop_on_signals
+from stepview.launch.outputs import RunOutputs, open_outputs, run_insight
 from stepview.launch.runner import EXIT_WATCHDOG_S, arm_exit_watchdog
-from stepview.launch.terminal import claim_terminal
+from stepview.model.address import MetricsUrl, PluginRecords
 from stepview.model.engine_api import LinkState
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FILE_SD, Discovery, Roster, Target
+from stepview.run.spec import RunSpec
 
 if TYPE_CHECKING:
-    from stepview.engine.watch.api_key import ApiKey
-    from stepview.engine.watch.backlog import ReadPace
-    from stepview.engine.watch.fleet_members import Finder, FleetMembers
-    from stepview.events.output import EventsOutput
+    from stepview.engine.watch.api.api_key import ApiKey
+    from stepview.engine.watch.fleet.fleet_members import Finder, FleetMembers
+    from stepview.engine.watch.link.backlog import ReadPace
 
 
-def run_fleet(options: OwnOptions, log_path: Path) -> int:
-    """Watch every server of ``options.fleet`` and those its discoveries list; the exit code."""
-    from stepview.engine.records.channel import rank_address
+def run_fleet(spec: RunSpec, log_path: Path) -> int:
+    """Watch every server of ``spec.watch`` and those its discoveries list; the exit code."""
     from stepview.engine.records.curve import CurveKeyError, watch_keys
-    from stepview.engine.watch.api_key import resolve_api_key
-    from stepview.engine.watch.fleet_members import FleetMembers
-    from stepview.engine.watch.server_api import ServerApi
+    from stepview.engine.watch.api.api_key import resolve_api_key
+    from stepview.engine.watch.api.server_api import ServerApi
+    from stepview.engine.watch.fleet.fleet_members import FleetMembers
 
-    ranks = options.attach_ranks or (0,)
     try:
-        key = resolve_api_key(options.api_key)
-        for address in options.fleet:
-            if is_metrics_address(address):
-                ServerApi(address, key)
-            else:
-                for rank in ranks:
-                    check_address(rank_address(address, rank))
-        finders = [_finder(discovery) for discovery in options.discovery]
+        key = resolve_api_key(spec.watch.api_key)
+        for server in spec.watch.servers:
+            if isinstance(server, MetricsUrl):
+                ServerApi(server.url, key)
+        finders = [_finder(discovery) for discovery in spec.watch.discovery]
         watch_keys()
     except (ValueError, CurveKeyError) as exc:
         return fail(f"--attach: {exc}")
-    if not options.headless:
-        problem = claim_terminal("")
-        if problem is not None:
-            return fail(problem)
-    lower_priority(ATTACH_NICE if options.nice is None else options.nice)
-    gc.set_threshold(*WATCH_GC_THRESHOLDS)
-    events = None  # --events (stepview/events/): each server's events, and server events
-    if options.events is not None:
-        from stepview.launch.events import open_events_output
-
-        opened = open_events_output(options.events)
-        if isinstance(opened, int):
-            return opened
-        events = opened
-    if not options.headless:
+    problem = start_watch(spec)
+    if problem is not None:
+        return fail(problem)
+    outputs = open_outputs(spec, dict, run_insight(spec), default_results=False)
+    if isinstance(outputs, int):
+        return outputs
+    if not spec.front.headless:
         _import_screens()
     paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
     # One watch works at a time: each on a runnable thread of its own, 64 left the screen's
@@ -100,31 +84,23 @@ def run_fleet(options: OwnOptions, log_path: Path) -> int:
     # into figures, neither while it waits: one watch at most competes with the screen.
     turn = threading.RLock()
     roster = FleetMembers(
-        [Target(address) for address in options.fleet],
+        [Target(server) for server in spec.watch.servers],
         finders,
-        lambda target: _source(options, target.address, key, paces, turn, events),
+        lambda target: _source(spec, target.watch, key, paces, turn, outputs),
     )
     roster.start()
-    server_events = None
-    if events is not None:
-        from stepview.events.fleet import FleetEvents
-
-        server_events = FleetEvents(roster, events.outlets, _behind)
-        server_events.start()
+    outputs.follow_fleet(roster, _behind)
     try:
-        if options.headless:
-            # stdout is the events' with --events -: the fleet's lines go nowhere then
-            out = open(os.devnull, "w") if events_on_stdout(options) else None  # noqa: SIM115
-            code = watch_fleet_headless(roster, options.scrape_interval, options.window, out)
+        if spec.front.headless:
+            code = watch_fleet_headless(
+                roster, spec.watch.scrape_interval, spec.watch.window, outputs.printing_to()
+            )
         else:
-            code = asyncio.run(_fleet_tui(roster, options.window, paces))
+            code = asyncio.run(_fleet_tui(roster, spec.watch.window, paces))
     finally:
         count = len(roster.members())
         roster.stop()
-        if server_events is not None:
-            server_events.stop()
-        if events is not None:
-            events.close()
+        outputs.close()
     notice(f"stopped watching {count} servers; the log is {log_path}")
     return code
 
@@ -135,7 +111,7 @@ def _finder(discovery: Discovery) -> Finder:
         from stepview.files.targets_file import FileFinder
 
         return FileFinder(discovery)
-    from stepview.engine.watch.prometheus_targets import PrometheusFinder
+    from stepview.engine.watch.fleet.prometheus_targets import PrometheusFinder
 
     return PrometheusFinder(discovery)
 
@@ -149,46 +125,47 @@ def _import_screens() -> None:
 
 
 def _source(
-    options: OwnOptions,
-    address: str,
+    spec: RunSpec,
+    server: MetricsUrl | PluginRecords,
     key: ApiKey | None,
     paces: dict[str, ReadPace],
     turn: AbstractContextManager[object],
-    events: EventsOutput | None = None,
+    outputs: RunOutputs,
 ) -> SnapshotSource:
     """The watch a single ``--attach ADDRESS`` would give this server (not started), except
     that a plug-in server's records are read at a pace (``paces``: the fleet's figures need
     no more; a server's full view asks for each step while it is open), and that it works
-    only in its ``turn``, the fleet's (one watch at a time)."""
-    from stepview.engine.watch.server_api import ServerApi
+    only in its ``turn``, the fleet's (one watch at a time), feeding the outputs a fleet
+    takes, each server's its own sinks (``outputs``)."""
+    from stepview.engine.watch.api.server_api import ServerApi
 
-    history = options.history if not options.headless else 1
-    if is_metrics_address(address):
-        from stepview.engine.watch.metrics_source import MetricsSource
-        from stepview.engine.watch.metrics_watch import MetricsWatch
+    history = spec.limits.history if not spec.front.headless else 1
+    if isinstance(server, MetricsUrl):
+        from stepview.engine.watch.metrics.metrics_source import MetricsSource
+        from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 
-        watch = MetricsWatch(ServerApi(address, key), window=options.window, turn=turn)
-        return MetricsSource(watch, interval=options.scrape_interval, history=history)
-    from stepview.engine.driver.loop import Driver, PhaseCallback
-    from stepview.engine.watch.attached import AttachedEngine
-    from stepview.engine.watch.backlog import ReadPace
+        watch = MetricsWatch(ServerApi(server.url, key), window=spec.watch.window, turn=turn)
+        return MetricsSource(watch, interval=spec.watch.scrape_interval, history=history)
+    from stepview.engine.driver.loop import PhaseCallback
+    from stepview.engine.watch.link.attached import AttachedEngine
+    from stepview.engine.watch.link.backlog import ReadPace
     from stepview.model.engine_api import Engine
 
-    ranks = options.attach_ranks or (0,)
+    address = server.text
     pace = paces.setdefault(address, ReadPace())
 
     def factory(phase: PhaseCallback) -> Engine:
         phase(f"connecting to {address}")
-        return AttachedEngine(address, ranks, api=None, pace=pace, turn=turn)
+        return AttachedEngine(server, api=None, pace=pace, turn=turn)
 
-    return Driver(
+    return run_driver(
         factory,
-        history_size=history,
-        keep_finished=options.keep_finished,
+        spec,
+        sinks=outputs.sinks_for(address),
+        history=history,
+        admit_per_step=0,
         read_only=NO_API,
         turn=turn,
-        # --events: this server's requests, named by its address (the fleet closes the stream)
-        sinks=() if events is None else [events.sink(server=address, owner=False)],
     )
 
 
@@ -196,7 +173,7 @@ async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadP
     """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
     server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
     records read each as a step while the view is open)."""
-    from stepview.engine.watch.backlog import FLEET_READ_S
+    from stepview.engine.watch.link.backlog import FLEET_READ_S
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
     from stepview.ui.fleet.server_app import BACK, FleetServerApp

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -37,12 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from stepview.cli.args import OwnOptions, own_option_names
 from stepview.engine.driver.loop import Driver
 from stepview.files.prompts_file import PromptsFileError, prompt_commands
 from stepview.files.records import Annotate, format_request_output, request_record
 from stepview.insight.report import format_summary
-from stepview.launch.events import events_on_stdout
+from stepview.launch.compose import own_driver
 from stepview.launch.exits import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -54,9 +52,8 @@ from stepview.launch.exits import (
     stop_on_signals,
     unfinished_note,
 )
-from stepview.launch.export import exports_insight
 from stepview.launch.flight import flight_signal, own_core_stacks
-from stepview.launch.outputs import RunOutputs, open_outputs
+from stepview.launch.outputs import RunOutputs, open_outputs, run_insight
 from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.model.commands import AddRequest, Command, Schedule
 from stepview.model.errors import describe
@@ -65,6 +62,7 @@ from stepview.model.load import plan_load
 from stepview.model.prompts import seed_requests
 from stepview.model.snapshot import EngineState, RequestState, RequestView, StepSnapshot
 from stepview.model.source import STOP_TIMEOUT_S
+from stepview.run.spec import RunSpec
 
 if TYPE_CHECKING:
     from stepview.engine.own.processes import EngineProcesses
@@ -156,19 +154,19 @@ class HeadlessPrinter:
         self.done.set()
 
 
-def starting_commands(options: OwnOptions, seed: list[AddRequest]) -> list[Command]:
+def starting_commands(spec: RunSpec, seed: list[AddRequest]) -> list[Command]:
     """What a run starts with: the prompts file's requests (or ``seed`` when there is neither
     a file nor a load), then the synthetic load as one :class:`Schedule`.
 
     Raises :class:`PromptsFileError` for a prompts file that cannot be used.
     """
     commands: list[Command] = []
-    if options.prompts is not None:
-        commands.extend(prompt_commands(options.prompts))
-    load = options.load_spec()
+    if spec.feed.prompts is not None:
+        commands.extend(prompt_commands(spec.feed.prompts))
+    load = spec.feed.load
     if load is not None:
         commands.append(Schedule(plan_load(load)))
-    elif options.prompts is None:
+    elif spec.feed.prompts is None:
         commands.extend(seed)
     return commands
 
@@ -189,9 +187,7 @@ class Feed:
     quiet: bool = False  # print no request on stdout (what follows the run is the output)
 
 
-def run_headless(
-    options: OwnOptions, engine_argv: list[str], log_path: Path, feed: Feed | None = None
-) -> int:
+def run_headless(spec: RunSpec, log_path: Path, feed: Feed | None = None) -> int:
     """Run the prompts (``feed``'s requests, if given) through the engine without a TUI; see
     the module docstring.
 
@@ -201,11 +197,10 @@ def run_headless(
     """
     from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, parse_engine_args
     from stepview.engine.own.environment import prepare_vllm_environment, redirect_native_stderr
-    from stepview.engine.own.live import live_driver
     from stepview.engine.own.processes import EngineProcesses
 
     try:
-        requests = starting_commands(options, seed_requests()) if feed is None else feed.requests
+        requests = starting_commands(spec, seed_requests()) if feed is None else feed.requests
     except PromptsFileError as exc:
         return fail(str(exc))
     prepare_vllm_environment(log_path)
@@ -213,41 +208,39 @@ def run_headless(
     try:
         try:
             parsed = parse_engine_args(
-                engine_argv, say=lambda text: _say(sys.stderr, f"stepview: {text}")
+                list(spec.engine.argv), say=lambda text: _say(sys.stderr, f"stepview: {text}")
             )
         except UsageError as exc:
-            return fail(exc.message(also_known=own_option_names()))
+            return fail(exc.message(also_known=list(spec.engine.own_flags)))
         except Exception as exc:  # vLLM that cannot be imported, a demo model that cannot be built
             logging.getLogger("stepview").exception("preparing the engine failed")
             return fail(f"cannot start the engine: {describe(exc)}", EXIT_FAILED)
         holder = EngineArgsHolder(parsed)
-        insight = exports_insight(options)
+        insight = run_insight(spec)
         header, annotate = fed_fields(feed, holder.header_fields, insight.request_fields)
-        outputs = open_outputs(options, header, insight, default_results=False, annotate=annotate)
+        outputs = open_outputs(spec, header, insight, default_results=False, annotate=annotate)
         if isinstance(outputs, int):
             return outputs
-        # ... or stdout is the events' (--events -: stepview/events/)
-        quiet = (feed is not None and feed.quiet) or events_on_stdout(options)
         printer = HeadlessPrinter(
             request_count(requests),
-            json_lines=options.json,
-            out=open(os.devnull, "w") if quiet else sys.stdout,  # noqa: SIM115 - lives as long
+            json_lines=spec.front.json,
+            out=outputs.printing_to(quiet=feed is not None and feed.quiet),
             err=sys.stderr,
             annotate=annotate,
         )
-        admit = options.admit_per_step
+        admit = spec.limits.admit_per_step
         if admit is None:  # a load paces itself by its arrivals; the example, one per step
-            admit = 0 if options.load is not None else 1
+            admit = 0 if spec.feed.load is not None else 1
         processes = EngineProcesses()
         close_stacks = own_core_stacks(outputs.flight)
         try:
-            driver = live_driver(
-                engine_argv,
+            driver = own_driver(
+                spec,
                 log_path,
                 holder=holder,
-                sinks=[printer, *outputs.sinks],
-                history_size=1,
-                keep_finished=options.keep_finished,
+                outputs=outputs,
+                sinks=[printer],
+                history=1,
                 admit_per_step=admit,
                 insight=insight,
                 processes=processes,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-from stepview.cli.args import help_parser
 from stepview.launch.exits import EXIT_OK
 from stepview.launch.paths import default_log_path
 
@@ -20,11 +19,12 @@ ENGINE_HELP = (
 )
 
 
-def print_help() -> int:
-    """Print the help of both parsers on stdout; returns the exit code."""
+def print_help(own_help: str) -> int:
+    """Print ``own_help`` (stepview's own parser's help), then vLLM's, on stdout; returns
+    the exit code."""
     from stepview.engine.own.environment import prepare_vllm_environment
 
-    print(help_parser().format_help())
+    print(own_help)
     prepare_vllm_environment(default_log_path())
     from stepview.engine.own.engine_args import engine_parser
 

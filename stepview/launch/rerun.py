@@ -28,12 +28,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from stepview.cli.args import OwnOptions
 from stepview.launch.compare import run_compare
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
 from stepview.launch.headless import Feed, run_headless
 from stepview.launch.terminal import claim_terminal
 from stepview.model.commands import Schedule
+from stepview.outputs.run_files import RECORD, RecordSpec
+from stepview.run.spec import RunSpec
 from stepview.trace.format import TraceError
 from stepview.trace.reader import load_trace
 from stepview.trace.store import Trace
@@ -138,44 +139,49 @@ def with_trace_model(engine_argv: list[str], trace: Trace) -> list[str]:
     return ["--model", str(model), *engine_argv]
 
 
-def run_rerun(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
-    """Rerun the workload of ``options.rerun`` and compare; see the module docstring."""
-    path = options.rerun
-    assert path is not None
-    record = options.record or default_rerun_path()
+def run_rerun(spec: RunSpec, log_path: Path) -> int:
+    """Rerun the workload of ``spec.rerun`` and compare; see the module docstring."""
+    assert spec.rerun is not None
+    path = spec.rerun.path
+    asked = RECORD.of(spec.outputs)
+    record = default_rerun_path() if asked is None else asked.path
     if record.exists() and _same_file(record, path):
         return fail(f"--record {record} is the trace given to --rerun: record the rerun elsewhere")
     read = read_workload(path)
     if isinstance(read, str):
         return fail(read)
     trace, workload = read
-    compare_tui = not options.headless and not options.summary
+    compare_tui = not spec.front.headless and not spec.front.summary
     if compare_tui:  # judged before the engine runs, not found out once the rerun is over
         problem = claim_terminal("; use --summary or --headless to rerun without the compare view")
         if problem is not None:
             return fail(problem)
-    speed = options.rerun_speed
-    engine_argv = with_trace_model(engine_argv, trace)
+    speed = spec.rerun.speed
+    engine_argv = with_trace_model(list(spec.engine.argv), trace)
     say_workload(path, trace, workload, speed)
-    if options.record is None:
+    if asked is None:
         record.parent.mkdir(parents=True, exist_ok=True)
         notice(f"recording the rerun in {record}")
-    run_options = replace(
-        options,
-        record=record,
-        admit_per_step=0 if options.admit_per_step is None else options.admit_per_step,
+    admit = spec.limits.admit_per_step
+    run = replace(
+        spec,
+        outputs=replace(
+            spec.outputs, chosen={**spec.outputs.chosen, RECORD.name: asked or RecordSpec(record)}
+        ),
+        limits=replace(spec.limits, admit_per_step=0 if admit is None else admit),
+        engine=replace(spec.engine, argv=tuple(engine_argv)),
     )
-    feed = feed_of(path, workload, speed, quiet=options.summary or compare_tui)
+    feed = feed_of(path, workload, speed, quiet=spec.front.summary or compare_tui)
     before = _stamp(record)
-    code = run_headless(run_options, engine_argv, log_path, feed)
+    code = run_headless(run, log_path, feed)
     if code >= 128 or _stamp(record) == before:
         # Stopped by a signal or a closed pipe (no compare, as the user asked), or stopped
         # before anything was recorded (the reason is said): a file of before is no rerun.
         return code
-    if options.headless and not options.summary:
+    if spec.front.headless and not spec.front.summary:
         return _say_difference(path, record, code)
-    compared = run_compare(path, record, summary=options.summary, aligned=True)
-    if options.summary and compared == EXIT_OK:
+    compared = run_compare(path, record, summary=spec.front.summary, aligned=True)
+    if spec.front.summary and compared == EXIT_OK:
         _print_notes(workload)
     return code if code != EXIT_OK else compared
 

@@ -18,45 +18,45 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepview.cli.args import OwnOptions, own_option_names
 from stepview.files.prompts_file import PromptsFileError
+from stepview.launch.compose import own_driver
 from stepview.launch.exits import EXIT_FAILED, EXIT_OK, exit_now, fail, notice
-from stepview.launch.export import exports_insight
 from stepview.launch.flight import own_core_stacks
 from stepview.launch.headless import starting_commands
-from stepview.launch.outputs import RunOutputs, open_outputs
+from stepview.launch.outputs import RunOutputs, open_outputs, run_insight
 from stepview.launch.runner import run_app
 from stepview.launch.stuck import end_leftovers, give_up_on_engine, in_start_up
 from stepview.launch.terminal import claim_terminal
+from stepview.run.spec import RunSpec
 
 if TYPE_CHECKING:
     from stepview.engine.driver.loop import Driver
     from stepview.engine.own.processes import EngineProcesses
 
 
-def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
-    """Run the TUI on vLLM built from ``engine_argv``; returns the exit code."""
+def run_tui(spec: RunSpec, log_path: Path) -> int:
+    """Run the TUI on vLLM built from ``spec.engine``'s flags; returns the exit code."""
     from stepview.engine.own.engine_args import EngineArgsHolder, UsageError, check_option_names
     from stepview.engine.own.environment import redirect_native_stderr
-    from stepview.engine.own.live import live_driver
     from stepview.engine.own.processes import EngineProcesses
 
     try:
+        engine_argv = list(spec.engine.argv)
         check_option_names(engine_argv)
-        requests = starting_commands(options, seed=[])
+        requests = starting_commands(spec, seed=[])
     except UsageError as exc:
-        return fail(exc.message(also_known=own_option_names()))
+        return fail(exc.message(also_known=list(spec.engine.own_flags)))
     except PromptsFileError as exc:
         return fail(str(exc))
     problem = claim_terminal("; use --headless to run without the TUI")
     if problem is not None:
         return fail(problem)
     holder = EngineArgsHolder()
-    insight = exports_insight(options)
-    outputs = open_outputs(options, holder.header_fields, insight, default_results=True)
+    insight = run_insight(spec)
+    outputs = open_outputs(spec, holder.header_fields, insight, default_results=True)
     if isinstance(outputs, int):
         return outputs
-    admit = 0 if options.admit_per_step is None else options.admit_per_step
+    admit = 0 if spec.limits.admit_per_step is None else spec.limits.admit_per_step
     processes = EngineProcesses()
     close_stacks = own_core_stacks(outputs.flight)
     # Before the driver: the helper process it starts (multiprocessing's resource tracker)
@@ -64,13 +64,12 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     # stepview has left: into the log, not onto the user's shell prompt.
     restore_stderr = redirect_native_stderr(log_path)
     try:
-        driver = live_driver(
-            engine_argv,
+        driver = own_driver(
+            spec,
             log_path,
             holder=holder,
-            sinks=outputs.sinks,
-            history_size=options.history,
-            keep_finished=options.keep_finished,
+            outputs=outputs,
+            history=None,
             admit_per_step=admit,
             insight=insight,
             processes=processes,
@@ -91,7 +90,7 @@ def run_tui(options: OwnOptions, engine_argv: list[str], log_path: Path) -> int:
     usage = usage_error()
     if usage is not None:
         outputs.discard()
-        return fail(usage.message(also_known=own_option_names()))
+        return fail(usage.message(also_known=list(spec.engine.own_flags)))
     return wrap_up(driver, outputs, log_path, app_code, processes)
 
 

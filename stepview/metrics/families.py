@@ -22,6 +22,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Info, ProcessCollector
 
+from stepview.model.scheduling import UNKNOWN, WAIT_CODES
 from stepview.model.snapshot import EngineState
 
 RANK: Final = "rank"
@@ -42,8 +43,8 @@ class StepviewMetrics:
         self.waiting = Gauge(
             "stepview_waiting_requests",
             "Requests waiting after the latest step, by stepview's reason they got nothing "
-            "(max_num_seqs, token_budget, kv_cache, deferred, behind, not_admitted; unknown: "
-            "none could be named) and by the engine core (data-parallel rank) they wait in",
+            f"({', '.join(code for code in WAIT_CODES if code != UNKNOWN)}; {UNKNOWN}: none "
+            "could be named) and by the engine core (data-parallel rank) they wait in",
             [RANK, REASON],
             registry=registry,
         )

@@ -22,15 +22,14 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from stepview.model.active import changed_between
-from stepview.model.scheduling import WAIT_CODES
-from stepview.model.snapshot import RequestState, RequestView, StepSnapshot
+from stepview.model.scheduling import UNKNOWN, WAIT_CODES
+from stepview.model.snapshot import QUEUED, RequestState, RequestView, StepSnapshot
 
-UNKNOWN: Final = "unknown"
-"""The reason of waiting requests stepview cannot name (see the module docstring)."""
-REASONS: Final = (*WAIT_CODES, UNKNOWN)
-"""Every value of the ``reason`` label, in a fixed order."""
+REASONS: Final = WAIT_CODES
+"""Every value of the ``reason`` label, in a fixed order: the table's (model.scheduling), whose
+last, :data:`UNKNOWN`, is what the queue's count is when it has no shared reason."""
 
-_IN_ENGINE: Final = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
+_IN_ENGINE: Final = QUEUED
 _WAITING: Final = frozenset({RequestState.PENDING, *_IN_ENGINE})
 
 # (queue, reason code) -> requests

@@ -21,6 +21,10 @@ What crosses a thread or a process is a value from here, never a live engine obj
     the protocols around the driver: the engines it drives or watches, the sources the UI
     reads snapshots from, the sinks it hands every snapshot to, and the flight recorder as
     the UI and the launcher ask it for a recording.
+``address``
+    what an address names, parsed once (the command line's ``--attach``, the plug-in's
+    ``STEPVIEW_PUBLISH``): the plug-in's records over tcp/ipc with their ranks, a server's
+    ``/metrics`` page, where a fleet is listed (a Prometheus server, a file_sd file).
 ``targets``
     a fleet's servers as listed (address, labels, which listing) and as watched (with their
     source), and the roster the fleet screen reads them from, fixed or changing.
@@ -28,8 +32,9 @@ What crosses a thread or a process is a value from here, never a live engine obj
     sampling parameters checked by vLLM's rules, a synthetic load's plan, the seed prompts
     and the lines of a prompts file.
 ``scheduling`` / ``alerts`` / ``lineage`` / ``errors``
-    why a request waits and a step's token budget; problems a run shows; clones and forks;
-    an exception told in one line.
+    why a request waits (the table of wait reasons: code, word, label, sentence) and a
+    step's token budget; problems a run shows; clones and forks; an exception told in one
+    line.
 ``stacks``
     an engine core's thread stacks at one moment (faulthandler's text, read into threads and
     frames), or why a recording has none.

@@ -61,7 +61,10 @@ class RequestState(StrEnum):
 TINY_MODEL_NAME = "stepview-demo-tiny"
 """The built-in model with random weights (its text is noise, and the header says so)."""
 
-_PENDING_STATES = frozenset({RequestState.PENDING, RequestState.WAITING, RequestState.PREEMPTED})
+QUEUED: frozenset[RequestState] = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
+"""stepview's states of a request in the engine's waiting queue: those that wait for a reason of
+vLLM's scheduler, told after the state (``waiting·kv``); a pending one is still stepview's."""
+_PENDING_STATES = frozenset({RequestState.PENDING, *QUEUED})
 _RUNNING_STATES = frozenset({RequestState.PREFILLING, RequestState.DECODING})
 _DONE_STATES = frozenset(
     {
@@ -295,9 +298,6 @@ class StepSnapshot:
         return [v for v in self.active if v.state.pane == name]
 
 
-_QUEUED = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
-
-
 def oldest_waiting(active: Sequence[RequestView]) -> RequestView | None:
     """The request that has waited longest (pending, waiting or preempted): the first such in
     ``active``, which is in arrival order, so only the running ones ahead of it are passed
@@ -320,6 +320,6 @@ def reason_of(view: RequestView, queue_reasons: Sequence[WaitReason | None]) -> 
     here.
     """
     own = view.wait_reason
-    if own is not None or view.state not in _QUEUED or view.queue >= len(queue_reasons):
+    if own is not None or view.state not in QUEUED or view.queue >= len(queue_reasons):
         return own
     return queue_reasons[view.queue]

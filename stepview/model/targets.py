@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from stepview.model.address import FILE_SD, PROMETHEUS, Discovery, WatchAddress, watch_address
 from stepview.model.source import SnapshotSource
+
+__all__ = ["FILE_SD", "PROMETHEUS", "Discovery"]  # where they were first defined, still read
 
 Labels = tuple[tuple[str, str], ...]
 """Label names and values, sorted by name (a tuple: hashable, compared as a whole)."""
-
-FILE_SD, PROMETHEUS = "file_sd", "prometheus"
-"""The kinds of :class:`Discovery`."""
 
 
 def labels_of(mapping: dict[str, str]) -> Labels:
@@ -44,29 +44,18 @@ def label_text(labels: Labels) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A server a fleet watches: ``address`` (``http(s)://HOST:PORT[/PREFIX]``, whose
-    ``/metrics`` is read; or a plug-in's ``tcp://``/``ipc://``), its ``labels``, and the
-    discovery that lists it (``listed_by``, its name; ``""``: the command line)."""
+    """A server a fleet watches: ``watch`` (its ``/metrics`` page, or the plug-in's records),
+    its ``labels``, and the discovery that lists it (``listed_by``, its name; ``""``: the
+    command line)."""
 
-    address: str
+    watch: WatchAddress
     labels: Labels = ()
     listed_by: str = ""
 
-
-@dataclass(frozen=True, slots=True)
-class Discovery:
-    """Where a fleet's servers are listed, followed while the fleet is watched.
-
-    ``kind`` :data:`FILE_SD`: ``location`` is the file's path. :data:`PROMETHEUS`:
-    ``location`` is the Prometheus server's base URL (``http://HOST:PORT[/PREFIX]``), ``jobs``
-    the jobs whose targets are taken (none: every target that has vLLM's series). ``name`` is
-    how the command line said it, which every message about it repeats.
-    """
-
-    kind: str
-    location: str
-    name: str
-    jobs: tuple[str, ...] = ()
+    @property
+    def address(self) -> str:
+        """The server's address as written: the fleet's key for it, and its name on screen."""
+        return self.watch.text
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +92,11 @@ class FixedRoster:
     """A fleet that never changes: the addresses of the command line, or a test's sources."""
 
     def __init__(self, members: Sequence[Member | tuple[str, SnapshotSource]]) -> None:
+        """``members``, or (address, source) pairs: a test's, or a screen's own."""
         self._members = tuple(
-            member if isinstance(member, Member) else Member(Target(member[0]), member[1])
+            member
+            if isinstance(member, Member)
+            else Member(Target(watch_address(member[0])), member[1])
             for member in members
         )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from stepview.model.address import watch_address
 from stepview.model.server_window import Latency, ServerWindow
 from stepview.model.snapshot import (
     EngineCounters,
@@ -134,7 +135,8 @@ def crowd_member(index: int, count: int = CROWD) -> Member:
     else:
         waiting, kv, tokens, p99 = crowd_figures(index, count)
         snapshot = _scraped(address, 8, waiting, kv, (p99 / 4, p99), tokens)
-    return Member(Target(address, crowd_labels(index), "crowd.json"), StaticSource(snapshot))
+    target = Target(watch_address(address), crowd_labels(index), "crowd.json")
+    return Member(target, StaticSource(snapshot))
 
 
 def crowd(count: int = CROWD) -> list[Member]:

@@ -19,15 +19,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from stepview.model.latency import request_latency
-from stepview.model.scheduling import (
-    BEHIND,
-    DEFERRED,
-    KV_CACHE,
-    MAX_NUM_SEQS,
-    TOKEN_BUDGET,
-    WaitReason,
-)
-from stepview.model.snapshot import RecentStep, RequestState, RequestView
+from stepview.model.scheduling import WORDS, WaitReason
+from stepview.model.snapshot import QUEUED, RecentStep, RequestState, RequestView
 
 # -- making untrusted text safe to draw -----------------------------------------------------
 
@@ -270,15 +263,10 @@ def throughput(recent: Sequence[RecentStep]) -> float | None:
     return sum(s.generation_tokens for s in window[1:]) / span
 
 
-# The wait reason in a word, after the state of a request that waits: ``waiting·kv``.
-_REASON_WORDS = {
-    MAX_NUM_SEQS: "seqs",
-    TOKEN_BUDGET: "budget",
-    KV_CACHE: "kv",
-    DEFERRED: "deferred",
-    BEHIND: "behind",
-}
-_WAITS = frozenset({RequestState.WAITING, RequestState.PREEMPTED})
+# The wait reason in a word (the table's, model.scheduling), after the state of a request in
+# the engine's queue: ``waiting·kv``. A pending one says no more than ``pending``.
+_REASON_WORDS = WORDS
+_WAITS = QUEUED
 
 
 def state_cell(

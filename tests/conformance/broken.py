@@ -24,13 +24,14 @@ from unittest import mock
 
 from vllm.v1.request import RequestStatus
 
-from stepview.engine.plugin import capture, waiting_head
+from stepview.engine.plugin import capture, statuses, waiting_head
 from stepview.engine.records.facts import CoreState
 from tests.conformance.situations import run_all
 
 
 def broken_state() -> contextlib.AbstractContextManager[Any]:
-    return mock.patch.dict(capture._STATE_OF, {RequestStatus.PREEMPTED: CoreState.WAITING})
+    codes = statuses.VLLM.code_of
+    return mock.patch.dict(codes, {RequestStatus.PREEMPTED: CoreState.WAITING})
 
 
 def broken_blocks() -> contextlib.AbstractContextManager[Any]:

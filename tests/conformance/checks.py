@@ -21,19 +21,10 @@ from collections import Counter
 from typing import Any
 
 from stepview.engine.records.facts import CoreState, RequestFacts, decode_facts, encode_facts
+from stepview.engine.records.request_states import BY_NAME
 from stepview.engine.records.waiting_reasons import QueueView
 from stepview.model.scheduling import WaitReason
 from tests.conformance.rig import Rig
-
-# vLLM's RequestStatus names (unfinished ones) and the state records give them.
-STATES = {
-    "WAITING": CoreState.WAITING,
-    "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR": CoreState.WAITING_FOR_GRAMMAR,
-    "WAITING_FOR_REMOTE_KVS": CoreState.WAITING_FOR_REMOTE_KVS,
-    "WAITING_FOR_STREAMING_REQ": CoreState.WAITING_FOR_STREAMING_REQ,
-    "RUNNING": CoreState.RUNNING,
-    "PREEMPTED": CoreState.PREEMPTED,
-}
 
 
 class Mismatch(AssertionError):
@@ -140,9 +131,10 @@ class Checker:
             raise Mismatch(f"{where}: the scan stopped at {record.waiting_head}, in no queue")
 
     def _compare_request(self, where: str, facts: RequestFacts, req: Any) -> None:
-        state = STATES.get(req.status.name)
-        if state is None:
-            raise Mismatch(f"{where}: vLLM status {req.status.name} unknown to the checker")
+        known = BY_NAME.get(req.status.name)  # the table of vLLM's states
+        if known is None:
+            raise Mismatch(f"{where}: vLLM status {req.status.name} not in stepview's table")
+        state = known.code
         self.states_seen.add(state)
         blocks = sum(
             len(manager.req_to_blocks.get(req.request_id, ()))

@@ -20,6 +20,7 @@ from typing import Any
 
 from stepview.engine.plugin.selfcheck import BLOCK_SIZE
 from stepview.engine.records.facts import CoreState
+from stepview.engine.records.request_states import STATUSES, Standing
 from stepview.engine.records.vllm_versions import rules_for
 from stepview.model.scheduling import DEFERRED
 from tests.conformance.checks import Checker, Mismatch
@@ -38,6 +39,27 @@ def drive(checker: Checker, limit: int = 200) -> None:
         if checker.steps >= limit:
             raise Mismatch(f"the scheduler still held requests after {limit} steps")
         checker.step()
+
+
+def request_statuses(setting: Setting) -> Checker:
+    """The release's own request statuses are the table's (stepview's vocabulary of vLLM's
+    states): every unfinished one named there, each row the release should have present, and
+    blocked exactly where vLLM's scheduler says so (``_is_blocked_waiting_status``). A status a
+    new release adds fails here first, by name."""
+    from vllm.v1.request import RequestStatus
+
+    checker = Checker(Rig(setting))
+    is_blocked = type(checker.rig.scheduler)._is_blocked_waiting_status
+    unfinished = {s.name: s for s in RequestStatus if not RequestStatus.is_finished(s)}
+    release = tuple(int(part) for part in version().split(".")[:2])
+    rows = {row.name: row for row in STATUSES if row.since <= release}
+    if sorted(unfinished) != sorted(rows):
+        raise Mismatch(f"vLLM {version()}'s unfinished statuses {sorted(unfinished)}, "
+                       f"the table's {sorted(rows)}")  # fmt: skip
+    for name, row in rows.items():
+        if (row.standing is Standing.BLOCKED) != bool(is_blocked(unfinished[name])):
+            raise Mismatch(f"{name}: {row.standing.value} in the table, vLLM says otherwise")
+    return checker
 
 
 def slots_full(setting: Setting) -> Checker:
@@ -266,6 +288,7 @@ def pause_and_resume(setting: Setting) -> Checker:
 
 
 SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
+    "vLLM's request statuses, as stepview's table has them": request_statuses,
     "running slots full": slots_full,
     "token budget spent, chunked prefill": token_budget,
     "KV cache full: preemption and resume": kv_full,

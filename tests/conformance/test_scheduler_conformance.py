@@ -25,7 +25,7 @@ from tests.helpers import ROOT
 
 pytestmark = pytest.mark.engine
 
-SITUATIONS = 13  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
+SITUATIONS = 14  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
 # The situations only some releases have (situations.NEWER), with the first that has each.
 NEWER = {
     "prefill held by its cadence (0.33 on)": "0.33.0",

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from stepview.engine.watch.watched_core import LEFT
+from stepview.engine.watch.link.watched_core import LEFT
 from stepview.testing.vllm_server import (
     MODEL_NAME,
     ApiServer,

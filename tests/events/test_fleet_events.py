@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stepview.events.fleet import FleetEvents
+from stepview.model.address import watch_address
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.model.targets import Member, Target
 from stepview.testing.sources import StaticSource
@@ -44,8 +45,8 @@ def test_each_change_of_each_server_is_one_event() -> None:
     behind: dict[int, float | None] = {id(a): None, id(b): None}
     roster = _Roster(
         [
-            Member(Target("tcp://10.0.0.1:5570", (("zone", "a"),)), a),
-            Member(Target("http://10.0.0.2:8000"), b),
+            Member(Target(watch_address("tcp://10.0.0.1:5570"), (("zone", "a"),)), a),
+            Member(Target(watch_address("http://10.0.0.2:8000")), b),
         ]
     )
     out = _Out()

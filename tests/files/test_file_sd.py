@@ -16,6 +16,7 @@ from stepview.files.file_sd import (
     parse_target_groups,
 )
 from stepview.files.targets_file import FileFinder, TargetsFileError, read_attach_file
+from stepview.model.address import MetricsUrl
 from stepview.model.targets import FILE_SD, Discovery, Target
 
 GROUPS = [
@@ -44,11 +45,13 @@ YAML = """\
 - targets: [gpu-a:8000, gpu-d]
 """
 EXPECTED = (
-    Target("http://gpu-a:8000", (("model", "llama"), ("zone", "a")), "s"),
-    Target("http://gpu-b:8000", (("model", "llama"), ("zone", "a")), "s"),
+    Target(MetricsUrl("http://gpu-a:8000"), (("model", "llama"), ("zone", "a")), "s"),
+    Target(MetricsUrl("http://gpu-b:8000"), (("model", "llama"), ("zone", "a")), "s"),
     # https, and the path before /metrics is the server's prefix; __ labels are not kept.
-    Target("https://gpu-c:8443/vllm-c", (("zone", "b"),), "s"),
-    Target("http://gpu-d:80", (), "s"),  # no port: Prometheus 2's default for the scheme
+    Target(MetricsUrl("https://gpu-c:8443/vllm-c"), (("zone", "b"),), "s"),
+    Target(
+        MetricsUrl("http://gpu-d:80"), (), "s"
+    ),  # no port: Prometheus 2's default for the scheme
 )
 
 
@@ -142,7 +145,7 @@ def test_a_followed_file_answers_when_it_changed_and_keeps_quiet_otherwise(
     path = tmp_path / "targets.json"
     write(path, [{"targets": ["a:1"], "labels": {"zone": "a"}}])
     finder = FileFinder(Discovery(FILE_SD, str(path), "targets.json"))
-    assert finder.poll() == (Target("http://a:1", (("zone", "a"),), "targets.json"),)
+    assert finder.poll() == (Target(MetricsUrl("http://a:1"), (("zone", "a"),), "targets.json"),)
     assert finder.poll() is None  # unchanged
     write(path, [{"targets": ["a:1", "b:2"]}])
     assert [t.address for t in finder.poll() or ()] == ["http://a:1", "http://b:2"]

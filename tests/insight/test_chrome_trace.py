@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepview.insight.chrome_trace import chrome_trace, export_timelines, track_name
+from stepview.files.chrome_trace_file import export_timelines
+from stepview.insight.chrome_trace import chrome_trace, track_name
 from stepview.insight.counters import CounterPoint
 from stepview.insight.timeline import TimelineTracker
 from stepview.launch.summary import summarize

@@ -159,7 +159,7 @@ def test_a_server_not_reached_yet_has_no_figures() -> None:
 
 
 def test_a_port_serving_another_programs_metrics_says_what_it_found() -> None:
-    """The phase as :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` words it."""
+    """The phase as :class:`~stepview.engine.watch.metrics.metrics_watch.MetricsWatch` words it."""
     found = "Prometheus text with no vLLM series (it looks like node_exporter)"
     phase = f"connecting to http://h:9100: {NOT_VLLM}{found}; trying again"
     snapshot = StepSnapshot(step=0, clock=3.0, engine_state=EngineState.STARTING, phase=phase)

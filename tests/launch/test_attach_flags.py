@@ -11,7 +11,7 @@ import pytest
 
 from stepview.cli import main
 from stepview.cli.args import parse_own_args
-from stepview.launch.attach import check_address
+from stepview.model.address import zmq_endpoint
 
 
 def test_the_flags_are_read_with_stepviews_own() -> None:
@@ -99,17 +99,18 @@ def test_bad_seconds_are_a_usage_error(
 
 def test_addresses_stepview_can_subscribe_to() -> None:
     for good in ("tcp://127.0.0.1:5570", "tcp://[::1]:5570", "ipc:///tmp/x_dp1"):
-        check_address(good)
+        zmq_endpoint(good)
     for bad in ("tcp://h:0", "tcp://h:70000", "tcp://:5570", "udp://h:1", "ipc://"):
         with pytest.raises(ValueError):
-            check_address(bad)
+            zmq_endpoint(bad)
 
 
 ATTACH_IMPORTS = """
 import sys
-import stepview.cli, stepview.launch.attach, stepview.engine.watch.attached
-from stepview.engine.watch.attached import AttachedEngine
-AttachedEngine("ipc:///nonexistent/stepview.sock").shutdown()
+import stepview.cli, stepview.launch.attach, stepview.engine.watch.link.attached
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.model.address import plugin_records
+AttachedEngine(plugin_records("ipc:///nonexistent/stepview.sock")).shutdown()
 heavy = {"vllm", "torch", "transformers"}
 print(",".join(sorted(n for n in sys.modules if n.split(".")[0] in heavy)))
 """
@@ -130,7 +131,7 @@ def test_attaching_needs_no_vllm() -> None:
 
 LOWERED = """
 import os, threading
-from stepview.launch.attach import lower_priority
+from stepview.launch.compose import lower_priority
 before = os.nice(0)
 lower_priority({nice})
 seen = []

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from stepview.cli.args import parse_own_args
+from stepview.cli.specs import run_spec
 from stepview.engine.driver.loop import Driver
 from stepview.insight.run import RunInsight
 from stepview.launch.outputs import RunOutputs, open_outputs
@@ -25,7 +26,9 @@ from tests.helpers import all_done, wait_for
 
 def opened(args: list[str], *, default_results: bool) -> RunOutputs:
     options, _ = parse_own_args(args)
-    outputs = open_outputs(options, dict, RunInsight(), default_results=default_results)
+    outputs = open_outputs(
+        run_spec(options, []), dict, RunInsight(), default_results=default_results
+    )
     assert isinstance(outputs, RunOutputs)
     return outputs
 
@@ -97,7 +100,7 @@ def test_a_file_that_cannot_be_opened_stops_the_run_leaving_nothing_behind(
     ends in one line, exit 2, and the default results file made for the run is gone."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     options, _ = parse_own_args(["--record", str(tmp_path / "gone" / "t.jsonl")])
-    assert open_outputs(options, dict, RunInsight(), default_results=True) == 2
+    assert open_outputs(run_spec(options, []), dict, RunInsight(), default_results=True) == 2
     err = capsys.readouterr().err
     assert err.startswith("stepview: cannot open output file: ") and err.count("\n") == 1
     assert list((tmp_path / "data").rglob("*.jsonl")) == []

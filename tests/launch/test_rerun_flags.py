@@ -87,7 +87,7 @@ def test_the_flags_are_read_with_stepviews_own(tmp_path: Path) -> None:
     own, _ = parse_own_args(
         ["--replay", "t", "--export-workload", "a", "--export-workload", "vllm:b"]
     )
-    assert own.export_workload == ["a", "vllm:b"]
+    assert own.outputs["export_workload"] == ["a", "vllm:b"]
 
 
 @pytest.mark.parametrize("speed", ["0", "-1", "nan", "soon"])

@@ -8,7 +8,7 @@ import pytest
 
 from stepview.cli import main
 from stepview.cli.args import parse_own_args
-from stepview.cli.watch import duration, size
+from stepview.run.flag_values import duration, size
 
 
 @pytest.mark.parametrize(
@@ -114,6 +114,11 @@ def test_the_values_reach_the_options() -> None:
         ]
     )
     assert rest == []
-    assert (own.record_rotate, own.record_keep) == (500 << 20, 4)
-    assert (own.flight_recorder, own.flight_dir, own.flight_max_mb) == (600.0, "/var/tmp/f", 256)
+    assert (own.outputs["record_rotate"], own.outputs["record_keep"]) == (500 << 20, 4)
+    values = own.outputs
+    assert (values["flight_recorder"], values["flight_dir"], values["flight_max_mb"]) == (
+        600.0,
+        "/var/tmp/f",
+        256,
+    )
     assert own.stuck_after == 300.0

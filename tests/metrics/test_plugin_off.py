@@ -19,8 +19,9 @@ import msgspec
 from stepview.engine.driver.loop import Driver
 from stepview.engine.own.core_link import SubscribedLink
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.metrics.exporter import MetricsExporter
+from stepview.model.address import plugin_records
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import StepResult
 from stepview.model.sampling import SamplingSpec
@@ -42,7 +43,7 @@ def test_a_watched_server_whose_plugin_is_off_says_so_until_a_step_comes(
     tmp_path: Path,
 ) -> None:
     server = Server(ipc_address(tmp_path))
-    engine = AttachedEngine(server.address)
+    engine = AttachedEngine(plugin_records(server.address))
     exporter = MetricsExporter(process=False)
     try:
         server.wait_subscribed()

@@ -95,6 +95,6 @@ def test_bad_ports_are_a_usage_error(port: str, capsys: pytest.CaptureFixture[st
 
 def test_loopback_unless_told_otherwise() -> None:
     own, rest = parse_own_args(["--metrics-port", "0"])
-    assert (own.metrics_port, own.metrics_host, rest) == (0, None, [])
+    assert (own.outputs["metrics_port"], own.outputs["metrics_host"], rest) == (0, None, [])
     text = " ".join(help_parser().format_help().split())
     assert "--metrics-host HOST" in text and "default: 127.0.0.1" in text

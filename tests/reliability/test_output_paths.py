@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.launch.paths import check_output_paths, output_path_problem
+from stepview.outputs.paths import check_output_paths, output_path_problem
 from tests.reliability.test_cli_errors import assert_one_line_error, run
 
 MODES = pytest.mark.parametrize("mode", [["--headless"], []], ids=["headless", "tui"])

@@ -9,14 +9,14 @@ honest in the panes, the detail view, the history and the results file:
   in the engine (``WAITING``; the same record's scheduler entry says more), dated back by
   how long it had already waited. Its prompt text is not in the record: the prompt shows as
   ``(N prompt tokens)``, until the server decodes it (``--api``: a step's ``described``
-  news, see :mod:`~stepview.engine.watch.detokenize`), as it does its completions' text.
+  news, see :mod:`~stepview.engine.watch.link.detokenize`), as it does its completions' text.
 * **Ending without an output.** A request that leaves the record produced no final output
   stepview could read, so it ends ``FINISHED`` with the finish reason the watched engine
   gives (``left the engine``: vLLM's real reason is not in the record), or ``ABORTED`` /
   ``REJECTED`` with why (its server was lost, the server refused it).
 
 What a record says of a request first seen becomes an :class:`ArrivedRequest` on the watching
-side (:mod:`stepview.engine.watch.adopting`).
+side (:mod:`stepview.engine.watch.link.adopting`).
 """
 
 from __future__ import annotations

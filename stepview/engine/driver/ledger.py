@@ -50,7 +50,7 @@ from stepview.model.engine_api import (
 from stepview.model.errors import describe
 from stepview.model.grow import packed
 from stepview.model.recent import KEEP_FINISHED, Finished, FinishedLog
-from stepview.model.scheduling import NOT_ADMITTED, WaitReason
+from stepview.model.scheduling import NOT_ADMITTED, REASON_OF, WaitReason
 from stepview.model.snapshot import (
     RequestState,
     RequestView,
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 UNFINISHED_WHY = "stepview stopped before the request finished"
 # ... of a watched server's: it goes on there.
 UNWATCHED_WHY = "stepview stopped watching before the request finished (the server goes on)"
-_NOT_ADMITTED = WaitReason(NOT_ADMITTED, "in stepview's own queue, not handed to vLLM yet")
+_NOT_ADMITTED = WaitReason(NOT_ADMITTED, REASON_OF[NOT_ADMITTED].sentence)
 
 
 class RequestLedger:

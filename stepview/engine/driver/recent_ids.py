@@ -4,7 +4,7 @@ A second request under an id already given would be indistinguishable from the f
 the engine (the ledger refuses it) and for a watch's ledger (which takes it for the first
 seen again): both remember the ids of the latest :data:`SEEN_IDS_KEPT` requests, and a watch
 names other clients' requests so that no name comes twice within them
-(:class:`~stepview.engine.watch.adopting.ClientNames`).
+(:class:`~stepview.engine.watch.link.adopting.ClientNames`).
 """
 
 from __future__ import annotations

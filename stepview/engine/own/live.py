@@ -1,4 +1,4 @@
-"""The live source: a :class:`Driver` whose engine is vLLM, built on the driver thread.
+"""The live source's engine: vLLM, built on the driver thread of a :class:`Driver`.
 
 Everything slow (``import vllm``, parsing vLLM's flags, building the demo model, loading
 weights, allocating the KV cache) happens inside the engine factory, on the driver thread, so
@@ -9,37 +9,28 @@ so the launcher can end them if the engine never stops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from stepview.engine.driver.loop import Driver, PhaseCallback
+from stepview.engine.driver.loop import Driver, EngineFactory, PhaseCallback
 from stepview.engine.own.engine_args import EngineArgsHolder, parse_engine_args
 from stepview.engine.own.environment import start_process_helpers
 from stepview.engine.own.processes import EngineProcesses
-from stepview.insight.run import RunInsight
 from stepview.model.engine_api import Engine
-from stepview.model.recent import KEEP_FINISHED
-from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import EngineState
 
 
-def live_driver(
+def live_factory(
     engine_argv: list[str],
     log_path: Path,
     *,
     holder: EngineArgsHolder,
-    sinks: Sequence[SnapshotSink] = (),
-    history_size: int = 2000,
-    keep_finished: int = KEEP_FINISHED,
-    admit_per_step: int = 0,
-    insight: RunInsight | None = None,
     processes: EngineProcesses | None = None,
-) -> Driver:
-    """A driver that will build the vLLM engine from ``engine_argv`` when started.
+) -> EngineFactory:
+    """The factory of the vLLM engine built from ``engine_argv`` when a driver starts.
 
     ``holder`` carries the parsed engine flags: pre-filled in headless mode (parsed up front),
     filled here on the engine thread in the TUI. ``processes`` is told when the engine starts
-    and when it is up.
+    and when it is up. The process helpers the engine needs start now, before any driver.
     """
 
     def factory(phase: PhaseCallback) -> Engine:
@@ -65,21 +56,12 @@ def live_driver(
         return engine
 
     start_process_helpers()
-    driver = Driver(
-        factory,
-        sinks=sinks,
-        history_size=history_size,
-        keep_finished=keep_finished,
-        admit_per_step=admit_per_step,
-        insight=insight,
-    )
+    return factory
 
-    def hopeless() -> bool:
-        # A quit need not wait for an engine that cannot answer it: a stopped core, or an
-        # engine still being built (import vllm, the model's build and load), which no stop
-        # interrupts and which has run nothing yet.
-        stopped = processes is not None and processes.stopped()
-        return stopped or driver.latest().engine_state is EngineState.STARTING
 
-    driver.hopeless = hopeless
-    return driver
+def engine_hopeless(driver: Driver, processes: EngineProcesses | None) -> bool:
+    """Whether a quit need not wait for the engine: a stopped core, or an engine still being
+    built (import vllm, the model's build and load), which no stop interrupts and which has
+    run nothing yet (the driver's ``hopeless``)."""
+    stopped = processes is not None and processes.stopped()
+    return stopped or driver.latest().engine_state is EngineState.STARTING

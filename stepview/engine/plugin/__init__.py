@@ -30,6 +30,9 @@ per step is the least that tells what happened, and nothing at all while nobody 
     and which class the plug-in extends.
 ``waiting_head``
     where vLLM's scan of the waiting queues stopped (the record's one word on the queue).
+``statuses``
+    the running vLLM's ``RequestStatus`` read by the table of request states, once at import:
+    each status's wire code, those named in every record and passed over by the scan.
 ``publisher``
     the engine core's end of the zmq channel (XPUB: knows whether anyone listens, never
     blocks the engine; answers a watch's catch-up question).
@@ -45,6 +48,6 @@ per step is the least that tells what happened, and nothing at all while nobody 
     vLLM's own scheduler tests build them: ``stepview check``'s probe, and how the conformance
     suite (``tests/conformance``) builds every release's scheduler.
 
-Nothing here imports Textual or any of stepview's UI; ``scheduler``, ``capture``, ``times`` and
-``vllm_versions`` import vLLM and run only where vLLM runs.
+Nothing here imports Textual or any of stepview's UI; ``scheduler``, ``capture``, ``times``,
+``statuses`` and ``vllm_versions`` import vLLM and run only where vLLM runs.
 """

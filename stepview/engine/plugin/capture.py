@@ -29,28 +29,17 @@ from collections.abc import Mapping
 from itertools import chain
 from typing import Any
 
-from vllm.v1.request import RequestStatus
-
+from stepview.engine.plugin import statuses
 from stepview.engine.plugin import vllm_versions as versions
 from stepview.engine.plugin.end_log import EndLog
 from stepview.engine.plugin.intro import intro_of
 from stepview.engine.plugin.times import CoreTimes, wall_offset
-from stepview.engine.plugin.waiting_head import BLOCKED as _BLOCKED
 from stepview.engine.plugin.waiting_head import WaitingScan
 from stepview.engine.records.channel import FactsSink
 from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
 
 log = logging.getLogger("stepview.engine.plugin")
 
-_PREEMPTED = RequestStatus.PREEMPTED
-_STATE_OF: dict[Any, int] = {
-    RequestStatus.WAITING: CoreState.WAITING,
-    RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR: CoreState.WAITING_FOR_GRAMMAR,
-    RequestStatus.WAITING_FOR_REMOTE_KVS: CoreState.WAITING_FOR_REMOTE_KVS,
-    RequestStatus.WAITING_FOR_STREAMING_REQ: CoreState.WAITING_FOR_STREAMING_REQ,
-    RequestStatus.RUNNING: CoreState.RUNNING,
-    RequestStatus.PREEMPTED: CoreState.PREEMPTED,
-}
 _OTHER = int(CoreState.OTHER)
 _NO_TOKENS: list[int] = []  # shared by every record that has no new token (never mutated)
 
@@ -81,7 +70,7 @@ class CoreCapture:
         self._arrived: list[str] = []  # added since the last record
         self._last_scheduled: list[str] = []  # scheduled in the last record's step
         self._deferred: set[Any] = set()  # vLLM's deferred_waiting as of the last record
-        self._blocked: set[str] = set()  # in a blocked waiting status at the last record
+        self._blocked: set[str] = set()  # blocked (or unknown) status at the last record
         self._tails = False  # records carry output tokens, intros and ends (a remote client)
         self._groups: list[Mapping[str, list[Any]]] = []
         # StepFacts' fields after the scheduler's settings, read once (chunked prefill ...)
@@ -322,8 +311,9 @@ class CoreCapture:
         no_tokens = _NO_TOKENS
         groups = self._groups
         single = groups[0] if len(groups) == 1 else None
-        state_of = _STATE_OF
-        preempted_status = _PREEMPTED
+        vllm = statuses.VLLM  # vLLM's statuses, by the table (looked up at import)
+        state_of, set_aside, unknown = vllm.code_of, vllm.set_aside, vllm.unknown
+        last_unfinished = vllm.last_unfinished
         facts: list[RequestFacts] = []
         prefill = decode = 0
         # One pass: every request this step scheduled is named, so its tokens are counted as
@@ -344,10 +334,12 @@ class CoreCapture:
                     decode += now_scheduled
                 else:
                     prefill += now_scheduled
-            if status > preempted_status:  # finished, its blocks not freed yet
+            if status > last_unfinished:  # finished, its blocks not freed yet
                 continue
-            if status in _BLOCKED:
+            unknown_name = ""
+            if status in set_aside:  # blocked, or a status the table does not know (said)
                 blocked.add(request_id)
+                unknown_name = unknown.get(status, "")
             stats = req.prefill_stats
             if stats is not None:
                 hit: int = stats.num_cached_tokens
@@ -400,6 +392,7 @@ class CoreCapture:
                     lora.lora_int_id if lora is not None else 0,
                     scheduled_at,
                     first_at,
+                    unknown_name,
                 )
             )
         self._blocked = blocked

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import ipaddress
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -23,7 +22,6 @@ from stepview.engine.records.channel import (
     PUBLISH_EVERY_S,
     PUBLISH_REMOTE_ENV,
     FactsSink,
-    rank_address,
 )
 from stepview.engine.records.curve import (
     CLIENT_KEYS_ENV,
@@ -32,6 +30,7 @@ from stepview.engine.records.curve import (
     server_keys,
 )
 from stepview.engine.records.facts import StepFacts
+from stepview.model.address import ZmqEndpoint, zmq_endpoint
 
 log = logging.getLogger("stepview.engine.plugin")
 
@@ -94,14 +93,19 @@ def open_sink(rank: int) -> FactsSink | None:
     """The in-process listener if one is registered, else a publisher if configured."""
     if _local is not None:
         return ListenerSink(_local)
-    base = os.environ.get(PUBLISH_ENV)
-    if not base:
+    given = os.environ.get(PUBLISH_ENV)
+    if not given:
         log.warning("stepview: scheduler plug-in loaded, but %s is not set", PUBLISH_ENV)
         return None
     try:
-        keys = server_keys() if base.startswith("tcp://") else None
+        base = zmq_endpoint(given)
+    except ValueError as exc:
+        log.error("stepview: cannot publish on %s=%s (rank %d): %s", PUBLISH_ENV, given, rank, exc)
+        return None
+    try:
+        keys = server_keys() if base.tcp else None
     except CurveKeyError as exc:
-        log.error("stepview: not publishing on %s=%s: %s", PUBLISH_ENV, base, exc)
+        log.error("stepview: not publishing on %s=%s: %s", PUBLISH_ENV, given, exc)
         return None
     refusal = (
         None if keys is not None else remote_refusal(base, os.environ.get(PUBLISH_REMOTE_ENV, ""))
@@ -113,46 +117,32 @@ def open_sink(rank: int) -> FactsSink | None:
         log.info(
             "stepview: publishing with CURVE, to the watches whose keys are in %s", keys.clients
         )
-    elif not is_loopback(base):
+    elif not base.loopback:
         log.warning(
             "stepview: %s=%s with %s=1: every request's prompt and completion token ids and "
             "sampling parameters go to anyone who can reach that address, unencrypted",
             PUBLISH_ENV,
-            base,
+            given,
             PUBLISH_REMOTE_ENV,
         )
     try:
-        address = rank_address(base, rank)
+        address = base.for_rank(rank).text
         publisher = FactsPublisher(address, publish_every(), keys)
     except Exception as exc:  # a taken port must not stop the server
-        log.error("stepview: cannot publish on %s=%s (rank %d): %s", PUBLISH_ENV, base, rank, exc)
+        log.error("stepview: cannot publish on %s=%s (rank %d): %s", PUBLISH_ENV, given, rank, exc)
         return None
     log.info("stepview: scheduler plug-in publishing on %s", address)
     return publisher
 
 
-def is_loopback(address: str) -> bool:
-    """True for an address only this machine can reach: ``ipc://`` (a file, guarded by its
-    permissions) or ``tcp://`` on a loopback host (``127.x``, ``[::1]``, ``localhost``)."""
-    if not address.startswith("tcp://"):
-        return True
-    host = address.removeprefix("tcp://").rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name, ``*`` or ``0.0.0.0``: other machines may reach it
-
-
-def remote_refusal(address: str, allowed: str) -> str | None:
+def remote_refusal(address: ZmqEndpoint, allowed: str) -> str | None:
     """Why the plug-in will not publish on ``address`` (``None``: it may).
 
     The records carry every request's token ids, so they are as private as the prompts: a bind
     other machines can reach needs the server's owner to say so (``allowed`` is
     ``STEPVIEW_PUBLISH_REMOTE``'s value, ``1`` to allow).
     """
-    if is_loopback(address) or allowed.strip() == "1":
+    if address.loopback or allowed.strip() == "1":
         return None
     return (
         f"not publishing on {PUBLISH_ENV}={address}: other machines could read every "

@@ -9,8 +9,9 @@ core: in the caller's process with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, in its 
 After every ``schedule()`` it builds a :class:`~stepview.engine.records.facts.StepFacts` with every
 request the scheduler holds and hands it to one sink: an **in-process listener** registered
 with :func:`~stepview.engine.plugin.config.local_listener` (a plain call, no encoding), or a
-**publisher** when ``STEPVIEW_PUBLISH`` names a zmq address (:mod:`~.facts_channel`; each
-data-parallel rank on :func:`~.facts_channel.rank_address` of it). Nothing is built while
+**publisher** when ``STEPVIEW_PUBLISH`` names a zmq address
+(:mod:`stepview.engine.records.channel`; each data-parallel rank on
+:meth:`~stepview.model.address.ZmqEndpoint.for_rank` of it). Nothing is built while
 nobody is subscribed: a server with the plug-in and no stepview attached pays a clock read.
 
 When the scheduler empties it sends one more, ``idle`` record (an idle core stops scheduling,

@@ -8,25 +8,17 @@ queue of their own (``async_kv_waiting``), scanned beside ``waiting`` by arrival
 priority), and a request whose load would pass that cap waits at the head of its queue: it is
 named apart (``kv_load_capped``), since it waits for the cap and not for the KV cache. The
 record also says whether vLLM's scheduler is paused. Apart from the capture, which only asks
-for these, with the blocked statuses both read.
+for these; the statuses the scan passes over (blocked, or not known to stepview's table) are
+:data:`stepview.engine.plugin.statuses.VLLM`'s, which the capture reads too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vllm.v1.request import RequestStatus
-
+from stepview.engine.plugin import statuses
 from stepview.engine.records.vllm_versions import SchedulerRules
 
-# vLLM's blocked waiting statuses: their requests are named in every record while they last.
-BLOCKED = frozenset(
-    {
-        RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR,
-        RequestStatus.WAITING_FOR_REMOTE_KVS,
-        RequestStatus.WAITING_FOR_STREAMING_REQ,
-    }
-)
 # What vLLM 0.34 reads to stop at the in-flight KV-load cap: the capture reads the same.
 READS_KV_LOADS = ("async_kv_waiting", "_kv_fetch_stages", "_admits_inflight_kv_load")
 
@@ -101,10 +93,11 @@ def _first(queue: Any, deferred: Any) -> Any:
     queue, looked at in O(1), unless set-aside requests sit there."""
     if not queue:
         return None
+    blocked = statuses.VLLM.set_aside
     first = queue.peek_request()
-    if first not in deferred and first.status not in BLOCKED:
+    if first not in deferred and first.status not in blocked:
         return first
     for req in queue:  # set-aside requests at the front: past them (rare, and few)
-        if req not in deferred and req.status not in BLOCKED:
+        if req not in deferred and req.status not in blocked:
             return req
     return None

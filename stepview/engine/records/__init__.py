@@ -21,6 +21,10 @@ on a laptop can read a GPU box's records with msgspec and pyzmq alone.
 ``entries``
     a record read for one client: per request of the caller's, its state, prefill progress,
     preemptions, KV blocks and why it waits.
+``request_states``
+    vLLM's request states in one table: each status by name, its code on the wire, whether it
+    waits, is blocked or runs, stepview's state for it and its words; what a status the table
+    does not know becomes (said, never dropped).
 ``waiting_reasons``
     vLLM's scheduling rules, restated over one record: why each waiting request got nothing.
 ``vllm_versions``

@@ -21,11 +21,12 @@ msgpack array of one or more consecutive :class:`~stepview.engine.records.facts.
 or, to a subscriber that asked for them, the engine core's thread stacks
 (:mod:`~stepview.engine.records.stacks`, a topic of their own).
 
-Addresses are zmq endpoints, ``tcp://HOST:PORT`` or ``ipc://PATH``. With data-parallel ranks,
-every engine core publishes on its own address derived from the base one by
-:func:`rank_address`: rank 0 uses the base address unchanged, rank ``r`` adds ``r`` to a
-TCP port or appends ``_dp<r>`` to an ipc path (vLLM's own rule for its KV-event publisher,
-extended to ipc).
+Addresses are zmq endpoints, ``tcp://HOST:PORT`` or ``ipc://PATH``, parsed once into a
+:class:`~stepview.model.address.ZmqEndpoint` (the command line's ``--attach``, the plug-in's
+``STEPVIEW_PUBLISH``). With data-parallel ranks, every engine core publishes on its own
+address derived from the base one (:meth:`~stepview.model.address.ZmqEndpoint.for_rank`):
+rank 0 uses the base address unchanged, rank ``r`` adds ``r`` to a TCP port or appends
+``_dp<r>`` to an ipc path (vLLM's own rule for its KV-event publisher, extended to ipc).
 """
 
 from __future__ import annotations
@@ -87,23 +88,6 @@ SUBSCRIPTION_CHECK_S = 0.05
 # Stacks a subscriber keeps until they are taken (each one is a few KB of text).
 KEPT_STACKS = 16
 _TOPIC_LEN = len(FACTS_TOPIC)
-
-
-def rank_address(base: str, rank: int) -> str:
-    """The address data-parallel rank ``rank`` publishes on, given the base address."""
-    if rank == 0:
-        return base
-    scheme, sep, rest = base.partition("://")
-    if not sep:
-        raise ValueError(f"not a zmq endpoint: {base!r}")
-    if scheme == "tcp":
-        host, colon, port = rest.rpartition(":")
-        if not colon or not port.isdigit():
-            raise ValueError(f"a tcp endpoint needs a numeric port for rank {rank}: {base!r}")
-        return f"tcp://{host}:{int(port) + rank}"
-    if scheme in ("ipc", "inproc"):
-        return f"{base}_dp{rank}"
-    raise ValueError(f"unsupported zmq transport {scheme!r} in {base!r}")
 
 
 def wait_for_any(subscribers: Sequence[FactsSubscriber], timeout: float, wake: int) -> None:

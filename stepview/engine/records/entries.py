@@ -16,7 +16,9 @@ How a record's request becomes an entry:
   request is scheduled again (then RUNNING, recomputing prompt and output so far).
 * any other state (WAITING, or one of the blocked WAITING_FOR_* states) -> WAITING, or
   PREEMPTED if ``num_preemptions > 0`` (vLLM only parks a preempted request in those states
-  transiently, e.g. during a KV load).
+  transiently, e.g. during a KV load); a state this stepview does not know, too.
+
+Which is which is the table of vLLM's states (:mod:`~stepview.engine.records.request_states`).
 
 Each entry also carries what the step did for the request: the tokens it got, the KV blocks
 it holds, its prefix-cache hit, and, for a request that waits for a reason of its own, that
@@ -44,7 +46,8 @@ from itertools import chain
 
 import msgspec
 
-from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
+from stepview.engine.records.facts import EndedFacts, RequestFacts, StepFacts
+from stepview.engine.records.request_states import RUNNING, SCANNED, WAITING_STATE
 from stepview.engine.records.waiting_reasons import QueueView, step_budget
 from stepview.model.engine_api import SchedulerEntry
 from stepview.model.scheduling import StepBudget, WaitReason
@@ -56,16 +59,7 @@ _PREFILLING = RequestState.PREFILLING
 _DECODING = RequestState.DECODING
 # "Most advanced" for merging the children of an n > 1 request.
 _RANK = {_WAITING: 0, _PREEMPTED: 1, _PREFILLING: 2, _DECODING: 3}
-_CORE_RUNNING = int(CoreState.RUNNING)
-_CORE_PREEMPTED = int(CoreState.PREEMPTED)
-_BLOCKED = frozenset(
-    int(s)
-    for s in (
-        CoreState.WAITING_FOR_GRAMMAR,
-        CoreState.WAITING_FOR_REMOTE_KVS,
-        CoreState.WAITING_FOR_STREAMING_REQ,
-    )
-)
+_CORE_RUNNING = RUNNING
 
 
 def _state(req: RequestFacts) -> RequestState:
@@ -73,9 +67,9 @@ def _state(req: RequestFacts) -> RequestState:
     core_state = req.state
     if core_state == _CORE_RUNNING:
         return _PREFILLING if req.num_computed_tokens < req.num_prompt_tokens else _DECODING
-    if core_state == _CORE_PREEMPTED or req.num_preemptions > 0:
+    if req.num_preemptions > 0:
         return _PREEMPTED
-    return _WAITING
+    return WAITING_STATE.get(core_state, _WAITING)
 
 
 class _Held:
@@ -155,7 +149,7 @@ class EntryReader:
             else:
                 held.facts = req
             touched[core_id] = held
-            if req.deferred or req.state in _BLOCKED:
+            if req.deferred or req.state not in SCANNED:  # blocked (or unknown)
                 set_aside.add(core_id)
             elif set_aside:
                 set_aside.discard(core_id)

@@ -53,7 +53,10 @@ class CoreState(enum.IntEnum):
 
     The scheduler has one RUNNING status for prefill and decode alike: a RUNNING request is
     still prefilling while ``num_computed_tokens < num_prompt_tokens``. The WAITING_FOR_*
-    members are vLLM's blocked waiting statuses, kept apart for the waiting-reason view.
+    members are vLLM's blocked waiting statuses, kept apart for the waiting-reason view. Which
+    vLLM status has which code, and what stepview makes of it, is the table of
+    :mod:`stepview.engine.records.request_states`; a code is never renumbered: a state vLLM
+    adds gets the next value, after OTHER.
     """
 
     WAITING = 0
@@ -147,6 +150,9 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # after. Sent only to clients that do not read vLLM's outputs (``stepview --attach``).
     scheduled_at: float = 0.0
     first_token_at: float = 0.0
+    # vLLM's name of its status when this plug-in's table does not know it (``state`` is then
+    # CoreState.OTHER): said to whoever watches, never dropped. Empty otherwise.
+    unknown_status: str = ""
     # Append new fields here, each with a default.
 
 

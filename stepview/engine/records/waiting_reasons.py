@@ -52,7 +52,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.records.facts import RequestFacts, StepFacts
+from stepview.engine.records.request_states import RUNNING, SCANNED, blocked_reason
 from stepview.engine.records.vllm_versions import rules_for
 from stepview.model.scheduling import (
     BEHIND,
@@ -64,15 +65,7 @@ from stepview.model.scheduling import (
     WaitReason,
 )
 
-_RUNNING = int(CoreState.RUNNING)
-_PREEMPTED = int(CoreState.PREEMPTED)
-_STREAMING = int(CoreState.WAITING_FOR_STREAMING_REQ)
-# vLLM's blocked waiting statuses: set aside whatever the budget, until what they wait for comes.
-_BLOCKED = {
-    int(CoreState.WAITING_FOR_GRAMMAR): "waiting for its structured-output grammar to compile",
-    int(CoreState.WAITING_FOR_REMOTE_KVS): "waiting for its KV cache to arrive (KV transfer)",
-    _STREAMING: "waiting for more streamed input",
-}
+_RUNNING = RUNNING
 
 
 def step_budget(facts: StepFacts) -> StepBudget:
@@ -135,12 +128,11 @@ class QueueView:
         """``req``'s reason of its own in this step, or ``None`` (it runs, was scheduled, or
         waits for the shared reason)."""
         state = req.state
-        if state == _RUNNING or state > _PREEMPTED or req.num_scheduled_tokens:
+        if state == _RUNNING or req.num_scheduled_tokens:
             return None
+        if state not in SCANNED:  # blocked, whatever the budget, or a status it cannot name
+            return blocked_reason(state, req.unknown_status)
         facts = self.facts
-        blocked = _BLOCKED.get(state)
-        if blocked is not None:
-            return WaitReason(DEFERRED, blocked)
         if req.req_id in self._preempted:
             return WaitReason(
                 KV_CACHE,

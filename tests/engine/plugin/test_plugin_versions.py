@@ -25,7 +25,8 @@ from stepview.engine.plugin.config import local_listener
 from stepview.engine.plugin.scheduler import connected
 from stepview.engine.records.channel import PUBLISH_ENV, PUBLISH_EVERY_ENV
 from stepview.engine.records.vllm_versions import RULES_0_32, RULES_0_33
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.model.address import plugin_records
 from tests.engine.plugin.fake_scheduler import FakeRequest, FakeScheduler, ListSink, _output
 from tests.engine.watch.attach_helpers import ipc_address, wait_until
 
@@ -144,7 +145,7 @@ def test_an_attached_stepview_is_told_the_plugin_is_off_and_why(
     del scheduler.policy
     capture = connected(CoreCapture(scheduler))  # publishes nothing but why it is off
     assert capture.failure is not None and "policy" in capture.failure
-    engine = AttachedEngine(address)
+    engine = AttachedEngine(plugin_records(address))
     try:
         wait_until(lambda: not engine.has_unfinished() and "off" in engine.link().message, 10)
         message = engine.link().message

@@ -9,7 +9,8 @@ import socket
 import pytest
 
 from stepview.engine.plugin import config
-from stepview.engine.plugin.config import is_loopback, open_sink, remote_refusal
+from stepview.engine.plugin.config import open_sink, remote_refusal
+from stepview.model.address import zmq_endpoint
 
 
 @pytest.mark.parametrize(
@@ -23,21 +24,21 @@ from stepview.engine.plugin.config import is_loopback, open_sink, remote_refusal
     ],
 )
 def test_loopback_and_ipc_addresses_are_private(address: str) -> None:
-    assert is_loopback(address)
-    assert remote_refusal(address, "") is None
+    assert zmq_endpoint(address).loopback
+    assert remote_refusal(zmq_endpoint(address), "") is None
 
 
 @pytest.mark.parametrize(
     "address", ["tcp://0.0.0.0:5570", "tcp://*:5570", "tcp://10.0.0.5:5570", "tcp://gpu-box:1"]
 )
 def test_an_address_others_can_reach_is_refused_unless_allowed(address: str) -> None:
-    assert not is_loopback(address)
-    refusal = remote_refusal(address, "")
+    assert not zmq_endpoint(address).loopback
+    refusal = remote_refusal(zmq_endpoint(address), "")
     assert refusal is not None
     assert f"not publishing on STEPVIEW_PUBLISH={address}" in refusal
     assert "STEPVIEW_PUBLISH_REMOTE=1" in refusal and "ssh -L" in refusal
-    assert remote_refusal(address, "0") is not None
-    assert remote_refusal(address, "1") is None
+    assert remote_refusal(zmq_endpoint(address), "0") is not None
+    assert remote_refusal(zmq_endpoint(address), "1") is None
 
 
 def _free_port() -> int:

@@ -23,7 +23,7 @@ from zmq.utils.monitor import parse_monitor_message
 from stepview.engine.own.core_link import PendingRecords
 from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
-from stepview.engine.records.channel import ChannelState, FactsSubscriber, rank_address
+from stepview.engine.records.channel import ChannelState, FactsSubscriber
 from stepview.engine.records.facts import (
     CoreState,
     RequestFacts,
@@ -32,6 +32,7 @@ from stepview.engine.records.facts import (
     encode_facts,
     split_internal_id,
 )
+from stepview.model.address import zmq_endpoint
 from tests.helpers import ROOT
 
 
@@ -131,12 +132,12 @@ def test_internal_ids_split_into_client_id_and_sample() -> None:
 
 
 def test_rank_addresses_follow_vllms_rule() -> None:
-    assert rank_address("tcp://127.0.0.1:5557", 0) == "tcp://127.0.0.1:5557"
-    assert rank_address("tcp://127.0.0.1:5557", 3) == "tcp://127.0.0.1:5560"
-    assert rank_address("ipc:///tmp/sv.sock", 2) == "ipc:///tmp/sv.sock_dp2"
+    assert zmq_endpoint("tcp://127.0.0.1:5557").for_rank(0).text == "tcp://127.0.0.1:5557"
+    assert zmq_endpoint("tcp://127.0.0.1:5557").for_rank(3).text == "tcp://127.0.0.1:5560"
+    assert zmq_endpoint("ipc:///tmp/sv.sock").for_rank(2).text == "ipc:///tmp/sv.sock_dp2"
     for bad in ("127.0.0.1:5557", "tcp://host", "udp://x:1"):
         with pytest.raises(ValueError):
-            rank_address(bad, 1)
+            zmq_endpoint(bad).for_rank(1)
 
 
 def test_records_are_matched_to_the_step_whose_outputs_are_read() -> None:

@@ -21,8 +21,8 @@ from stepview.engine.records.facts import (
     RequestFacts,
     RequestIntro,
 )
-from stepview.engine.watch.adopting import arrival
-from stepview.engine.watch.server_api import completion_body
+from stepview.engine.watch.api.server_api import completion_body
+from stepview.engine.watch.link.adopting import arrival
 from stepview.model.sampling import SamplingSpec
 
 SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingSpec))

@@ -30,7 +30,7 @@ from stepview.engine.records.facts import (
     RequestIntro,
     StepFacts,
 )
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestView

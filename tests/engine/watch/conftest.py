@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.model.address import plugin_records
 from tests.engine.watch.attach_helpers import Clock, Server, ipc_address
 from tests.engine.watch.fake_api import FakeApi
 from tests.engine.watch.fake_prometheus import fake_prometheus
@@ -47,7 +48,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def engine(server: Server, clock: Clock) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, clock=clock)
+    e = AttachedEngine(plugin_records(server.address), clock=clock)
     server.wait_subscribed()
     yield e
     e.shutdown()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from stepview.cli.args import parse_own_args
-from stepview.engine.watch.api_key import ApiKey, resolve_api_key
-from stepview.engine.watch.server_api import ApiError, ServerApi
+from stepview.engine.watch.api.api_key import ApiKey, resolve_api_key
+from stepview.engine.watch.api.server_api import ApiError, ServerApi
 from tests.engine.watch.fake_api import FakeApi
 
 SECRET = "sk-test-9f8e7d"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch.server_api import api_client_id
+from stepview.engine.watch.api.server_api import api_client_id
 from stepview.testing.vllm_server import free_port
 from tests.engine.watch.attach_helpers import (
     ANSWER,

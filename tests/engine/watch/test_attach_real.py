@@ -14,8 +14,9 @@ import time
 import pytest
 
 from stepview.engine.driver.ledger import RequestLedger
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.watched_core import ABORTED_BY_CLIENT
+from stepview.model.address import plugin_records
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState, RequestView
 from tests.engine.watch.attach_helpers import warm_up
@@ -39,7 +40,7 @@ def test_the_attached_view_matches_what_the_client_saw(engines: EnginePool) -> N
     engine = engines.get(multiprocess=True, max_num_seqs=3)
     address = engine.facts_address
     assert address is not None
-    attached = AttachedEngine(address)
+    attached = AttachedEngine(plugin_records(address))
     clock = [0.0]
     ledger = RequestLedger(lambda: clock[0])
     try:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from stepview.engine.driver.loop import Driver
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.insight.timeline import timeline_of
+from stepview.model.address import plugin_records
 from stepview.model.latency import request_latency
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestView
@@ -31,7 +32,7 @@ def test_attached_timings_are_vllms_and_agree_with_the_timeline(engines: EngineP
     engine = engines.get(multiprocess=True, max_num_seqs=2)
     address = engine.facts_address
     assert address is not None
-    driver = Driver(lambda phase: AttachedEngine(address), read_only="no --api")
+    driver = Driver(lambda phase: AttachedEngine(plugin_records(address)), read_only="no --api")
     driver.start()
     try:
         wait_for(driver, lambda s: s.engine_state is not EngineState.STARTING, timeout=10)

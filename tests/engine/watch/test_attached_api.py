@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.server_api import ApiError, ServerApi, api_client_id, completion_body
+from stepview.engine.watch.api.server_api import ApiError, ServerApi, api_client_id, completion_body
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.model.address import plugin_records
 from stepview.model.commands import AddRequest
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState
@@ -36,7 +37,7 @@ S = RequestState
 
 @pytest.fixture
 def engine(server: Server, api: ServerApi) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, api=api)
+    e = AttachedEngine(plugin_records(server.address), api=api)
     server.wait_subscribed()
     yield e
     e.shutdown()
@@ -111,7 +112,7 @@ def test_an_unreachable_api_rejects_and_a_lost_answer_aborts(tmp_path: Path) -> 
     unreachable = ServerApi("http://127.0.0.1:9")  # discard port: nothing listens
     with pytest.raises(ApiError):
         unreachable.model()
-    engine = AttachedEngine(ipc_address(tmp_path), api=unreachable)
+    engine = AttachedEngine(plugin_records(ipc_address(tmp_path)), api=unreachable)
     try:
         engine.add_request("u3", "hi", SamplingSpec())
         (ended,) = next_step(engine).ended

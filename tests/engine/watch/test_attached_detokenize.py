@@ -4,7 +4,7 @@ A :class:`Server` publishes the engine core's records (token ids only) and a loc
 server plays vLLM's API (:mod:`tests.engine.watch.fake_api`: ``POST /detokenize`` decodes token
 ``t`` as `` wT``). The attached engine's clock is a test's :class:`Clock`, so a record held
 for its text is held until the fake answers, or until the test moves the clock past
-:data:`~stepview.engine.watch.detokenize.HOLD_S`. Where a test looks at the view before the
+:data:`~stepview.engine.watch.link.detokenize.HOLD_S`. Where a test looks at the view before the
 server's answer, the fake holds its answer until the test releases it (``decoding``), and the
 test then waits until the detokenizer has the answer (``Detokenizer.done``) before looking
 after it: nothing depends on the machine's speed.
@@ -20,12 +20,13 @@ from typing import TypeVar, cast
 import pytest
 
 from stepview.engine.records.facts import EndedFacts, split_internal_id
-from stepview.engine.watch import server_api
-from stepview.engine.watch.adopting import short_id
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.detokenize import HOLD_MAX_S, HOLD_S, Descriptions
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api import server_api
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.link.adopting import short_id
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.detokenize import HOLD_MAX_S, HOLD_S, Descriptions
 from stepview.files.records import request_record
+from stepview.model.address import plugin_records
 from stepview.model.snapshot import RequestView
 from tests.engine.watch.attach_helpers import Clock, Server, Watcher, record, request, wait_until
 from tests.engine.watch.fake_api import FakeApi, fake_text
@@ -35,14 +36,14 @@ B0 = "0_cmpl-fedcba9876543210-0-89abcdef"  # one with n=2: its samples 0 and 1
 B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
 C = "cmpl-aaaabbbbccccdddd-0-01234567"
 D = "cmpl-1111222233334444-0-01234567"
-LOGGER = "stepview.engine.watch.detokenize"
+LOGGER = "stepview.engine.watch.link.detokenize"
 FAILSAFE_S = 60.0  # far beyond any step, far below the server timeout a waiting step would wait
 T = TypeVar("T")
 
 
 @pytest.fixture
 def engine(server: Server, api: ServerApi, clock: Clock) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, api=api, clock=clock)
+    e = AttachedEngine(plugin_records(server.address), api=api, clock=clock)
     server.wait_subscribed()
     yield e
     e.shutdown()

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from stepview.engine.driver.loop import Driver
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.watched_core import LEFT
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.watched_core import LEFT
+from stepview.model.address import plugin_records
 from stepview.model.commands import AddRequest, Pause, Resume, SingleStep
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import EngineState, RequestState
@@ -32,7 +33,7 @@ def attached() -> list[AttachedEngine]:
 @pytest.fixture
 def driver(server: Server, attached: list[AttachedEngine]) -> Iterator[Driver]:
     def build(phase: object) -> AttachedEngine:
-        engine = AttachedEngine(server.address)
+        engine = AttachedEngine(plugin_records(server.address))
         attached.append(engine)
         return engine
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch import attached, unseen
-from stepview.engine.watch.attached import SILENT, AttachedEngine
-from stepview.engine.watch.watched_core import RESTARTED
+from stepview.engine.watch.link import attached, unseen
+from stepview.engine.watch.link.attached import SILENT, AttachedEngine
+from stepview.engine.watch.link.watched_core import RESTARTED
+from stepview.model.address import plugin_records
 from stepview.model.engine_api import LinkState
 from stepview.model.snapshot import EngineState, RequestState
 from tests.engine.watch.attach_helpers import (
@@ -100,7 +101,7 @@ def test_a_server_back_with_its_requests_goes_on(
 
 def test_link_states_before_and_while_connected(tmp_path: Path) -> None:
     address = ipc_address(tmp_path)
-    engine = AttachedEngine(address)
+    engine = AttachedEngine(plugin_records(address))
     try:
         link = engine.link()
         assert link.state is EngineState.STARTING
@@ -121,7 +122,7 @@ def test_link_states_before_and_while_connected(tmp_path: Path) -> None:
 def test_ranks_are_labelled_and_keep_their_own_figures(tmp_path: Path) -> None:
     base = ipc_address(tmp_path)
     servers = [Server(base), Server(f"{base}_dp1")]
-    engine = AttachedEngine(base, (0, 1))
+    engine = AttachedEngine(plugin_records(base, (0, 1)))
     try:
         for s in servers:
             s.wait_subscribed()

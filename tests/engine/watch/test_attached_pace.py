@@ -1,7 +1,7 @@
 """A fleet's watch reads its records at a pace: what came since the last read as one step.
 
 64 servers stepping 20 times a second are 1 280 records a second for one stepview; the fleet
-screen needs each server's figures, not its steps (see stepview.engine.watch.backlog). These
+screen needs each server's figures, not its steps (see stepview.engine.watch.link.backlog). These
 tests hold the records in the watch's backlog before it reads them (no race with delivery)
 and check that nothing is lost by reading them together, and that a server's full view
 (``every`` set to 0) gets each step again.
@@ -13,8 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.backlog import ReadPace
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.backlog import ReadPace
+from stepview.model.address import plugin_records
 from tests.engine.watch.attach_helpers import Clock, Server, Watcher, record, request, wait_until
 
 
@@ -25,7 +26,7 @@ def pace() -> ReadPace:
 
 @pytest.fixture
 def paced(server: Server, clock: Clock, pace: ReadPace) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, clock=clock, pace=pace)
+    e = AttachedEngine(plugin_records(server.address), clock=clock, pace=pace)
     server.wait_subscribed()
     yield e
     e.shutdown()

@@ -14,10 +14,10 @@ import msgspec
 import pytest
 
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch import watched_core
-from stepview.engine.watch.adopting import ClientNames, short_id
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.watched_core import ABORTED_BY_CLIENT, LEFT
+from stepview.engine.watch.link import watched_core
+from stepview.engine.watch.link.adopting import ClientNames, short_id
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.watched_core import ABORTED_BY_CLIENT, LEFT
 from stepview.model.engine_api import EngineRejected
 from stepview.model.sampling import SamplingSpec
 from stepview.model.scheduling import BEHIND, StepBudget

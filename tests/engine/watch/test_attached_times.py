@@ -23,9 +23,10 @@ from stepview.engine.records.facts import (
     decode_facts,
     encode_facts,
 )
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.core_steps import CoreStep, merged
-from stepview.engine.watch.watched_core import WatchedCore
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.core_steps import CoreStep, merged
+from stepview.engine.watch.link.watched_core import WatchedCore
+from stepview.model.address import plugin_records
 from stepview.model.engine_api import ArrivedRequest, StepResult
 from stepview.model.sampling import SamplingSpec
 from tests.engine.watch.attach_helpers import NOW, Server, next_step, record, request
@@ -35,7 +36,7 @@ SKEW = -1234.5  # this machine's clock against the server's: it must not matter
 
 @pytest.fixture
 def engine(server: Server) -> Iterator[AttachedEngine]:
-    e = AttachedEngine(server.address, clock=lambda: NOW + SKEW)
+    e = AttachedEngine(plugin_records(server.address), clock=lambda: NOW + SKEW)
     server.wait_subscribed()
     yield e
     e.shutdown()
@@ -54,7 +55,8 @@ def test_a_record_without_the_times_still_decodes() -> None:
         NOW + 0.002,
     )
     as_list = msgspec.msgpack.decode(encode_facts(facts))
-    as_list[18][0] = as_list[18][0][:-2]  # the request, as a plug-in before these fields sent it
+    before = RequestFacts.__struct_fields__.index("scheduled_at")  # (later fields appended)
+    as_list[18][0] = as_list[18][0][:before]  # the request, as a plug-in before these sent it
     as_list[20] = [
         msgspec.msgpack.decode(msgspec.msgpack.encode(EndedFacts("b", 1, [5], "stop")))[:-1]
     ]
@@ -119,7 +121,7 @@ def test_a_slow_read_counts_in_the_age_and_keeps_vllms_prefill(
     its age, or that arrival comes out after vLLM's scheduled time and the prefill is cut to
     fit (a CI run showed 3.6 ms for vLLM's 14.4)."""
     clock = [NOW + SKEW]  # no delivery delay: this machine's clock moves with the records
-    engine = AttachedEngine(server.address, clock=lambda: clock[0])
+    engine = AttachedEngine(plugin_records(server.address), clock=lambda: clock[0])
     server.wait_subscribed()
     read = WatchedCore.read
     slow = [0.05]
@@ -195,7 +197,7 @@ def test_a_record_that_came_during_the_read_does_not_make_later_steps_older(
     make that lag negative, which would age every later step by it, and date every event's
     ``engine_time`` before its step (a run showed 6 ms early)."""
     clock = [NOW + SKEW]
-    engine = AttachedEngine(server.address, clock=lambda: clock[0])
+    engine = AttachedEngine(plugin_records(server.address), clock=lambda: clock[0])
     server.wait_subscribed()
     poll = FactsSubscriber.poll
     slow = [0.02]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from stepview.engine.driver.inbox import Inbox
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.model.commands import Command, Pause
 from tests.engine.watch.attach_helpers import Server, record, request
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from stepview.engine.watch.backlog import Backlog, fold_oldest
-from stepview.engine.watch.detokenize import Wait
-from stepview.engine.watch.watched_core import WatchedCore
+from stepview.engine.watch.link.backlog import Backlog, fold_oldest
+from stepview.engine.watch.link.detokenize import Wait
+from stepview.engine.watch.link.watched_core import WatchedCore
 from tests.engine.watch.attach_helpers import record, request
 
 A, B = cast(WatchedCore, object()), cast(WatchedCore, object())  # two ranks' cores

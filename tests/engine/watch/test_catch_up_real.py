@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stepview.engine.watch.adopting import short_id
+from stepview.engine.watch.link.adopting import short_id
 from stepview.testing.vllm_server import ROOT, complete
 from tests.engine.watch.attach_helpers import watch_command, watching
 from tests.servers import Served

@@ -24,8 +24,9 @@ import pytest
 from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records import channel
-from stepview.engine.watch import catching_up
-from stepview.engine.watch.attached import AttachedEngine
+from stepview.engine.watch.link import catching_up
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.model.address import plugin_records
 from tests.engine.watch.attach_helpers import (
     Server,
     Watcher,
@@ -55,7 +56,7 @@ def tiny_queues(monkeypatch: pytest.MonkeyPatch) -> None:
 def attached(tmp_path: Path) -> Iterator[tuple[FakeCore, AttachedEngine, Watcher]]:
     address = ipc_address(tmp_path)
     publisher = FactsPublisher(address)
-    engine = AttachedEngine(address)
+    engine = AttachedEngine(plugin_records(address))
     try:
         yield FakeCore(publisher), engine, Watcher(engine)
     finally:

@@ -14,7 +14,7 @@ import pytest
 from stepview.engine.plugin.end_log import EndLog
 from stepview.engine.records.catch_up import decode_answer
 from stepview.engine.records.facts import EndedFacts
-from stepview.engine.watch.catching_up import CatchUp
+from stepview.engine.watch.link.catching_up import CatchUp
 from tests.engine.plugin.test_end_log import _log_of
 from tests.engine.watch.attach_helpers import record
 

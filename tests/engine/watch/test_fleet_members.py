@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from stepview.cli.attach import prometheus_discovery
-from stepview.engine.watch.fleet_members import FleetMembers
-from stepview.engine.watch.metrics_source import MetricsSource
-from stepview.engine.watch.metrics_watch import MetricsWatch
-from stepview.engine.watch.prometheus_targets import PrometheusFinder
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.fleet.fleet_members import FleetMembers
+from stepview.engine.watch.fleet.prometheus_targets import PrometheusFinder
+from stepview.engine.watch.metrics.metrics_source import MetricsSource
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 from stepview.files.targets_file import FileFinder
+from stepview.model.address import MetricsUrl, plugin_records, prometheus_discovery
 from stepview.model.snapshot import EngineState
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FILE_SD, Discovery, ListingError, Target
@@ -77,9 +77,9 @@ def addresses(fleet: FleetMembers) -> list[str]:
 
 def test_members_follow_the_listing_and_the_given_ones_stay() -> None:
     listing, made = Scripted(), Made()
-    a, b, c = (Target(f"http://{n}:8000", (("zone", n),), "listing") for n in "abc")
+    a, b, c = (Target(MetricsUrl(f"http://{n}:8000"), (("zone", n),), "listing") for n in "abc")
     listing.found = (a, b)
-    fleet = FleetMembers([Target("tcp://given:5570")], [listing], made)
+    fleet = FleetMembers([Target(plugin_records("tcp://given:5570"))], [listing], made)
     fleet.start()
     try:
         eventually(lambda: addresses(fleet) == ["tcp://given:5570", a.address, b.address])
@@ -90,7 +90,7 @@ def test_members_follow_the_listing_and_the_given_ones_stay() -> None:
         ]
         assert fleet.problems() == ()
         # b's labels change (same source, its window kept); a leaves (stopped); c joins.
-        b_moved = Target(b.address, (("zone", "b2"),), "listing")
+        b_moved = Target(b.watch, (("zone", "b2"),), "listing")
         listing.found = (b_moved, c)
         eventually(lambda: addresses(fleet) == ["tcp://given:5570", b.address, c.address])
         eventually(lambda: made.sources[a.address][0].stopped)
@@ -100,7 +100,7 @@ def test_members_follow_the_listing_and_the_given_ones_stay() -> None:
             "http://c:8000 joined (listed by listing: zone=c)",
         ]
         # The given server is never dropped, even by a listing that names it and lets go.
-        listing.found = (Target("tcp://given:5570", (), "listing"),)
+        listing.found = (Target(plugin_records("tcp://given:5570"), (), "listing"),)
         eventually(lambda: addresses(fleet) == ["tcp://given:5570"])
         assert not made.sources["tcp://given:5570"][0].stopped
     finally:
@@ -111,7 +111,7 @@ def test_members_follow_the_listing_and_the_given_ones_stay() -> None:
 
 def test_a_listing_that_cannot_be_read_keeps_its_servers_and_says_so_once() -> None:
     listing, made = Scripted("prometheus://p:9090"), Made()
-    listing.found = (Target("http://a:8000"), Target("http://b:8000"))
+    listing.found = (Target(MetricsUrl("http://a:8000")), Target(MetricsUrl("http://b:8000")))
     fleet = FleetMembers([], [listing], made)
     assert fleet.problems() == (
         "prometheus://p:9090: asking for the servers it lists (none answered yet)",
@@ -148,7 +148,7 @@ def test_a_listing_of_no_server_says_so() -> None:
             lambda: fleet.problems() == ("prometheus://p:9090?job=vlm: lists no server now",)
         )
         assert fleet.notices() == ["prometheus://p:9090?job=vlm: lists no server now"]
-        listing.found = (Target("http://a:8000"),)
+        listing.found = (Target(MetricsUrl("http://a:8000")),)
         eventually(lambda: fleet.problems() == ())
     finally:
         fleet.stop()
@@ -156,7 +156,7 @@ def test_a_listing_of_no_server_says_so() -> None:
 
 def test_a_server_whose_view_is_open_runs_on_after_it_left_until_the_view_is_left() -> None:
     listing, made = Scripted(), Made()
-    a = Target("http://a:8000")
+    a = Target(MetricsUrl("http://a:8000"))
     listing.found = (a,)
     fleet = FleetMembers([], [listing], made)
     fleet.start()

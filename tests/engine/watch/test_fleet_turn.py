@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from stepview.engine.driver.loop import Driver
-from stepview.engine.watch import metrics_watch
-from stepview.engine.watch.attached import AttachedEngine
-from stepview.engine.watch.backlog import ReadPace
-from stepview.engine.watch.metrics_page import MetricsPage, read_page
-from stepview.engine.watch.metrics_watch import MetricsWatch
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.backlog import ReadPace
+from stepview.engine.watch.metrics import metrics_watch
+from stepview.engine.watch.metrics.metrics_page import MetricsPage, read_page
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
+from stepview.model.address import plugin_records
 from stepview.model.engine_api import StepResult
 from stepview.model.snapshot import StepSnapshot
 from tests.engine.watch.attach_helpers import Server, ipc_address, record, request
@@ -57,7 +58,7 @@ class Observed(AttachedEngine):
     """A fleet's plug-in watch that notes, at each call, whether its thread held the turn."""
 
     def __init__(self, address: str, turn: Turn) -> None:
-        super().__init__(address, pace=ReadPace(every=0.05), turn=turn)
+        super().__init__(plugin_records(address), pace=ReadPace(every=0.05), turn=turn)
         self.turn = turn
         self.waits: list[bool] = []  # the pace's waits
         self.reads: list[bool] = []  # the sockets read

@@ -20,15 +20,16 @@ import msgspec
 import pytest
 import zmq
 
-from stepview.engine.watch.kv_blocks import KvBlockTracker, KvTotals
-from stepview.engine.watch.kv_event_wire import (
+from stepview.engine.watch.metrics.kv_blocks import KvBlockTracker, KvTotals
+from stepview.engine.watch.metrics.kv_event_wire import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     KvBatch,
     decode_message,
 )
-from stepview.engine.watch.kv_events_watch import KvEventsWatch, kv_record
+from stepview.engine.watch.metrics.kv_events_watch import KvEventsWatch, kv_record
+from stepview.model.address import zmq_endpoint
 
 DATA = Path(__file__).parents[2] / "data"
 
@@ -141,7 +142,7 @@ def test_other_tiers_are_left_out() -> None:
 
 
 def test_churn_over_the_window() -> None:
-    watch = KvEventsWatch("tcp://127.0.0.1:1", window=10.0)
+    watch = KvEventsWatch(zmq_endpoint("tcp://127.0.0.1:1"), window=10.0)
     assert watch.figures(0.0, KvTotals()).stored_per_s == 0.0
     half = watch.figures(5.0, KvTotals(batches=3, stored=50, removed=5, resident=45))
     assert half.stored_per_s == 10.0 and half.removed_per_s == 1.0  # 50 in the 5 s watched
@@ -163,7 +164,7 @@ def test_the_subscriber_reads_a_publisher(tmp_path: Path) -> None:
     address = f"ipc://{tmp_path}/kv"
     publisher = zmq.Context.instance().socket(zmq.PUB)
     publisher.bind(address)
-    watch = KvEventsWatch(address, window=60.0)
+    watch = KvEventsWatch(zmq_endpoint(address), window=60.0)
     try:
         figures = watch.poll(0.0)
         assert figures.batches == 0

@@ -3,7 +3,7 @@
 At 64 servers the fleet's watch spent a third of its time in prometheus_client's parser on 16
 pages of ~30 KB, most of whose lines (vLLM's histograms stepview does not show, Python's
 collector) it never read; those starved the fleet screen's keys. Now only the lines of
-:data:`~stepview.engine.watch.metrics_page.READ` reach the parser: these tests hold that no
+:data:`~stepview.engine.watch.metrics.metrics_page.READ` reach the parser: these tests hold that no
 figure changed (each real vLLM page read both ways) and that nothing else is parsed.
 """
 
@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from stepview.engine.watch import metrics_page
-from stepview.engine.watch.metrics_page import READ, MetricsPage, read_lines, read_page
+from stepview.engine.watch.metrics import metrics_page
+from stepview.engine.watch.metrics.metrics_page import READ, MetricsPage, read_lines, read_page
 from tests.engine.watch.fake_metrics import capture
 
 PAGES = ("idle", "busy", "after", "dp2-busy")

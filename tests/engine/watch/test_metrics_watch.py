@@ -8,9 +8,9 @@ edges are exact.
 from __future__ import annotations
 
 from stepview.engine.plugin.config import PLUGIN_QUALNAME
-from stepview.engine.watch.api_key import ApiKey
-from stepview.engine.watch.metrics_watch import PLUGIN, MetricsWatch
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.api_key import ApiKey
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.metrics.metrics_watch import PLUGIN, MetricsWatch
 from stepview.model.snapshot import EngineState
 from tests.engine.watch.fake_metrics import MODEL, ROOT, FakeMetrics, capture, without
 

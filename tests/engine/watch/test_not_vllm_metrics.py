@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 
-from stepview.engine.watch.metrics_page import NotVllmMetrics, read_page, what_is_there
-from stepview.engine.watch.metrics_watch import MetricsWatch
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.metrics.metrics_page import NotVllmMetrics, read_page, what_is_there
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 from stepview.metrics.families import StepviewMetrics
 from stepview.model.snapshot import EngineState
 from tests.engine.watch.fake_metrics import FakeMetrics, capture

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from stepview.cli.attach import prometheus_discovery
-from stepview.engine.watch.fleet_members import FleetMembers
-from stepview.engine.watch.metrics_source import MetricsSource
-from stepview.engine.watch.metrics_watch import MetricsWatch
-from stepview.engine.watch.prometheus_targets import PrometheusFinder
-from stepview.engine.watch.server_api import ServerApi
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.fleet.fleet_members import FleetMembers
+from stepview.engine.watch.fleet.prometheus_targets import PrometheusFinder
+from stepview.engine.watch.metrics.metrics_source import MetricsSource
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
+from stepview.model.address import prometheus_discovery
 from stepview.model.snapshot import EngineState
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import Target

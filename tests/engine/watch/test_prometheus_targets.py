@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from stepview.cli.attach import prometheus_discovery
-from stepview.engine.watch.prometheus_targets import (
+from stepview.engine.watch.fleet.prometheus_targets import (
     PrometheusError,
     PrometheusFinder,
     active_targets,
     vllm_instances,
     watched_address,
 )
+from stepview.model.address import MetricsUrl, prometheus_discovery
 from stepview.model.targets import PROMETHEUS, Discovery, Target
 from stepview.testing.vllm_server import free_port
 from tests.engine.watch.fake_metrics import FakeMetrics
@@ -33,7 +33,7 @@ def test_a_jobs_targets_from_a_real_answer_up_or_down_with_their_labels() -> Non
         "http://127.0.0.1:18001",
         "http://127.0.0.1:18002",
     ]
-    assert targets[1] == Target("http://127.0.0.1:18001", VLLM_LABELS, "p")
+    assert targets[1] == Target(MetricsUrl("http://127.0.0.1:18001"), VLLM_LABELS, "p")
     assert dict(targets[0].labels) == {"instance": "127.0.0.1:18003", "job": "vllm"}
     assert skipped == []
     everyone, _ = active_targets(captured(), (), None, "p")

@@ -19,8 +19,9 @@ import pytest
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.plugin.stacks import StackWatch
 from stepview.engine.records.channel import FactsSubscriber
-from stepview.engine.watch import server_stacks
-from stepview.engine.watch.server_stacks import ServerStacks
+from stepview.engine.watch.link import server_stacks
+from stepview.engine.watch.link.server_stacks import ServerStacks
+from stepview.model.address import plugin_records
 from stepview.model.stacks import ASKED, HUNG_STEP, NONE, CoreStacks
 
 AFTER_S = 0.3  # a step "hangs" after this long
@@ -56,7 +57,7 @@ class Channel:
             wake=0.05,
         )
         self.core = Core(0, FactsSubscriber(self.publisher.address, stacks=True))
-        self.stacks = ServerStacks(self.publisher.address, [0])
+        self.stacks = ServerStacks(plugin_records(self.publisher.address, (0,)))
         self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read)
         self._reader.start()

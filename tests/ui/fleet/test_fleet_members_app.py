@@ -7,6 +7,7 @@ from __future__ import annotations
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
+from stepview.model.address import watch_address
 from stepview.model.targets import Member, Target
 from stepview.testing.sources import StaticSource
 from stepview.ui.fleet.fleet_app import NO_SERVER, FleetApp
@@ -18,7 +19,8 @@ PROM = "prometheus://prom:9090"
 
 def member(address: str, **labels: str) -> Member:
     return Member(
-        Target(address, tuple(sorted(labels.items())), PROM), StaticSource(scraped(1, 0.2))
+        Target(watch_address(address), tuple(sorted(labels.items())), PROM),
+        StaticSource(scraped(1, 0.2)),
     )
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from stepview.model.sampling import SamplingSpec
-from stepview.model.scheduling import BEHIND, KV_CACHE, NOT_ADMITTED, TOKEN_BUDGET, WaitReason
+from stepview.model.scheduling import (
+    BEHIND,
+    KV_CACHE,
+    NOT_ADMITTED,
+    TOKEN_BUDGET,
+    WaitReason,
+    unknown_status,
+)
 from stepview.model.snapshot import RecentStep, RequestState
 from stepview.testing.snapshots import RTL_PROMPT, TRICKY_PROMPT, mid_run, request
 from stepview.ui.display import (
@@ -216,6 +223,8 @@ _BEHIND = WaitReason(BEHIND, "behind load1-12, which vLLM could not schedule", "
         (RequestState.PREEMPTED, 12, _BEHIND, 17, "preempted·behind"),
         (RequestState.WAITING, 0, WaitReason(KV_CACHE, "3 more blocks"), 17, "waiting·kv"),
         (RequestState.PENDING, 0, WaitReason(NOT_ADMITTED, "in stepview's queue"), 17, "pending"),
+        # A vLLM status this stepview does not know: said, with the table's word for it.
+        (RequestState.WAITING, 0, unknown_status("WAITING_FOR_X"), 17, "waiting·unknown"),
     ],
 )
 def test_the_state_cell_keeps_the_wait_reason_whole_within_its_width(

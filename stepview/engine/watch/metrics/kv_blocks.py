@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, fields
 
-from stepview.engine.watch.kv_event_wire import (
+from stepview.engine.watch.metrics.kv_event_wire import (
     GPU,
     AllBlocksCleared,
     BlockHash,

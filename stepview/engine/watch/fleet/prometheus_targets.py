@@ -15,9 +15,10 @@ for ``vllm:num_requests_running``, matched on ``job`` and ``instance``), so that
 that also scrapes node exporters and itself gives its vLLM servers only; a server that never
 answered, or has been down longer than that, is not among them until it answers again.
 
-Nothing here decides what a fleet does with the list: :mod:`stepview.engine.watch.fleet_members`
-follows it. An answer that is not Prometheus' (a vLLM server's port given by mistake) or no
-answer at all raises :class:`PrometheusError` with a line that says so.
+Nothing here decides what a fleet does with the list:
+:mod:`stepview.engine.watch.fleet.fleet_members` follows it. An answer that is not
+Prometheus' (a vLLM server's port given by mistake) or no answer at all raises
+:class:`PrometheusError` with a line that says so.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from stepview.engine.watch.server_api import ApiError, ServerApi
+from stepview.engine.watch.api.server_api import ApiError, ServerApi
+from stepview.model.address import MetricsUrl
 from stepview.model.targets import Discovery, ListingError, Target, labels_of
 
 log = logging.getLogger(__name__)
@@ -122,7 +124,7 @@ def active_targets(
         if address is None:
             skipped.append(url)
             continue
-        found.setdefault(address, Target(address, labels_of(labels), listed_by))
+        found.setdefault(address, Target(MetricsUrl(address), labels_of(labels), listed_by))
     return tuple(found.values()), skipped
 
 

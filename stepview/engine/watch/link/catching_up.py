@@ -12,7 +12,7 @@ request it no longer holds must end as the log says (its tokens, its finish reas
 What is folded in with that record (:meth:`CatchUp.take`) is exactly what the watch missed:
 the ends tagged after the record it read last and up to this one, less those this record
 carries itself. Ends tagged after it come in later records (or in the next catch-up);
-:class:`~stepview.engine.watch.watched_core.WatchedCore` ends each request once whatever
+:class:`~stepview.engine.watch.link.watched_core.WatchedCore` ends each request once whatever
 repeats it. A plug-in without the log (an older one) never answers: after one wait for
 nothing, the watch stops holding records for it and counts what it lost as before.
 """

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from stepview.engine.watch.kv_events_watch import KvEventsWatch
-from stepview.engine.watch.metrics_page import (
+from stepview.engine.watch.api.server_api import ApiError, ServedModel, ServerApi
+from stepview.engine.watch.metrics.kv_events_watch import KvEventsWatch
+from stepview.engine.watch.metrics.metrics_page import (
     GENERATION_TOKENS,
     ITERATION_TOKENS,
     KV_CACHE_USAGE,
@@ -39,7 +40,6 @@ from stepview.engine.watch.metrics_page import (
     NotVllmMetrics,
     read_page,
 )
-from stepview.engine.watch.server_api import ApiError, ServedModel, ServerApi
 from stepview.insight.histogram_window import CounterWindow, HistogramWindow, quantile
 from stepview.model.errors import describe
 from stepview.model.server_window import NOT_VLLM, QUANTILES, Latency, ServerWindow

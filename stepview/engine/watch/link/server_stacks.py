@@ -25,6 +25,7 @@ from typing import Protocol
 
 from stepview.engine.records.channel import FactsSubscriber
 from stepview.engine.records.stacks import StacksWire
+from stepview.model.address import PluginRecords
 from stepview.model.stacks import ASKED, NONE, CoreStacks
 
 ANSWER_WAIT_S = 3.0
@@ -41,11 +42,12 @@ class StackedCore(Protocol):
 
 
 class ServerStacks:
-    """The stacks of a watched server's engine cores at ``address``, one per rank in ``ranks``."""
+    """The stacks of a watched server's engine cores (``records``: its address and the ranks
+    watched), one per rank."""
 
-    def __init__(self, address: str, ranks: Sequence[int]) -> None:
-        self.address = address
-        self.ranks = tuple(ranks)
+    def __init__(self, records: PluginRecords) -> None:
+        self.address = records.text
+        self.ranks = records.ranks
         self._changed = threading.Condition()
         self._asks: list[str] = []  # not sent yet
         self._waiting: set[str] = set()  # asks a take() still waits for

@@ -3,7 +3,8 @@
 :class:`KvEventsWatch` holds a zmq SUB socket connected to the server's KV event publisher
 (all topics) and, on each :meth:`~KvEventsWatch.poll` (the ``/metrics`` watch calls it once per
 scrape, on its thread), reads what has arrived without waiting, feeds it to a
-:class:`~stepview.engine.watch.kv_blocks.KvBlockTracker`, and answers the window's figures as a
+:class:`~stepview.engine.watch.metrics.kv_blocks.KvBlockTracker`,
+and answers the window's figures as a
 :class:`~stepview.model.server_window.KvBlocks`. Between polls the batches wait in zmq's queue
 (:data:`RECEIVE_HWM` messages; beyond that zmq drops them and the sequence gap is counted as
 missed). The publisher's replay socket is not used: a gap is counted, not filled.
@@ -20,9 +21,10 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from stepview.engine.watch.kv_blocks import KvBlockTracker, KvTotals
-from stepview.engine.watch.kv_event_wire import decode_message
+from stepview.engine.watch.metrics.kv_blocks import KvBlockTracker, KvTotals
+from stepview.engine.watch.metrics.kv_event_wire import decode_message
 from stepview.insight.histogram_window import CounterWindow
+from stepview.model.address import ZmqEndpoint
 from stepview.model.server_window import KvBlocks
 
 RECEIVE_HWM = 100_000
@@ -36,12 +38,10 @@ class KvEventsWatch:
     """The KV events published at ``address`` (``tcp://HOST:PORT`` or ``ipc://PATH``), over
     the last ``window`` seconds. Not thread-safe: one caller, who also closes it."""
 
-    def __init__(self, address: str, *, window: float = 60.0, capacity: int | None = None) -> None:
-        if not address.startswith(("tcp://", "ipc://")):
-            raise ValueError(
-                f"a KV event address is tcp://HOST:PORT or ipc://PATH, not {address!r}"
-            )
-        self.address = address
+    def __init__(
+        self, endpoint: ZmqEndpoint, *, window: float = 60.0, capacity: int | None = None
+    ) -> None:
+        self.address = endpoint.text
         self.window = window
         self.tracker = KvBlockTracker() if capacity is None else KvBlockTracker(capacity)
         self._windows = {name: CounterWindow(window) for name in _WINDOWED}

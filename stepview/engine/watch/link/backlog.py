@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from stepview.engine.records.entries import merge_many
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.watch.detokenize import Wait, joined_waits
-from stepview.engine.watch.watched_core import WatchedCore
+from stepview.engine.watch.link.detokenize import Wait, joined_waits
+from stepview.engine.watch.link.watched_core import WatchedCore
 
 MAX_BACKLOG = 256
 FLEET_READ_S = 0.25  # a fleet's watch reads what came at most this often (the screen: 0.5 s)
@@ -43,7 +43,7 @@ class ReadPace:
 
 Backlog = deque[tuple[WatchedCore, StepFacts, Wait | None]]
 """Records not read yet, oldest first: each one's engine core, and what its reading waits for
-(see :mod:`~stepview.engine.watch.detokenize`)."""
+(see :mod:`~stepview.engine.watch.link.detokenize`)."""
 
 
 def fold_oldest(backlog: Backlog, excess: int) -> int:

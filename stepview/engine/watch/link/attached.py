@@ -18,7 +18,7 @@ How a record becomes a step (one record per ``step()``, oldest first):
   ranks are watched; a request stepview itself sent through ``--api`` keeps stepview's id.
   The record's intro gives its prompt token ids and sampling parameters; the prompt text is
   not on the wire (``(N prompt tokens)``). With ``--api`` the server decodes its prompt
-  and, when it ends, its completions (:mod:`~stepview.engine.watch.detokenize`: a record ending
+  and, when it ends, its completions (:mod:`~stepview.engine.watch.link.detokenize`: a record ending
   adopted requests is held until their text is in, briefly);
 * states, prefill progress and preemptions come from the record as for stepview's own
   engine (:class:`~stepview.engine.records.entries.EntryReader`); output token ids arrive
@@ -30,7 +30,7 @@ How a record becomes a step (one record per ``step()``, oldest first):
   waits for its HTTP answer instead, which carries the text and the real finish reason;
 * records lost (zmq dropped them for a watch too slow, or the link dropped): the watch asks
   the plug-in's log of ends for every end after the last record it read, and the full record
-  after the gap waits for the answer (:mod:`~stepview.engine.watch.catching_up`), so the
+  after the gap waits for the answer (:mod:`~stepview.engine.watch.link.catching_up`), so the
   requests that ended meanwhile end as they did, those that came and went are adopted and
   end too, and only what fell out of the log is counted unseen.
 
@@ -42,8 +42,9 @@ server that comes back with nothing in flight sends no record at all, so after
 :data:`SETTLE_S` of silence the held requests end the same way. stepview quitting only
 closes its sockets: the server never notices.
 
-Each engine core's records are read by a :class:`~stepview.engine.watch.watched_core.WatchedCore`;
-this module holds them together: the backlog of records, the link, the API.
+Each engine core's records are read by a
+:class:`~stepview.engine.watch.link.watched_core.WatchedCore`; this module holds them
+together: the backlog of records, the link, the API.
 """
 
 from __future__ import annotations
@@ -56,22 +57,22 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from stepview.engine.records.channel import ChannelState, rank_address, wait_for_any
+from stepview.engine.records.channel import ChannelState, wait_for_any
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.watch.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_oldest
-from stepview.engine.watch.core_steps import CoreStep, merged, vllm_stamps
-from stepview.engine.watch.detokenize import Descriptions, Detokenizer
-from stepview.engine.watch.link_state import link_state
-from stepview.engine.watch.plugin_word import PluginWord
-from stepview.engine.watch.server_api import (
+from stepview.engine.watch.api.server_api import (
     ApiAnswer,
     ApiError,
     ServedModel,
     ServerApi,
     api_client_id,
 )
-from stepview.engine.watch.server_stacks import ServerStacks
-from stepview.engine.watch.watched_core import LEFT, WatchedCore
+from stepview.engine.watch.link.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_oldest
+from stepview.engine.watch.link.core_steps import CoreStep, merged, vllm_stamps
+from stepview.engine.watch.link.detokenize import Descriptions, Detokenizer
+from stepview.engine.watch.link.link_state import PluginWord, link_state
+from stepview.engine.watch.link.server_stacks import ServerStacks
+from stepview.engine.watch.link.watched_core import LEFT, WatchedCore
+from stepview.model.address import PluginRecords
 from stepview.model.chat import ATTACHED_NO_CHAT, ChatMessage
 from stepview.model.engine_api import (
     ArrivedRequest,
@@ -109,16 +110,15 @@ _NO_ANSWERS: list[ApiAnswer] = []
 class AttachedEngine:
     """A vLLM server stepview watches (see the module docstring); all calls on one thread.
 
-    ``address`` is the plug-in's ``STEPVIEW_PUBLISH`` address; ``ranks`` the data-parallel
-    ranks to watch (each on :func:`~stepview.engine.records.channel.rank_address`). ``api``
+    ``records`` is the plug-in's ``STEPVIEW_PUBLISH`` address with the data-parallel ranks to
+    watch (each where :meth:`~stepview.model.address.ZmqEndpoint.for_rank` says). ``api``
     adds prompts through the server's completions endpoint (without it adding is refused)
     and decodes other clients' token ids into text through its ``/detokenize``.
     """
 
     def __init__(
         self,
-        address: str,
-        ranks: Sequence[int] = (0,),
+        records: PluginRecords,
         *,
         api: ServerApi | None = None,
         clock: Callable[[], float] = time.time,
@@ -129,7 +129,7 @@ class AttachedEngine:
         """``stacks``: the engine cores' stacks a flight recorder asks for, through here;
         ``pace``: read the records at most this often (a fleet's watch), else each as a step;
         ``turn``: held to read the sockets, after the pace's wait (the fleet's: see ``Driver``)."""
-        self.address = address
+        self.address = address = records.text
         self._clock = clock
         self._api = api
         self._cores: list[WatchedCore] = []
@@ -139,9 +139,8 @@ class AttachedEngine:
         self._turn = nullcontext() if turn is None else turn
         self._read_at = 0.0  # when records were last read (monotonic), for the pace
         try:
-            for queue, rank in enumerate(ranks):
-                address_of = rank_address(address, rank)
-                self._cores.append(WatchedCore(rank, address_of, queue, stacks=bool(stacks)))
+            for queue, (rank, endpoint) in enumerate(records.endpoints()):
+                self._cores.append(WatchedCore(rank, endpoint, queue, stacks=bool(stacks)))
         except BaseException:
             self.shutdown()
             raise

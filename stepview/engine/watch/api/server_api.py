@@ -15,7 +15,7 @@ by :meth:`ServerApi.answers`. Closing a request's connection is how it is aborte
 server cancels a completion whose client went away.
 
 The same API decodes other clients' token ids into text (``POST /detokenize``, see
-:meth:`ServerApi.detokenize` and :mod:`stepview.engine.watch.detokenize`).
+:meth:`ServerApi.detokenize` and :mod:`stepview.engine.watch.link.detokenize`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from stepview.engine.watch.api_key import ApiKey, unauthorized_message
+from stepview.engine.watch.api.api_key import ApiKey, unauthorized_message
 from stepview.model.engine_api import CompletionUpdate
 from stepview.model.errors import describe
 from stepview.model.sampling import SamplingSpec

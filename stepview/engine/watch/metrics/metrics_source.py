@@ -1,5 +1,5 @@
-"""A :class:`~stepview.engine.watch.metrics_watch.MetricsWatch` on a thread of its own, as the
-TUI's snapshot source (``stepview --attach http://HOST:PORT``).
+"""A :class:`~stepview.engine.watch.metrics.metrics_watch.MetricsWatch` on a thread of its own,
+as the TUI's snapshot source (``stepview --attach http://HOST:PORT``).
 
 The TUI pulls :meth:`MetricsSource.latest`; a thread scrapes every ``interval`` seconds and
 swaps in the newest snapshot, as the driver does for an engine. There is nothing to add or
@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from stepview.engine.watch.metrics_watch import MetricsWatch
+from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
 from stepview.model.commands import Command, Pause, Resume, SingleStep
 from stepview.model.snapshot import EngineState, StepSnapshot
 

@@ -1,9 +1,9 @@
 """One engine core of a watched server: its records read into steps for the driver.
 
-:class:`~stepview.engine.watch.attached.AttachedEngine` watches a server's engine cores (one per
-data-parallel rank); each is a :class:`WatchedCore` here: its subscriber, the requests it
+:class:`~stepview.engine.watch.link.attached.AttachedEngine` watches a server's engine cores
+(one per data-parallel rank); each is a :class:`WatchedCore` here: its subscriber, the requests it
 holds as last seen, and its latest figures. :meth:`WatchedCore.read` turns one record into
-what the driver's step needs (see :mod:`stepview.engine.watch.attached` for the rules):
+what the driver's step needs (see :mod:`stepview.engine.watch.link.attached` for the rules):
 
 * a request (one engine-core request per sample) seen for the first time is adopted; one
   whose intro was missed waits up to :data:`INTRO_WAIT_S` (of the server's time) for a
@@ -45,10 +45,11 @@ from stepview.engine.records.facts import (
     StepFacts,
     split_internal_id,
 )
-from stepview.engine.watch.adopting import ClientNames, arrival
-from stepview.engine.watch.catching_up import CatchUp
-from stepview.engine.watch.core_steps import CoreStep, ScheduledTimes
-from stepview.engine.watch.unseen import UnseenRequests
+from stepview.engine.watch.link.adopting import ClientNames, arrival
+from stepview.engine.watch.link.catching_up import CatchUp
+from stepview.engine.watch.link.core_steps import CoreStep, ScheduledTimes
+from stepview.engine.watch.link.unseen import UnseenRequests
+from stepview.model.address import ZmqEndpoint
 from stepview.model.engine_api import CompletionUpdate, EndedRequest, OutputUpdate
 from stepview.model.snapshot import RankStatus, RequestState
 
@@ -77,16 +78,18 @@ class _Sample:
 
 
 class WatchedCore:
-    """One engine core (data-parallel ``rank``) publishing at ``address``."""
+    """One engine core (data-parallel ``rank``) publishing at ``endpoint``."""
 
-    def __init__(self, rank: int, address: str, queue: int = 0, *, stacks: bool = False) -> None:
+    def __init__(
+        self, rank: int, endpoint: ZmqEndpoint, queue: int = 0, *, stacks: bool = False
+    ) -> None:
         """``queue``: which of the snapshot's queues this core's waiting requests are in;
         ``stacks``: also receive the core's thread stacks (a flight recorder wants them)."""
         self.rank = rank
-        self.address = address
+        self.address = address = endpoint.text
         self.queue = queue
         # CURVE keys (checked by the launcher before anything starts) for a tcp:// server.
-        keys = watch_keys() if "tcp://" in address else None
+        keys = watch_keys() if endpoint.tcp else None
         self.subscriber = FactsSubscriber(address, keys, stacks=stacks)
         self.stream = RecordStream(self.subscriber.resync)
         self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed
@@ -119,7 +122,7 @@ class WatchedCore:
 
     @property
     def unseen(self) -> int:
-        """Requests gone unseen here (:mod:`~stepview.engine.watch.unseen`)."""
+        """Requests gone unseen here (:mod:`~stepview.engine.watch.link.unseen`)."""
         return self.unseen_requests.count
 
     def _lookup(self, core_id: str) -> str | None:

@@ -6,7 +6,7 @@ scheduled it and when its first token was made
 (:attr:`~stepview.engine.records.facts.RequestFacts.scheduled_at`, ``first_token_at``), on
 the record's own clock, the server's wall clock. The watch dates records on its own clock by
 the offset it measures between the two (:meth:`WatchedCore.received
-<stepview.engine.watch.watched_core.WatchedCore.received>`), so these times are moved by the
+<stepview.engine.watch.link.watched_core.WatchedCore.received>`), so these times are moved by the
 same offset, and handed to the ledger as :class:`~stepview.model.engine_api.VllmStamps` (how
 long before the step that reports them), as stepview's own engine hands it the times its
 output processor holds: the ledger then splits queue, prefill and decode where vLLM does.

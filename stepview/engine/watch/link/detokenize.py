@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stepview.engine.records.facts import EndedFacts, StepFacts
-from stepview.engine.watch.server_api import ApiError, ServerApi, drained
-from stepview.engine.watch.watched_core import WatchedCore
+from stepview.engine.watch.api.server_api import ApiError, ServerApi, drained
+from stepview.engine.watch.link.watched_core import WatchedCore
 from stepview.model.engine_api import (
     ArrivedRequest,
     DescribedRequest,
