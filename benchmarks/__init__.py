@@ -29,6 +29,12 @@ The benchmarks, and the last line each prints:
 ``long_queue``
     a real server holding thousands of waiting requests, watched: how far behind the view
     falls and what it costs: ``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z``.
+``event_delay``
+    an event of ``--events`` from the engine's step to a reader of the HTTP stream beside a
+    busy plug-in server, against vLLM's ``/metrics`` polled for the same change, and the
+    server's throughput with a reader that reads nothing against without:
+    ``event_delay: events=N p50_ms=A p99_ms=B finished_p50_ms=C finished_p99_ms=D
+    metrics_p50_ms=E metrics_p99_ms=F silent_reader_throughput=R``.
 ``ui_scale``
     the TUI with 1 000 running and 10 000 finished requests on a real terminal (no vLLM):
     one labelled line per figure, ``history: N bytes per request per step (...)`` last.
@@ -103,6 +109,7 @@ BENCHMARKS = (
     "capture_cost",
     "core_cpu",
     "engine_overhead",
+    "event_delay",
     "flight_size",
     "fuzz",
     "fleet_keys",

@@ -28,6 +28,9 @@ Where each part runs, and so where its code lives:
     the output registry: every output a run can write, serve or print, one entry each (its
     flags, rules, files, and how it opens, writes and finishes), read by ``cli/`` and
     ``launch/`` alike.
+``events/``
+    the event stream (``--events``): what changes, as versioned JSON events for programs, to
+    a file, standard output or Server-Sent Events; the schema shipped beside it.
 ``ui/``
     the Textual app, which reads snapshots and never imports vLLM or the engine.
 ``cli/``

@@ -32,6 +32,7 @@ from tests.servers import (
     plain_server,
     plugged_server,
     server_pool,
+    tight_server,
 )
 from tests.vllm_engines import ENGINE_FIXTURES, demo_model_path, engines
 
@@ -44,6 +45,7 @@ __all__ = [  # fixtures and hooks, found by pytest here
     "plugged_server",
     "pytest_xdist_make_scheduler",
     "server_pool",
+    "tight_server",
 ]
 
 _LOGGERS = ("stepview", "py.warnings")

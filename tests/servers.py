@@ -13,7 +13,9 @@ worker only.
   (``--max-num-seqs 2``, so requests wait for a slot), publishing its KV-cache events;
 - ``plugged_server``: the server with stepview's scheduler plug-in publishing its records;
 - ``locked_server``: the plug-in server locked two ways, ``--api-key`` on its API and CURVE
-  on its records (published on every interface, allowed only because CURVE guards it).
+  on its records (published on every interface, allowed only because CURVE guards it);
+- ``tight_server``: the plug-in server with a KV cache of 40 blocks and at most 6 requests
+  running, so that a load makes requests wait and get preempted (the event stream's test).
 
 Every test gets a server that answers ``/health``: one that an earlier test left dead is
 started again, so that a later test does not fail for what another did. Tests that restart or
@@ -32,7 +34,7 @@ import pytest
 
 from stepview.testing.vllm_server import ApiServer, free_port, server_command, server_env
 
-SERVER_FIXTURES = frozenset({"plain_server", "plugged_server", "locked_server"})
+SERVER_FIXTURES = frozenset({"plain_server", "plugged_server", "locked_server", "tight_server"})
 """The fixtures of shared servers: a test that uses one is put in the ``servers`` group."""
 API_KEY = "sk-stepview-test-5e1f"
 """The locked server's ``--api-key``."""
@@ -78,6 +80,19 @@ def _plugged(model: Path, folder: Path) -> Served:
     return Served(api, publish=publish)
 
 
+TIGHT_KV = "640K"
+"""The tight server's KV cache: 640 tokens of the tiny model (its 512-token context and a
+little more), 40 blocks."""
+
+
+def _tight(model: Path, folder: Path) -> Served:
+    port, publish = free_port(), f"tcp://127.0.0.1:{free_port()}"
+    command = [*server_command(model, port), "--max-num-seqs", "6"]
+    command[command.index("--kv-cache-memory-bytes") + 1] = TIGHT_KV
+    api = ApiServer(command, server_env(publish), port, folder / "tight.log")
+    return Served(api, publish=publish)
+
+
 def _locked(model: Path, folder: Path) -> Served:
     from stepview.engine.records.curve import make_keys
 
@@ -95,6 +110,7 @@ _KINDS: dict[str, Callable[[Path, Path], Served]] = {
     "plain_server": _plain,
     "plugged_server": _plugged,
     "locked_server": _locked,
+    "tight_server": _tight,
 }
 
 
@@ -176,3 +192,8 @@ def plugged_server(server_pool: ServerPool) -> Served:
 @pytest.fixture
 def locked_server(server_pool: ServerPool) -> Served:
     return server_pool.get("locked_server")
+
+
+@pytest.fixture
+def tight_server(server_pool: ServerPool) -> Served:
+    return server_pool.get("tight_server")

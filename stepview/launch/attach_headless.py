@@ -130,7 +130,7 @@ def watch_headless(
     printer = HeadlessPrinter(
         len(requests) if requests else None,
         json_lines=spec.front.json,
-        out=sys.stdout,
+        out=outputs.printing_to(),
         err=sys.stderr,
         annotate=insight.request_fields,
         awaited=[request.request_id for request in requests],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from stepview.insight.run import RunInsight
-from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice
+from stepview.launch.exits import EXIT_FAILED, EXIT_OK, fail, notice, stop_on_signals
 from stepview.launch.summary import summarize
 from stepview.outputs.entry import FromTrace
 from stepview.outputs.paths import check_output_paths
@@ -42,7 +42,7 @@ def export_replay(spec: RunSpec) -> int:
     def insight() -> RunInsight:  # a pass over every snapshot: only when an output needs it
         return summarize(trace, keep_steps=True)
 
-    source = FromTrace(trace_path, trace, insight, notice)
+    source = FromTrace(trace_path, trace, insight, notice, stop_on_signals)
     errors: list[str] = []
     for entry, chosen in trace_outputs(spec.outputs):
         assert entry.from_trace is not None

@@ -96,9 +96,12 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
         ),
     )
     roster.start()
+    outputs.follow_fleet(roster, _behind)
     try:
         if spec.front.headless:
-            code = watch_fleet_headless(roster, spec.watch.scrape_interval, spec.watch.window)
+            code = watch_fleet_headless(
+                roster, spec.watch.scrape_interval, spec.watch.window, outputs.printing_to()
+            )
         else:
             code = asyncio.run(_fleet_tui(roster, spec.watch.window, paces))
     finally:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -228,11 +227,10 @@ def run_headless(spec: RunSpec, log_path: Path, feed: Feed | None = None) -> int
         outputs = open_outputs(spec, header, insight, default_results=False, annotate=annotate)
         if isinstance(outputs, int):
             return outputs
-        quiet = feed is not None and feed.quiet
         printer = HeadlessPrinter(
             request_count(requests),
             json_lines=spec.front.json,
-            out=open(os.devnull, "w") if quiet else sys.stdout,  # noqa: SIM115 - lives as long
+            out=outputs.printing_to(quiet=feed is not None and feed.quiet),
             err=sys.stderr,
             annotate=annotate,
         )

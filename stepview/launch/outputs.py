@@ -12,9 +12,11 @@ file that failed named, whether it failed mid-run (disk full) or while exporting
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from stepview.launch.exits import fail, notice, unfinished_note
 from stepview.model.engine_api import LinkState
@@ -30,6 +32,8 @@ from stepview.run.spec import RunSpec
 if TYPE_CHECKING:
     from stepview.files.records import Annotate
     from stepview.insight.run import RunInsight
+    from stepview.model.source import SnapshotSource
+    from stepview.model.targets import Roster
     from stepview.trace.flight import FlightRecorder
 
 
@@ -69,6 +73,20 @@ class RunOutputs:
         """A watched server's link (the driver's), for the outputs that report on it."""
         for output in self.opened.values():
             output.follow_link(link)
+
+    def follow_fleet(
+        self, roster: Roster, behind: Callable[[SnapshotSource], float | None]
+    ) -> None:
+        """A fleet's servers as they come and go, for the outputs that report on them."""
+        for output in self.opened.values():
+            output.follow_fleet(roster, behind)
+
+    def printing_to(self, *, quiet: bool = False) -> TextIO:
+        """Where the front end prints: standard output, or nowhere when it is ``quiet`` or
+        an output writes standard output itself (``--events -``)."""
+        if quiet or any(output.owns_stdout for output in self.opened.values()):
+            return open(os.devnull, "w")
+        return sys.stdout
 
     def discard(self) -> None:
         """The run never started (a usage error only the engine could see): undo what

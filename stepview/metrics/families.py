@@ -54,6 +54,12 @@ class StepviewMetrics:
             "own queue) arrived; 0 when none waits",
             registry=registry,
         )
+        self.events_dropped = Counter(
+            "stepview_events_dropped",
+            "Events of the --events http:// stream a reader did not get: it fell further "
+            "behind than --events-queue (each reader's loss counted; see docs/events.md)",
+            registry=registry,
+        )
         self.preemptions = Counter(
             "stepview_preemptions",
             "Preemptions: times the engine took a request's KV cache away to make room",

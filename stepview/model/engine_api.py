@@ -106,6 +106,7 @@ class ArrivedRequest(NamedTuple):
     waited: float
     prompt_token_ids: tuple[int, ...] = ()
     trace_context: str = ""  # the W3C traceparent its client sent (RequestView's)
+    client_id: str | None = None  # the id its server knows it by (its client's, or vLLM's)
 
 
 class EndedRequest(NamedTuple):
@@ -256,3 +257,17 @@ class WatchedEngine(Engine, Protocol):
 
     def link(self) -> LinkState:
         """How the engine is doing now (cheap; read after every step and command)."""
+
+
+@runtime_checkable
+class RecordWait(Protocol):
+    """A watched engine that can wake an idle driver the moment it has a record to report.
+
+    Without it an idle driver looks again every ``IDLE_WAIT_S`` (50 ms), and a record that
+    arrives meanwhile waits for that look: half of it on average, all of it at worst, which
+    is most of what an event of ``--events`` would otherwise take to reach its reader.
+    """
+
+    def wait_for_records(self, timeout: float, wake: int) -> None:
+        """Block up to ``timeout`` seconds, until a record (or word of the link) arrives or
+        the file descriptor ``wake`` is readable (a command for the driver); read nothing."""

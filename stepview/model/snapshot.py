@@ -169,6 +169,7 @@ class RequestView(NamedTuple):
     # The W3C ``traceparent`` it came with (a watched server's client sent one), or that
     # stepview's own engine gave it (--otlp-traces-endpoint): its spans join that trace.
     trace_context: str = ""
+    client_id: str | None = None  # another client's request: the id its server knows it by
 
     @property
     def output_tokens(self) -> int:

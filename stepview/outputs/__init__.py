@@ -18,6 +18,8 @@ write is imported when it is opened.
     the results file and the trace, written as the run goes.
 ``spans``
     ``--otlp-traces-endpoint``: each request as OpenTelemetry spans, live or from a trace.
+``events``
+    ``--events``: the event stream (:mod:`stepview.events`), live and from a trace.
 ``watching``
     the Prometheus exporter and the flight recorder.
 ``exports``

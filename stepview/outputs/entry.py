@@ -15,6 +15,7 @@ metrics server, the CSV writer) is imported inside its functions, when the run o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
@@ -24,9 +25,13 @@ from stepview.model.sink import SnapshotSink
 from stepview.run.spec import Outputs, RunSpec
 
 if TYPE_CHECKING:
+    import threading
+
     from stepview.insight.run import RunInsight
     from stepview.model.engine_api import LinkState
     from stepview.model.snapshot import StepSnapshot
+    from stepview.model.source import SnapshotSource
+    from stepview.model.targets import Roster
     from stepview.trace.store import Trace
 
 S = TypeVar("S")
@@ -122,6 +127,9 @@ class Opened:
     sinks: Sequence[SnapshotSink] = ()
     """Handed to the run's driver (the results writer, the trace recorder...)."""
 
+    owns_stdout: bool = False
+    """It writes standard output (``--events -``): the front end prints nothing else there."""
+
     def sinks_for(self, server: str) -> Sequence[SnapshotSink]:
         """Sinks for one more driver of the run, a fleet's server named ``server`` (the
         outputs a fleet takes; none so far)."""
@@ -129,6 +137,12 @@ class Opened:
 
     def follow_link(self, link: Callable[[], LinkState | None]) -> None:
         """A watched server's link (the driver's), for outputs that report on it."""
+
+    def follow_fleet(
+        self, roster: Roster, behind: Callable[[SnapshotSource], float | None]
+    ) -> None:
+        """A fleet's servers as they come and go (``behind``: how far a server's view is
+        behind it, if known), for outputs that report on them."""
 
     def report(self, say: Say) -> None:
         """At the end: where it spread its files (a rotated trace's parts, recordings)."""
@@ -182,6 +196,9 @@ class FromTrace:
     trace: Trace
     insight: Callable[[], RunInsight]
     say: Say
+    until_signal: Callable[[], AbstractContextManager[threading.Event]]
+    """An event set by a signal while the block runs: for an output that serves the trace
+    until its readers have it."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -35,12 +35,14 @@ from stepview.outputs.entry import (
     Output,
     Values,
 )
+from stepview.outputs.events import EVENTS
 from stepview.run.spec import WATCH, Outputs
 
 OUTPUTS: tuple[Output[Any], ...] = (
     *printing.ENTRIES,
     *run_files.ENTRIES,
     *spans.ENTRIES,
+    EVENTS,  # before the exporter: opened after it, its readers' losses counted there
     *watching.ENTRIES,
     *exports.ENTRIES,
 )

@@ -133,5 +133,6 @@ def apply_request_delta(
             else base.messages
         ),
         trace_context=str(delta.get("tc", base.trace_context)),
+        client_id=delta.get("ci", base.client_id),
     )
     return StoredRequest(view, samples)

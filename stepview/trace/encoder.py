@@ -182,6 +182,8 @@ def request_delta(old: RequestView | None, new: RequestView) -> dict[str, Any]:
         delta["m"] = [list(message) for message in new.messages]
     if new.trace_context != base.trace_context:
         delta["tc"] = new.trace_context
+    if new.client_id != base.client_id:
+        delta["ci"] = new.client_id
     scheduling_out(new, base, delta)
     if new.completions is not base.completions:
         old_completions = base.completions

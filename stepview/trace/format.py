@@ -62,7 +62,8 @@ own, the others waiting for the step's ``qr``, so a waiting request costs nothin
 cache, ``ln`` its lineage ``[parent, kind, completion, token]`` (written once, in the delta
 that first shows the request: a clone or fork never changes parent), ``m`` a chat request's
 messages ``[[role, content], ...]`` (written once, like ``ln``), ``tc`` the W3C
-``traceparent`` its spans join (written once, like ``ln``); per step ``budget``
+``traceparent`` its spans join (written once, like ``ln``), ``ci`` another client's
+request's id on its server (written once, like ``ln``; older traces have none); per step ``budget``
 ``[max_tokens, prefill, decode, free_blocks, total_blocks]`` when it changed (``null`` once
 it is unknown) and ``alerts`` the alerts that hold, ``[kind, step, clock, text, request_id]``
 each, when they changed (so a replay shows them when and as long as the live run did). A

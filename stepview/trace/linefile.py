@@ -8,6 +8,11 @@ disk round trip. A machine crash can lose more; that is the trade.
 
 A sink must never take the engine down: a failed write (disk full, file removed) is logged,
 kept in :attr:`LineFile.error`, and stops that file only.
+
+A file of a long run goes on in a new one (its *part*) once it holds a size
+(:class:`PartedFile`): ``run.jsonl``, ``run.2.jsonl``, ``run.3.jsonl``..., the oldest removed
+past a count. The trace rotates so (``--record-rotate``), and so does the event stream's file
+(``--events FILE``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from stepview.trace.format import dump_line
@@ -95,3 +101,55 @@ class LineFile:
             except OSError as exc:
                 self.error = f"closing {self.path} failed: {exc}"
                 log.error("%s", self.error)
+
+
+def part_path(first: str | os.PathLike[str], part: int) -> Path:
+    """The file of a rotated file's ``part`` (1 is ``first`` itself): ``run.3.jsonl``."""
+    path = Path(first)
+    return path if part == 1 else path.with_name(f"{path.stem}.{part}{path.suffix}")
+
+
+class PartedFile(LineFile):
+    """A :class:`LineFile` that goes on in a new part once it holds ``rotate`` characters
+    (``None``: never), keeping the newest ``keep`` parts (``None``: all)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        mode: str,
+        *,
+        rotate: int | None = None,
+        keep: int | None = None,
+    ) -> None:
+        super().__init__(path, mode)
+        self._rotate = rotate
+        self._keep = keep
+        self._parts = [self.path]  # every part written, oldest first (removed ones too)
+
+    @property
+    def full(self) -> bool:
+        """The current part holds its size: the next write belongs in a new one."""
+        return self._rotate is not None and self.written >= self._rotate
+
+    def next_part(self) -> bool:
+        """Close this part and go on in the next (older ones past ``keep`` removed); False,
+        with the reason in :attr:`error`, if it cannot be made."""
+        part = len(self._parts) + 1
+        if not self.reopen(part_path(self._parts[0], part)):
+            return False
+        self._parts.append(self.path)
+        if self._keep is not None:
+            for old in self._parts[: -self._keep]:
+                with contextlib.suppress(OSError):  # gone already, or not ours to remove
+                    os.remove(old)
+                    log.info("removed %s (keeping the newest %d)", old, self._keep)
+        return True
+
+    def kept_before(self) -> list[str]:
+        """The names of the parts before the current one that still exist."""
+        return [Path(p).name for p in self._parts[:-1] if os.path.exists(p)]
+
+    @property
+    def parts(self) -> list[str]:
+        """The files this went into, oldest first (those removed since too)."""
+        return list(self._parts)

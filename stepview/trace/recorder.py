@@ -14,12 +14,10 @@ request whole (:class:`TraceLines` with ``standalone``), so it replays on its ow
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from stepview.model.alerts import Alert
@@ -27,7 +25,7 @@ from stepview.model.recent import Finished, total_of
 from stepview.model.snapshot import EngineInfo, EngineState, RequestView, StepSnapshot
 from stepview.trace.encoder import TraceEncoder
 from stepview.trace.format import alert_line, trace_header
-from stepview.trace.linefile import LineFile
+from stepview.trace.linefile import PartedFile
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +80,7 @@ def header_fields(fields: HeaderFields | None) -> dict[str, Any]:
     return dict(fields or {})
 
 
-def part_path(first: str | os.PathLike[str], part: int) -> Path:
-    """The file of a rotated trace's ``part`` (1 is ``first`` itself): ``run.3.jsonl``."""
-    path = Path(first)
-    return path if part == 1 else path.with_name(f"{path.stem}.{part}{path.suffix}")
-
-
-class TraceRecorder(LineFile):
+class TraceRecorder(PartedFile):
     """Writes a replayable trace (:mod:`stepview.trace.format`) of every published snapshot.
 
     The header goes out with the first snapshot of a started engine, so it carries the engine's
@@ -98,7 +90,8 @@ class TraceRecorder(LineFile):
     It may be a callable, called on the driver thread when the header is written, for facts
     that are only known once the engine thread has parsed its arguments.
 
-    ``rotate``: go on in a new part once a file holds that many bytes (:func:`part_path`);
+    ``rotate``: go on in a new part once a file holds that many bytes
+    (:func:`~stepview.trace.linefile.part_path`);
     ``keep``: the newest parts kept, older ones removed (``None``: all).
     """
 
@@ -110,14 +103,11 @@ class TraceRecorder(LineFile):
         rotate: int | None = None,
         keep: int | None = None,
     ) -> None:
-        super().__init__(path, "w")
+        super().__init__(path, "w", rotate=rotate, keep=keep)
         self._fields = header_fields
         self._header: dict[str, Any] | None = None  # the fields, once called for
         self._lines: TraceLines | None = None
         self._held: list[StepSnapshot] = []
-        self._rotate = rotate
-        self._keep = keep
-        self._parts = [self.path]  # every part written, oldest first (removed ones too)
         self.snapshots_written = 0
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
@@ -130,7 +120,7 @@ class TraceRecorder(LineFile):
                     self._held.append(snapshot)
                     return
                 lines = self._start(snapshot.info)
-            elif self._rotate is not None and self.written >= self._rotate:
+            elif self.full:
                 lines = self._next_part(snapshot.info)
                 if lines is None:
                     return
@@ -157,30 +147,14 @@ class TraceRecorder(LineFile):
     def _next_part(self, info: EngineInfo) -> TraceLines | None:
         """Close this part and go on in the next: a header naming the parts kept before it,
         then (from the caller) a standalone first step. None if the new file failed."""
-        part = len(self._parts) + 1
-        if not self.reopen(part_path(self._parts[0], part)):
+        if not self.next_part():
             return None
-        self._parts.append(self.path)
-        self._remove_old_parts()
-        before = [Path(p).name for p in self._parts[:-1] if os.path.exists(p)]
-        fields = {**(self._header or {}), "part": part, "previous": before}
+        part = len(self.parts)
+        fields = {**(self._header or {}), "part": part, "previous": self.kept_before()}
         self.write_lines([trace_header(fields, info)])
         log.info("trace goes on in %s (part %d)", self.path, part)
         self._lines = TraceLines(info, standalone=True)
         return self._lines
-
-    def _remove_old_parts(self) -> None:
-        if self._keep is None:
-            return
-        for old in self._parts[: -self._keep]:
-            with contextlib.suppress(OSError):  # gone already, or not ours to remove
-                os.remove(old)
-                log.info("removed %s (--record-keep %d)", old, self._keep)
-
-    @property
-    def parts(self) -> list[str]:
-        """The files this trace went into, oldest first (those removed since too)."""
-        return list(self._parts)
 
     def close(self) -> None:
         if self._lines is None and self.writable:

@@ -14,8 +14,9 @@ from stepview.engine.driver.loop import Driver
 from stepview.model.recent import since, total_of
 from stepview.model.snapshot import StepSnapshot
 from stepview.testing.fake_engine import FakeEngine, ManualClock
+from stepview.trace.linefile import part_path
 from stepview.trace.reader import load_trace
-from stepview.trace.recorder import TraceRecorder, part_path
+from stepview.trace.recorder import TraceRecorder
 from tests.trace.compare import assert_same_run
 from tests.trace.runs import add, run_to_end
 

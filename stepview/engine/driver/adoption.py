@@ -41,6 +41,7 @@ def adopted_view(arrived: ArrivedRequest, now: float) -> RequestView:
         prompt_tokens=len(ids),
         prompt_token_ids=ids,
         trace_context=arrived.trace_context,
+        client_id=arrived.client_id,
     )
 
 

@@ -114,4 +114,5 @@ def freeze(track: Track, now: float, scheduler_known: bool) -> RequestView:
         queue=queue,
         messages=view.messages,
         trace_context=view.trace_context,
+        client_id=view.client_id,
     )

@@ -51,7 +51,7 @@ from stepview.model.commands import (
     Shutdown,
     SingleStep,
 )
-from stepview.model.engine_api import Engine, LinkState, StepResult, WatchedEngine
+from stepview.model.engine_api import Engine, LinkState, RecordWait, StepResult, WatchedEngine
 from stepview.model.errors import describe
 from stepview.model.recent import KEEP_FINISHED
 from stepview.model.sink import SnapshotSink
@@ -236,6 +236,7 @@ class Driver:
                     self._engine.shutdown()
         except Exception:
             log.exception("engine shutdown failed")
+        self._inbox.close()
         if self._running is not None:
             log.info("%s", (stats := self.run_stats).summary())
             hand_over(stats)
@@ -281,6 +282,8 @@ class Driver:
             self._out.info = engine.info
             if isinstance(engine, WatchedEngine):
                 self._watched = engine
+            if isinstance(engine, RecordWait):
+                self._inbox.wait_on(engine)  # an idle driver reads a record as it arrives
             self._pacing.engine_started(getattr(engine, "core_hold", None))
             return engine
         except BaseException as exc:  # start-up can fail any way at all; show it, don't die
@@ -322,7 +325,8 @@ class Driver:
         busy = engine.has_unfinished() or self._ledger.has_pending
         pacing = self._pacing
         runnable = busy and (not pacing.paused or pacing.owed)
-        dirty = self._drain_commands(block=block and not runnable)
+        # Idle and not paused: a record arriving ends the wait, as a command does.
+        dirty = self._drain_commands(block=block and not runnable, records=not pacing.paused)
         if self._stopping:
             return None
         with self._turn:
@@ -382,10 +386,10 @@ class Driver:
 
     # -- commands ----------------------------------------------------------------------------
 
-    def _drain_commands(self, block: bool) -> bool:
+    def _drain_commands(self, block: bool, records: bool = False) -> bool:
         """Handle every queued command (:meth:`Inbox.take`); True if there was any."""
         handled = False
-        for command in self._inbox.take(block):
+        for command in self._inbox.take(block, records):
             self._handle(command)
             handled = True
         return handled

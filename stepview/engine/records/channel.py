@@ -35,6 +35,7 @@ import enum
 import logging
 import secrets
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
 import msgspec
@@ -87,6 +88,19 @@ SUBSCRIPTION_CHECK_S = 0.05
 # Stacks a subscriber keeps until they are taken (each one is a few KB of text).
 KEPT_STACKS = 16
 _TOPIC_LEN = len(FACTS_TOPIC)
+
+
+def wait_for_any(subscribers: Sequence[FactsSubscriber], timeout: float, wake: int) -> None:
+    """Block up to ``timeout`` seconds until one of ``subscribers`` has a message or word of
+    its connection, or the file descriptor ``wake`` is readable; read nothing.
+
+    zmq's poll releases the GIL and wakes within microseconds of a message: a reader waiting
+    here reads each record as it comes instead of at its next look."""
+    poller = zmq.Poller()
+    poller.register(wake, zmq.POLLIN)
+    for subscriber in subscribers:
+        subscriber.register(poller)
+    poller.poll(max(0, int(timeout * 1000) + 1))
 
 
 def set_heartbeats(sock: zmq.Socket[bytes]) -> None:
@@ -230,6 +244,12 @@ class FactsSubscriber:
                 records.extend(decode_batch(memoryview(frames[0])[_TOPIC_LEN:]))
             except msgspec.DecodeError as exc:
                 self._bad(str(exc))
+
+    def register(self, poller: zmq.Poller) -> None:
+        """Have ``poller`` wake when a message or word of the connection arrives (read
+        them with :meth:`poll`): for a reader that sleeps until there is news."""
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
 
     def _keep_stacks(self, message: bytes) -> None:
         try:

@@ -14,10 +14,12 @@ import msgspec
 import pytest
 
 from stepview.engine.driver.ledger import RequestLedger
+from stepview.engine.records.channel import FactsSubscriber
 from stepview.engine.records.entries import merge_records
 from stepview.engine.records.facts import (
     EndedFacts,
     RequestFacts,
+    StepFacts,
     decode_facts,
     encode_facts,
 )
@@ -185,3 +187,36 @@ def test_a_first_token_that_was_also_the_last_is_dated_by_its_end(
     stamp = two.stamps["fedcba98"]
     assert stamp.scheduled_ago == pytest.approx(0.018, abs=1e-9)
     assert stamp.first_token_ago == pytest.approx(0.005, abs=1e-9)
+
+
+def test_a_record_that_came_during_the_read_does_not_make_later_steps_older(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's clock against this one is the smallest lag seen, taken when records are
+    read: a record made after the read began (a busy machine reading for a few ms) must not
+    make that lag negative, which would age every later step by it, and date every event's
+    ``engine_time`` before its step (a run showed 6 ms early)."""
+    clock = [NOW + SKEW]
+    engine = AttachedEngine(plugin_records(server.address), clock=lambda: clock[0])
+    server.wait_subscribed()
+    poll = FactsSubscriber.poll
+    slow = [0.02]
+
+    def slow_poll(subscriber: FactsSubscriber, *args: Any, **kwargs: Any) -> list[StepFacts]:
+        got = poll(subscriber, *args, **kwargs)
+        if got and slow:  # the first read took 20 ms, and the record came in the middle of it
+            clock[0] += slow.pop()
+        return got
+
+    monkeypatch.setattr(FactsSubscriber, "poll", slow_poll)
+    try:
+        clock[0] = NOW + SKEW
+        server.send(record(1, request("a-0123abcd")))  # made at NOW + 0.01, within the read
+        one = next_step(engine)
+        clock[0] = NOW + SKEW + 0.02 + 0.015  # record 2, made at NOW + 0.02, read 15 ms later
+        server.send(record(2, request("a-0123abcd", outputs=1, new=[4]), full=False))
+        two = next_step(engine)
+    finally:
+        engine.shutdown()
+    assert one.age == pytest.approx(0.0, abs=1e-9)  # the first record sets the lag
+    assert two.age == pytest.approx(0.005, abs=1e-9)  # 15 ms against the first's 10: 5 ms late

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from stepview.engine.driver.recent_ids import SEEN_IDS_KEPT, RecentIds
-from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestFacts
+from stepview.engine.records.facts import INTRO_SAMPLING_FIELDS, RequestFacts, split_internal_id
 from stepview.model.engine_api import ArrivedRequest
 from stepview.model.sampling import SamplingSpec
 
@@ -106,12 +106,21 @@ def arrival(request_id: str, req: RequestFacts, samples: int, now: float) -> Arr
     intro = req.intro
     prompt = f"({req.num_prompt_tokens} prompt tokens)"
     waited = max(0.0, now - req.arrival_time)
+    client_id = split_internal_id(req.req_id)[0]
     if intro is None:
         spec = SamplingSpec(max_tokens=req.max_tokens, n=samples)
-        return ArrivedRequest(request_id, prompt, spec, waited)
+        return ArrivedRequest(request_id, prompt, spec, waited, client_id=client_id)
     sampling = {name: getattr(intro, name) for name in INTRO_SAMPLING_FIELDS}
     context = intro.traceparent
     sampling["stop"] = tuple(intro.stop)
     sampling["top_k"] = max(0, intro.top_k)  # vLLM's -1 is the spec's 0: off
     spec = SamplingSpec(max_tokens=req.max_tokens, n=samples, **sampling)
-    return ArrivedRequest(request_id, prompt, spec, waited, tuple(intro.prompt_token_ids), context)
+    return ArrivedRequest(
+        request_id,
+        prompt,
+        spec,
+        waited,
+        tuple(intro.prompt_token_ids),
+        trace_context=context,
+        client_id=client_id,
+    )

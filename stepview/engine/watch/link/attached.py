@@ -57,7 +57,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
-from stepview.engine.records.channel import ChannelState, ZmqContext
+from stepview.engine.records.channel import ChannelState, ZmqContext, wait_for_any
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.watch.api.server_api import (
     ApiAnswer,
@@ -218,6 +218,13 @@ class AttachedEngine:
             self._receive()
             return bool(self._answers or self._ended) or self._next_ready()
 
+    def wait_for_records(self, timeout: float, wake: int) -> None:
+        """An idle driver's wait (:class:`~stepview.model.engine_api.RecordWait`): over
+        when a record arrives, for an event to leave within its step. A paced watch (a
+        fleet's) reads at its pace anyway: it waits for ``wake`` alone."""
+        paced = self._pace is not None and bool(self._pace.every)
+        wait_for_any(() if paced else [c.subscriber for c in self._cores], timeout, wake)
+
     def step(self) -> StepResult:
         """The oldest record not read yet, with what else happened since the last step."""
         self._receive()
@@ -313,7 +320,8 @@ class AttachedEngine:
                 core.stream.reset()  # whatever comes after the link is back starts afresh
             if records:
                 core.settle_at = None
-                core.received(records, now)
+                # Dated after the read: one that came during it must not look early.
+                core.received(records, self._clock())
                 if any(facts.full for facts in records):
                     self._name_model(records)
                 described = self._described

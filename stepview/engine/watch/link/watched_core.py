@@ -149,7 +149,7 @@ class WatchedCore:
         return ids
 
     def received(self, records: list[StepFacts], now: float) -> None:
-        """Records just received at ``now``: the newest tells how far the server's clock is."""
+        """Records read by ``now``: the newest tells how far the server's clock is."""
         lag = now - records[-1].time
         if self.offset is None or lag < self.offset:
             self.offset = lag
