@@ -206,10 +206,10 @@ class Driver:
         with self._books:
             try:
                 engine = self._open()
-                if engine is not None:
-                    self._loop(engine)
-                elif self._failed is not None:  # start-up failed: said, until told to stop
-                    self._wait_for_shutdown()
+                while engine is not None and self._once(engine, block=True) is not None:
+                    pass
+                if engine is None and self._failed is not None:  # start-up failed: said,
+                    self._wait_for_shutdown()  # until told to stop
             except Exception as exc:
                 self._step_failed(exc)
                 self._wait_for_shutdown()
@@ -314,18 +314,14 @@ class Driver:
         self._inbox.arrivals.clear()  # requests that never arrived were never in the run
         self._out.close_sinks()
 
-    def _loop(self, engine: Engine) -> None:
-        while self._once(engine, block=True) is not None:
-            pass
-
     def _once(self, engine: Engine, *, block: bool) -> float | None:
         """One turn (``block``: waiting a little for a command when there is nothing to step):
         0 when there was a step to take, else :data:`IDLE_WAIT_S`; ``None``: the run ends.
-        The engine first: a watched one waits there for its pace, out of the turn."""
+        The engine first: a watched one waits there for its pace, out of the turn; idle and
+        not paused, a record arriving ends the wait, as a command does."""
         busy = engine.has_unfinished() or self._ledger.has_pending
         pacing = self._pacing
         runnable = busy and (not pacing.paused or pacing.owed)
-        # Idle and not paused: a record arriving ends the wait, as a command does.
         dirty = self._drain_commands(block=block and not runnable, records=not pacing.paused)
         if self._stopping:
             return None
