@@ -19,6 +19,11 @@ followed while watching. A server that joins gets its watch started here (``_sou
 that leaves has it stopped; headless, stderr says who joined and left, and when a listing
 cannot be read. A fleet of one discovered server is still a fleet: its listing can grow.
 
+The outputs a fleet takes (``--otlp-traces-endpoint``) are opened once for the run; each
+plug-in server's driver gets its own sinks of them (``RunOutputs.sinks_for``, with the
+insight that driver observes with), and they are closed, and say what they did, once, at
+the end. A ``/metrics`` server has no requests to give them.
+
 Nothing here imports vLLM: the servers run elsewhere.
 """
 
@@ -109,7 +114,8 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
         pool.halt_all()  # every watch asked at once: each stop below waits for little
         roster.stop()
         pool.stop()
-        outputs.close()
+        outputs.close()  # after every driver's end: what they shared (the span export) last
+    outputs.report_files()
     notice(f"stopped watching {count} servers; the log is {log_path}")
     return code
 
@@ -160,6 +166,7 @@ def _source(
     from stepview.engine.watch.fleet.pooled_driver import PooledDriver
     from stepview.engine.watch.link.attached import AttachedEngine
     from stepview.engine.watch.link.backlog import ReadPace
+    from stepview.insight.run import RunInsight
     from stepview.model.engine_api import Engine
 
     address = server.text
@@ -170,13 +177,15 @@ def _source(
         phase(f"connecting to {address}")
         return AttachedEngine(server, api=None, pace=pace, turn=turn, context=context)
 
+    insight = RunInsight()  # the driver's, made here so that the outputs' sinks read it too
     driver = run_driver(
         factory,
         spec,
-        sinks=outputs.sinks_for(address),
+        sinks=outputs.sinks_for(address, insight),
         history=history,
         admit_per_step=0,
         read_only=NO_API,
+        insight=insight,
         turn=turn,
     )
     return PooledDriver(driver, pace)

@@ -23,7 +23,7 @@ from stepview.model.engine_api import LinkState
 from stepview.model.epoch import EPOCH, RunEpoch
 from stepview.model.sink import SnapshotSink
 from stepview.model.snapshot import StepSnapshot
-from stepview.outputs.entry import Ending, Opened, Opening
+from stepview.outputs.entry import Ending, Opened, Opening, ServerOpening
 from stepview.outputs.registry import OUTPUTS, keeps_epoch, keeps_steps, opening_order
 from stepview.outputs.run_files import RESULTS, ResultsFile
 from stepview.outputs.watching import FLIGHT, FlightOutput
@@ -45,6 +45,7 @@ class RunOutputs:
         """``epoch``: the run's, noted by a sink ahead of the outputs' (``None``: no output
         needs it)."""
         self.opened = dict(opened)
+        self.timed = epoch is not None
         self.sinks: list[SnapshotSink] = [
             *(() if epoch is None else (epoch,)),
             *(sink for output in self.opened.values() for sink in output.sinks),
@@ -65,9 +66,13 @@ class RunOutputs:
         output = self.opened.get(FLIGHT.name)
         return output.recorder if isinstance(output, FlightOutput) else None
 
-    def sinks_for(self, server: str) -> list[SnapshotSink]:
-        """The sinks for one of a fleet's drivers (the server at ``server``)."""
-        return [sink for output in self.opened.values() for sink in output.sinks_for(server)]
+    def sinks_for(self, server: str, insight: RunInsight) -> list[SnapshotSink]:
+        """The sinks for one of a fleet's drivers (the server at ``server``, whose driver
+        observes with ``insight``): each output's for it, after a sink noting that driver's
+        own epoch if an output needs it."""
+        opening = ServerOpening(server, insight, RunEpoch())
+        sinks = [sink for output in self.opened.values() for sink in output.sinks_for(opening)]
+        return [opening.epoch, *sinks] if sinks and self.timed else sinks
 
     def follow_link(self, link: Callable[[], LinkState | None]) -> None:
         """A watched server's link (the driver's), for the outputs that report on it."""

@@ -118,13 +118,15 @@ class _Counting(SpanExporter):
 
 
 class SpanExport:
-    """An open OTLP export: :meth:`send` from one thread (the driver's), :meth:`close` once."""
+    """An open OTLP export: :meth:`send` from the drivers' threads (one, or a fleet's pool
+    workers), :meth:`close` once."""
 
     def __init__(self, endpoint: str, exporter: SpanExporter | None = None) -> None:
         """``exporter``: another SDK exporter in place of OTLP's (tests, the benchmark)."""
         self.endpoint = endpoint
         self.queue_size = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or DEFAULT_QUEUE)
         self._lock = threading.Lock()
+        self._sending = threading.Lock()  # a fleet's drivers share the export: one at a time
         self.sent = 0  # spans handed to the processor
         self.full = 0  # spans dropped because its queue was full
         self.on_drop: Callable[[], None] | None = None
@@ -147,14 +149,15 @@ class SpanExport:
     def send(self, spans: Sequence[SpanData]) -> None:
         """Queue ``spans`` for the processor's thread (no I/O here); those that find the
         queue full are dropped and counted."""
-        room = self.queue_size - (self.sent - self._exporter.taken)
-        for index, span in enumerate(spans):
-            if index >= room:
-                self.full += len(spans) - index
-                self._warn()
-                return
-            self._processor.on_end(self._readable(span))
-            self.sent += 1
+        with self._sending:
+            room = max(0, self.queue_size - (self.sent - self._exporter.taken))
+            for span in spans[:room]:
+                self._processor.on_end(self._readable(span))
+                self.sent += 1
+            lost = max(0, len(spans) - room)
+            self.full += lost
+        if lost:
+            self._warn()
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Send what is queued, waiting at most ``timeout_s``; what is left then is dropped

@@ -9,16 +9,23 @@ receiver that is slow or down costs the run dropped spans, counted, not steps.
 
 The spans' times are placed on the wall clock by the run's epoch
 (:class:`~stepview.model.epoch.RunEpoch`, a sink ahead of this one).
+
+In a fleet, each plug-in server's driver has a sink of its own (its insight, its epoch), all
+queueing to one export, which none of them closes (``owns`` False: the run closes it once,
+after every driver's end); each of their spans carries its server's address
+(:func:`server_attributes`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from stepview.insight.run import RunInsight
-from stepview.insight.spans import SpanData, request_spans
+from stepview.insight.spans import Attributes, SpanData, request_spans
 from stepview.model.epoch import RunEpoch
 from stepview.model.errors import describe
 from stepview.model.snapshot import RequestView, StepSnapshot
@@ -37,18 +44,56 @@ class SpanOutlet(Protocol):
     def dropped(self) -> int: ...
 
 
+SERVER = "stepview.server"
+"""The span attribute naming a fleet's server as the fleet does (``tcp://HOST:PORT``)."""
+
+
+def server_attributes(address: str) -> Attributes:
+    """A fleet's server, on each of its spans: the address as the fleet names it, and the
+    semantic conventions' ``server.address`` (host, or the ``ipc://`` socket's path) and
+    ``server.port``."""
+    parts = urlsplit(address)
+    if parts.scheme == "ipc":
+        return {SERVER: address, "server.address": address.removeprefix("ipc://")}
+    found: dict[str, str | int] = {SERVER: address, "server.address": parts.hostname or ""}
+    if parts.port is not None:
+        found["server.port"] = parts.port
+    return found
+
+
+class SpanCount:
+    """What went out: the requests sent as spans, and those their clients asked to leave
+    out; one count for the run (a fleet's sinks share it)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.unsampled = 0
+
+
 class SpanSink:
     """A :class:`~stepview.model.sink.SnapshotSink`: every request that ends, as spans."""
 
-    def __init__(self, outlet: SpanOutlet, insight: RunInsight, epoch: RunEpoch) -> None:
-        """``insight`` is the run's (the driver's, fed every snapshot before the sinks):
-        its timelines are the requests' phases."""
+    def __init__(
+        self,
+        outlet: SpanOutlet,
+        insight: RunInsight,
+        epoch: RunEpoch,
+        *,
+        server: str | None = None,
+        owns: bool = True,
+        count: SpanCount | None = None,
+    ) -> None:
+        """``insight`` is the driver's (fed every snapshot before the sinks): its timelines
+        are the requests' phases. ``server``: a fleet's server, whose address each span
+        carries. ``owns``: :meth:`close` closes the outlet (no other sink shares it).
+        ``count``: the run's, when another sink counts there too."""
         self.outlet = outlet
-        self.requests = 0  # requests sent as spans
-        self.unsampled = 0  # requests whose client asked for no recorded trace
+        self.count = SpanCount() if count is None else count
         self.error: str | None = None
         self._insight = insight
         self._epoch = epoch
+        self._server = server_attributes(server) if server is not None else None
+        self._owns = owns
 
     def on_snapshot(self, snapshot: StepSnapshot, finished: Sequence[RequestView]) -> None:
         if not finished or self.error is not None:
@@ -66,10 +111,27 @@ class SpanSink:
         for view in views:
             spans = request_spans(view, timelines.get(view.request_id), model, epoch)
             if not spans.sampled:
-                self.unsampled += 1
+                self.count.unsampled += 1
                 continue
-            self.outlet.send(spans.spans)
-            self.requests += 1
+            sent = spans.spans
+            if self._server is not None:
+                server = self._server
+                sent = tuple(replace(s, attributes={**s.attributes, **server}) for s in sent)
+            self.outlet.send(sent)
+            self.count.requests += 1
+
+    @property
+    def requests(self) -> int:
+        """Requests sent as spans (by every sink sharing this one's count)."""
+        return self.count.requests
+
+    @property
+    def unsampled(self) -> int:
+        """Requests whose client asked for no recorded trace."""
+        return self.count.unsampled
 
     def close(self) -> None:
-        self.outlet.close()
+        """Close the outlet, once, if this sink owns it."""
+        if self._owns:
+            self._owns = False
+            self.outlet.close()

@@ -130,9 +130,9 @@ class Opened:
     owns_stdout: bool = False
     """It writes standard output (``--events -``): the front end prints nothing else there."""
 
-    def sinks_for(self, server: str) -> Sequence[SnapshotSink]:
-        """Sinks for one more driver of the run, a fleet's server named ``server`` (the
-        outputs a fleet takes; none so far)."""
+    def sinks_for(self, server: ServerOpening) -> Sequence[SnapshotSink]:
+        """Sinks for one more driver of the run, a fleet's ``server`` (the outputs a fleet
+        takes: the events and the spans of its plug-in servers' requests)."""
         return ()
 
     def follow_link(self, link: Callable[[], LinkState | None]) -> None:
@@ -174,6 +174,19 @@ class Opening:
     opened: Mapping[str, Opened] = field(default_factory=dict)
     """The outputs opened so far, by entry name (those before this one in opening order):
     for an output that reports through another (a count on the metrics page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOpening:
+    """What an output feeds one more driver of the run with, a fleet's server: each server
+    has a driver of its own, so its own insight (the driver's, fed every snapshot before the
+    sinks: its timelines are that server's requests) and its own epoch (each driver's clock
+    starts at 0 when it does; noted by a sink ahead of the outputs' when an output needs it,
+    :data:`WALL_CLOCK`)."""
+
+    address: str  # as the fleet names it (its screen, its JSON lines' ``address``)
+    insight: RunInsight
+    epoch: RunEpoch
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from stepview.outputs.entry import (
     Opened,
     Opening,
     Output,
+    ServerOpening,
     Values,
 )
 from stepview.outputs.watching import METRICS, ServedMetrics
@@ -142,8 +143,8 @@ class EventsStream(Opened):
         self.sinks = (output.sink(server=server),)  # its driver closing it closes the stream
         self.fleet: FleetEvents | None = None
 
-    def sinks_for(self, server: str) -> tuple[SnapshotSink, ...]:
-        return (self.output.sink(server=server, owner=False),)
+    def sinks_for(self, server: ServerOpening) -> tuple[SnapshotSink, ...]:
+        return (self.output.sink(server=server.address, owner=False),)
 
     def follow_fleet(
         self, roster: Roster, behind: Callable[[SnapshotSource], float | None]

@@ -10,6 +10,10 @@ and what was dropped. Dropped spans are said once: at once on stderr when the ru
 meanwhile); and counted in ``stepview_otlp_spans_dropped_total`` when ``--metrics-port``
 serves (opened before this one: it reads this output's count).
 
+In a fleet (several ``--attach``, or a listing of servers), each plug-in server's requests
+go out as the one server's would, through the one export, each span naming its server
+(:func:`~stepview.otlp.sink.server_attributes`); a ``/metrics`` server has no requests to send.
+
 Offline, ``--replay TRACE --otlp-traces-endpoint URL --headless`` sends the trace's requests
 as the live run would have (at the wall times its header's ``epoch`` gives) and exits: alone,
 without the TUI. What the flag also tells stepview's own vLLM (its own ``llm_request`` spans,
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from stepview.model.epoch import EPOCH, RunEpoch
@@ -35,11 +40,13 @@ from stepview.outputs.entry import (
     Opening,
     Output,
     Say,
+    ServerOpening,
 )
 from stepview.outputs.watching import METRICS, ServedMetrics
-from stepview.run.spec import OWN, REPLAY, RERUN, WATCH
+from stepview.run.spec import FLEET, OWN, REPLAY, RERUN, WATCH
 
 if TYPE_CHECKING:
+    from stepview.model.sink import SnapshotSink
     from stepview.otlp.sink import SpanOutlet, SpanSink
     from stepview.trace.store import Trace
 
@@ -64,7 +71,8 @@ def open_outlet(endpoint: str) -> SpanOutlet | str:
 
 
 def spans_note(sink: SpanSink, endpoint: str) -> str:
-    """The line a run ends with: how many requests went out as spans, and what was lost."""
+    """The line a run ends with: how many requests went out as spans, and what was lost
+    (``sink``'s count: a fleet's servers' sinks count there too)."""
     line = f"{sink.requests} request(s) sent as spans to {endpoint}"
     dropped = sink.outlet.dropped
     if dropped:
@@ -75,18 +83,40 @@ def spans_note(sink: SpanSink, endpoint: str) -> str:
 
 
 class SentSpans(Opened):
-    """The span sink, sending; at the end, the line of what went out."""
+    """The span sink, sending; at the end, the line of what went out.
+
+    In a fleet, each plug-in server's driver gets a sink of its own (:meth:`sinks_for`) on
+    the one export, counting in this one's count, and closing nothing: :meth:`close`, at
+    the run's end, closes the export."""
 
     def __init__(self, sink: SpanSink, endpoint: str) -> None:
         self.sinks = (sink,)
         self.sink = sink
         self.endpoint = endpoint
 
+    def sinks_for(self, server: ServerOpening) -> Sequence[SnapshotSink]:
+        from stepview.otlp.sink import SpanSink
+
+        run = self.sink
+        return (
+            SpanSink(
+                run.outlet,
+                server.insight,
+                server.epoch,
+                server=server.address,
+                owns=False,
+                count=run.count,
+            ),
+        )
+
     def report(self, say: Say) -> None:
         say(spans_note(self.sink, self.endpoint))
 
     def discard(self) -> None:
         self.sink.close()
+
+    def close(self) -> None:
+        self.sink.close()  # the export, if the run's driver did not close it (a fleet's)
 
 
 def open_spans(endpoint: str, opening: Opening) -> Opened | str:
@@ -187,7 +217,7 @@ SPANS: Output[str] = Output(
         ),
     ),
     kind=LIVE,
-    sources=frozenset({OWN, WATCH, RERUN, REPLAY}),
+    sources=frozenset({OWN, WATCH, FLEET, RERUN, REPLAY}),
     needs=frozenset({WALL_CLOCK}),
     spec=lambda values: values["otlp_traces_endpoint"],
     refuse=_refused,

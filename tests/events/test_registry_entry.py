@@ -74,7 +74,7 @@ def test_a_fleets_servers_and_each_servers_sink_share_one_stream(tmp_path: Path)
     address = "tcp://10.0.0.1:5570"
     source = StaticSource(StepSnapshot(step=1, clock=1.0, engine_state=EngineState.IDLE))
     outputs.follow_fleet(_Roster([Member(Target(watch_address(address)), source)]), lambda s: None)
-    (sink,) = outputs.sinks_for(address)
+    (sink,) = outputs.sinks_for(address, RunInsight())
     sink.close()  # a fleet's driver closing its sink leaves the shared stream open
     outputs.close()
     said = [json.loads(line) for line in path.read_text().splitlines()]

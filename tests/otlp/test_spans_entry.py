@@ -5,6 +5,7 @@ page's count of its drops, and the endpoint handed on to stepview's own vLLM."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,21 @@ import pytest
 from stepview.cli import main
 from stepview.cli.args import parse_own_args
 from stepview.cli.specs import run_spec
+from stepview.engine.records.facts import EndedFacts
+from stepview.engine.watch.fleet.fleet_pool import FleetPool, PooledSource
 from stepview.insight.run import RunInsight
+from stepview.launch.fleet import _source
 from stepview.launch.outputs import RunOutputs, open_outputs
 from stepview.metrics.exporter import MetricsExporter
 from stepview.model.epoch import RunEpoch
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.otlp.exporter import SpanExport
-from stepview.otlp.sink import SpanSink
+from stepview.otlp.sink import SERVER, SpanSink
 from stepview.outputs.spans import SentSpans
 from stepview.outputs.watching import ServedMetrics
+from stepview.testing.otlp_receiver import OtlpReceiver
+from tests.engine.watch.attach_helpers import Server, ipc_address, record, request
+from tests.otlp.spans_check import by_request
 
 URL = "http://127.0.0.1:4317"
 
@@ -50,21 +57,76 @@ def test_sent_from_a_trace_it_goes_alone(
     )
 
 
-@pytest.mark.parametrize(
-    "attach",
-    [
-        ["--attach", "tcp://127.0.0.1:5555", "--attach", "tcp://127.0.0.1:5556"],
-        ["--attach", "http://127.0.0.1:8000"],
-    ],
-)
-def test_a_source_without_the_plugins_requests_refuses_it(
-    attach: list[str], capsys: pytest.CaptureFixture[str]
+def test_a_metrics_page_without_the_plugins_requests_refuses_it(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A ``/metrics`` page has no requests to send; a fleet's servers are not (yet) sent."""
-    assert main([*attach, "--otlp-traces-endpoint", URL]) == 2
+    """A ``/metrics`` page has no requests to send."""
+    assert main(["--attach", "http://127.0.0.1:8000", "--otlp-traces-endpoint", URL]) == 2
     err = capsys.readouterr().err
     assert err.startswith("stepview: --otlp-traces-endpoint: not with "), err
     assert err.count("\n") == 1
+
+
+def test_a_fleets_plugin_servers_send_their_requests_through_one_export(
+    tmp_path: Path,
+    receiver: OtlpReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two simulated plug-in servers, watched as ``run_fleet`` watches them (its pool, each
+    server's driver built by ``launch.fleet``): each request's spans reach the receiver with
+    its server's address on every span, and the one export is closed once, at the end."""
+    servers = {rid: Server(ipc_address(tmp_path, f"{rid}.sock")) for rid in ("a", "b")}
+    attach = [word for server in servers.values() for word in ("--attach", server.address)]
+    own, argv = parse_own_args([*attach, "--otlp-traces-endpoint", receiver.endpoint, "-H"])
+    spec = run_spec(own, argv)
+    outputs = open_outputs(spec, dict, RunInsight(), default_results=False)
+    assert isinstance(outputs, RunOutputs)
+    spans = outputs.opened["spans"]
+    assert isinstance(spans, SentSpans)
+    export = spans.sink.outlet
+    closed: list[float] = []
+    close = export.close
+
+    def counted(timeout_s: float = 5.0) -> None:
+        closed.append(timeout_s)
+        close(timeout_s)
+
+    monkeypatch.setattr(export, "close", counted)
+    pool, turn = FleetPool(), threading.RLock()
+    pool.start()
+    members = [
+        PooledSource(_source(spec, server, None, {}, turn, pool, outputs), pool)
+        for server in spec.watch.servers
+    ]
+    try:
+        for member in members:
+            member.start()
+        for rid, server in servers.items():
+            core_id = f"{rid}-0123abcd"
+            server.wait_subscribed()
+            server.send(
+                record(1, request(core_id, outputs=1, new=[7])),
+                record(2, finished=[core_id], ended=[EndedFacts(core_id, 2, [7, 8], "stop")]),
+            )
+        got = receiver.wait_for(lambda received: sorted(by_request(received)) == ["a", "b"])
+        assert closed == []  # no driver closes what the fleet's drivers share
+    finally:
+        pool.halt_all()
+        for member in members:
+            member.stop()
+        pool.stop()
+        outputs.close()
+        for server in servers.values():
+            server.kill()
+    assert len(closed) == 1
+    for rid, (request_span, phases) in by_request(got).items():
+        address = servers[rid].address
+        for span in (request_span, *phases):
+            assert span.attributes[SERVER] == address, span
+            assert span.attributes["server.address"] == address.removeprefix("ipc://")
+    outputs.report_files()
+    assert f"2 request(s) sent as spans to {receiver.endpoint}\n" in capsys.readouterr().err
 
 
 def test_stepviews_own_vllm_is_given_the_endpoint_a_watched_server_is_not() -> None:
