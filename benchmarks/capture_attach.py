@@ -1,0 +1,174 @@
+"""``capture_cost``'s attach figure: what one engine-core step grows by when a watch joins.
+
+A watch attaches to a busy server, or reconnects to it, during an incident: exactly when the
+server holds the most requests. The plug-in then owes the new subscriber a full record (every
+request the core holds, each with its intro and its output so far), and whatever of it is
+built in one step is that step's delay. This runs after ``capture_cost``'s own run, on the
+same engine: ``requests`` requests added at once (``max_num_seqs`` run, the rest wait), the
+plug-in's sink made a server's (stepview's own view and the publisher together, so that a
+subscription marks the next record fresh, as on a server), a few steps to see what the
+plug-in's work per step is while one watch listens, then a second watch subscribes and reads
+the records until it holds the whole picture, then it asks for a fresh one (a resync: what a
+watch that lost records, or whose link came back, does) and reads that one too.
+
+The figure is the plug-in's own work in a step (:meth:`CoreCapture.capture` and
+:meth:`FactsPublisher.deliver`: building, encoding and sending the records), in the
+scheduling thread's CPU time (``time.thread_time_ns``: the machine is shared, and another
+process taking the CPU in the middle of a step is no work of the plug-in's): the most one
+step of either picture took beyond the median of the steps before the watch came. The rest of
+the step (vLLM's scheduling and model) does not change when a watch subscribes. It also says
+how many steps the pictures took and whether the watch's picture named every request held
+(those that left meanwhile said so in the records).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from benchmarks.workload import workload
+
+WARM_STEPS = 8  # steps with one watch listening, before the second subscribes
+MAX_STEPS = 20_000  # a picture that takes longer is reported as not done
+
+
+class _ServerSink:
+    """stepview's in-process listener and a publisher as one sink, a server's: wanted while
+    the listener is, a subscription to the publisher marks the next record fresh."""
+
+    tails = True
+
+    def __init__(self, listener: Any, publisher: Any) -> None:
+        self._listener = listener
+        self._publisher = publisher
+        self.end_log = getattr(listener, "end_log", None)
+
+    @property
+    def fresh(self) -> bool:
+        return bool(self._publisher.fresh)
+
+    @fresh.setter
+    def fresh(self, value: bool) -> None:
+        self._publisher.fresh = value
+
+    def wanted(self) -> bool:
+        self._publisher.wanted()  # reads the subscriptions now and then, as on a server
+        return True
+
+    def deliver(self, facts: Any) -> None:
+        self._listener.deliver(facts)
+        self._publisher.deliver(facts)
+
+    def close(self) -> None:
+        pass
+
+
+def _cpu_timed(cls: Any, name: str, into: list[int]) -> Callable[[], None]:
+    """Wrap ``cls.name`` so each call's thread CPU time (ns) is appended to ``into``; returns
+    what puts the method back."""
+    original = getattr(cls, name)
+    clock = time.thread_time_ns
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = clock()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            into.append(clock() - start)
+
+    setattr(cls, name, wrapper)
+    return lambda: setattr(cls, name, original)
+
+
+def attach_figures(
+    engine: Any, publisher: Any, address: str, requests: int, max_tokens: int
+) -> dict[str, Any]:
+    """The attach figures of one size, on ``engine`` (idle; its core in this process) whose
+    plug-in publishes through ``publisher`` at ``address``."""
+    from stepview.engine.plugin.capture import CoreCapture
+    from stepview.engine.plugin.publisher import FactsPublisher
+    from stepview.engine.records.channel import FactsSubscriber
+    from stepview.engine.records.entries import RecordStream
+
+    scheduler = engine.llm_engine.engine_core.engine_core.scheduler
+    capture = scheduler._stepview
+    listener = capture.sink
+    work: list[int] = []
+    restore = [
+        _cpu_timed(CoreCapture, "capture", work),
+        _cpu_timed(FactsPublisher, "deliver", work),
+    ]
+    ids = [f"attach{i}" for i in range(requests)]
+    for request_id, (prompt, spec) in zip(ids, workload(requests, max_tokens, seed=99), strict=True):
+        engine.add_request(request_id, prompt, spec)
+    capture.sink = _ServerSink(listener, publisher)
+    watch: Any = None
+    try:
+
+        def step() -> int:
+            """One engine step; the plug-in's CPU work in it (ns)."""
+            seen = len(work)
+            engine.step()
+            return sum(work[seen:])
+
+        warm = [step() for _ in range(WARM_STEPS)]
+        usual = statistics.median(warm)
+        watch = FactsSubscriber(address)
+        if not watch.wait_connected(10):
+            raise SystemExit("capture_cost: the attaching watch did not connect")
+        stream = RecordStream(watch.resync)
+        pictures = []
+        for resync in (False, True):
+            if resync:
+                watch.resync()
+            pictures.append(_picture(scheduler, step, watch, stream))
+    finally:
+        capture.sink = listener
+        for put_back in restore:
+            put_back()
+        if watch is not None:
+            watch.close()
+        engine.abort(ids)
+        while engine.has_unfinished():
+            engine.step()
+    grown = [max(0, max(steps) - usual) / 1e6 for steps, _, _ in pictures]
+    return {
+        "attach_ms": max(grown),
+        "attach_usual_us": usual / 1000,
+        "attach_steps": [len(steps) for steps, _, _ in pictures],
+        "attach_seen": [seen for _, seen, _ in pictures],
+        "attach_held": [held for _, _, held in pictures],
+    }
+
+
+def _picture(
+    scheduler: Any, step: Callable[[], int], watch: Any, stream: Any
+) -> tuple[list[int], int, int]:
+    """Step until the watch holds a whole picture: the plug-in's work in each step since it
+    subscribed, how many of the requests held then the picture named or saw leave, of how
+    many."""
+    held = set(scheduler.requests)  # the picture's due: what the core holds now
+    left: set[str] = set()
+    steps: list[int] = []
+    while len(steps) < MAX_STEPS:
+        steps.append(step())
+        for facts in watch.poll():
+            left.update(facts.finished)
+            whole = stream.take(facts)
+            if whole is not None and whole.full:
+                named = {req.req_id for req in whole.requests}
+                return steps, len(held & (named | left)), len(held)
+    return steps, 0, len(held)
+
+
+def attach_line(rows: Sequence[dict[str, Any]]) -> str:
+    """The report's line on attaching, one entry per size."""
+    return "a watch joining mid-run (plug-in CPU per step, beyond the usual): " + ", ".join(
+        f"{row['requests']}: +{row['attach_ms']:.2f} ms at most (usual "
+        f"{row['attach_usual_us']:.0f} us; pictures in {'+'.join(map(str, row['attach_steps']))}"
+        f" steps, named {'+'.join(map(str, row['attach_seen']))} of "
+        f"{'+'.join(map(str, row['attach_held']))} held)"
+        for row in rows
+    )
