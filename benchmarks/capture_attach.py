@@ -101,7 +101,8 @@ def attach_figures(
         _cpu_timed(FactsPublisher, "deliver", work),
     ]
     ids = [f"attach{i}" for i in range(requests)]
-    for request_id, (prompt, spec) in zip(ids, workload(requests, max_tokens, seed=99), strict=True):
+    added = workload(requests, max_tokens, seed=99)  # a seed of its own
+    for request_id, (prompt, spec) in zip(ids, added, strict=True):
         engine.add_request(request_id, prompt, spec)
     capture.sink = _ServerSink(listener, publisher)
     watch: Any = None
