@@ -23,12 +23,13 @@ everything), with ``time.perf_counter_ns``:
 
 each against the engine core's own step (``EngineCore.step``: schedule, model, update), and
 only over the steps that held at least half the requests (the start of the run: the queue is
-long), the first step left out: its record is the full one a new subscriber gets (every
-request; its cost is printed apart). The last line is ``scaling: capture_us=A,B,C,D
-publish_us=... view_us=... watch_us=... driver_us=... attach_ms=A,B,C,D`` (the four sizes in
-order); the line before it, each size's share of a step. ``attach_ms`` is what a watch joining
-the server costs it: the most one step's plug-in work grew when a second watch subscribed, and
-when it resynced, with as many requests held again (:mod:`benchmarks.capture_attach`).
+long), the first step left out: its record is the full one (every request, whole: the
+in-process listener's, as stepview's own engine has it; its cost is printed apart). The last
+line is ``scaling: capture_us=A,B,C,D publish_us=... view_us=... watch_us=... driver_us=...
+attach_ms=A,B,C,D`` (the four sizes in order); the line before it, each size's share of a
+step. ``attach_ms`` is what a watch joining the server costs it: the most one step's plug-in
+work grew when a second watch subscribed, and when it resynced, with as many requests held
+again (:mod:`benchmarks.capture_attach`).
 
 Beside the capture, the line after the full record's says what watching for a hung step costs
 the engine core per step: the plug-in's stack watch (:mod:`stepview.engine.plugin.stacks`, a
@@ -307,7 +308,10 @@ def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
         figures = "  ".join(f"{row[f]:>6.1f} ({row[f] / row['step']:.1%})" for f in FIGURES)
         out(f"{row['requests']:>9} {row['step']:>9.0f}  {figures}")
     full = ", ".join(f"{row['requests']}: {row['full_record_ms']:.1f} ms" for row in rows)
-    out(f"the first, full record (capture + publish + watch, once per new subscriber): {full}")
+    out(
+        "the first, full record (capture + publish + watch, stepview's own engine's, whole; "
+        f"a watch's comes in parts, below): {full}"
+    )
     hung = ", ".join(
         f"{row['requests']}: {row['stacks']:.2f} us ({row['stacks_wakes']} wakes of "
         f"{row['stacks_wake_us']:.0f} us) against {row['armed']:.1f} us "

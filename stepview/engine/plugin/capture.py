@@ -307,6 +307,7 @@ class CoreCapture:
         # Every request, or those whose facts may have changed and a full record's next part.
         naming = self._naming
         named = naming.named(requests, scheduled, preempted, first, deferred, full, fresh, sent)
+        later = naming.later
         blocked: set[str] = set()
         sent_get = sent.get
         no_tokens = _NO_TOKENS
@@ -363,11 +364,11 @@ class CoreCapture:
                 elif first:
                     first_at = first.pop(request_id, 0.0)
                 had = sent_get(request_id, -1)
-                if had < 0:
+                if had < 0 and request_id not in later:  # (a full record's part: budgeted)
                     intro = intro_of(req)
                     had = 0
                     sent[request_id] = 0
-                if outputs > had:
+                if outputs > had >= 0:
                     new_tokens = req.output_token_ids[had:]
                     sent[request_id] = outputs
             facts.append(

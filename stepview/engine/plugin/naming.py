@@ -15,10 +15,15 @@ subscriber's full record goes in **parts** (:class:`FullParts`), one per record,
 :data:`PART_REQUESTS` requests (``STEPVIEW_FULL_PART``; 0: the whole record at once) and their
 share of tokens: the first record is ``full`` and names the first part besides what changed; the
 following ones name the next parts; ``to_come`` in each says how many of the requests the core
-held at the first are still to be named (0 in the last part). A request a part has not reached
-yet is named by any record it changes in (with its intro: nothing is sent twice); one named
-before leaves like any other. The reader reads the parts as one full record, as of the last
-part (:meth:`~stepview.engine.records.entries.RecordStream.take`): the same picture, a few steps
+held at the first are still to be introduced (0 in the last part). A request a part has not
+reached yet is named by any record it changes in; the intros and token tails of those held at
+the first share the part's budget (a server running 256 requests would otherwise introduce all
+of them in the first part's step): one over it is named without them (:attr:`Naming.later`)
+and introduced by a later part (the parts go through the requests in order and stop where a
+part's budget runs out, which is before any request is put off: none is passed over).
+Requests that arrive meanwhile are introduced at once, as always (what changed). The reader
+reads the parts as one full record, as of the last part
+(:meth:`~stepview.engine.records.entries.RecordStream.take`): the same picture, a few steps
 later. A full record that fits in one part (and the in-process listener's, which nobody joins)
 goes at once, as before.
 
@@ -65,8 +70,8 @@ def part_size() -> int:
 
 
 class FullParts:
-    """The requests a full record in parts has still to name: those the core held when it
-    began, in the core's order (copying their ids is the one O(held) step: a few
+    """The requests a full record in parts has still to introduce: those the core held when
+    it began, in the core's order (copying their ids is the one O(held) step: a few
     microseconds a thousand)."""
 
     def __init__(self, ids: list[str], size: int) -> None:
@@ -76,29 +81,63 @@ class FullParts:
 
     @property
     def to_come(self) -> int:
-        """At most how many requests are still to be named (some may leave first)."""
+        """At most how many requests are still to be introduced (some may leave first)."""
         return len(self._ids) - self._next
 
-    def add_part(
-        self, named: dict[str, Any], requests: Mapping[str, Any], sent: Container[str]
-    ) -> None:
-        """Add the next part to ``named``: requests still held, not named by this record or
-        (``sent``) by an earlier one, up to the part's size and tokens."""
-        ids, size = self._ids, self._size
-        i, stop = self._next, min(len(ids), self._next + size * PART_LOOKS)
-        count = tokens = 0
-        budget = size * PART_TOKENS_EACH
-        while i < stop and count < size and tokens < budget:
+    def part(
+        self,
+        named: dict[str, Any],
+        new: Container[str],
+        requests: Mapping[str, Any],
+        sent: Container[str],
+    ) -> set[str]:
+        """Add the next part to ``named`` (what changed, ``new`` those that just arrived):
+        the requests held at the first part that are named and not introduced yet (not in
+        ``sent``), then the next ones not named yet, within the part's budget; those named
+        beyond it are returned, to be named without their intro (the next parts reach them:
+        this one stops where its budget ran out)."""
+        budget = Budget(self._size)
+        later: set[str] = set()
+        for request_id in named:
+            if request_id not in sent and request_id not in new:
+                req = requests.get(request_id)
+                if req is not None and not budget.take(req):
+                    later.add(request_id)
+        ids = self._ids
+        i, stop = self._next, min(len(ids), self._next + self._size * PART_LOOKS)
+        while i < stop and not budget.spent:
             request_id = ids[i]
             i += 1
             if request_id in named or request_id in sent:
                 continue
             req = requests.get(request_id)
-            if req is not None:
+            if req is not None and budget.take(req):
                 named[request_id] = None
-                count += 1
-                tokens += req.num_prompt_tokens + req.num_output_tokens
         self._next = i
+        return later
+
+
+class Budget:
+    """What one part may introduce: ``size`` requests and their share of prompt and output
+    tokens (at least one request, however long)."""
+
+    __slots__ = ("_requests", "_tokens")
+
+    def __init__(self, size: int) -> None:
+        self._requests = size
+        self._tokens = size * PART_TOKENS_EACH
+
+    @property
+    def spent(self) -> bool:
+        return self._requests <= 0 or self._tokens <= 0
+
+    def take(self, req: Any) -> bool:
+        """Whether ``req`` fits (then it is counted in)."""
+        if self.spent:
+            return False
+        self._requests -= 1
+        self._tokens -= req.num_prompt_tokens + req.num_output_tokens
+        return True
 
 
 class Naming:
@@ -112,10 +151,12 @@ class Naming:
         self._last_scheduled: list[str] = []  # scheduled in the last record's step
         self._deferred: set[Any] = set()  # vLLM's deferred_waiting as of the last record
         self.blocked: set[str] = set()  # in a blocked waiting status at the last record
+        self.later: Container[str] = ()  # named by the record without their intro (for now)
 
     def clear(self) -> None:
         """Nobody listens any more: whoever comes next gets a full record."""
         self._parts = None
+        self.later = ()
         self.arrived.clear()
         self._last_scheduled = []
         self._deferred = set()
@@ -136,6 +177,7 @@ class Naming:
         every one held when ``full``, in parts when ``fresh`` (a new subscriber's record) and
         the core holds more than a part; else what changed, and the next part under way."""
         parts = self._parts
+        self.later = ()
         if full:
             size = self._part
             big = fresh and size and len(requests) > size
@@ -149,7 +191,7 @@ class Naming:
             if deferred or self._deferred:
                 changed.update(dict.fromkeys(r.request_id for r in deferred ^ self._deferred))
             if parts is not None:
-                parts.add_part(changed, requests, sent)
+                self.later = parts.part(changed, set(self.arrived), requests, sent)
             named = changed
         self.arrived.clear()
         self._last_scheduled = list(scheduled)
@@ -157,9 +199,9 @@ class Naming:
         return named
 
     def owes(self, request_id: str, sent: Container[str]) -> bool:
-        """Whether the full record under way has still to name ``request_id`` (not named by
-        any record since its first part, whose ids are in ``sent``): one that ends now is
-        named with its end, or the new subscriber would never see it."""
+        """Whether the full record under way has still to introduce ``request_id`` (not
+        introduced since its first part, those are in ``sent``): one that ends now is named
+        with its end, or the new subscriber would never see it."""
         return self._parts is not None and request_id not in sent
 
     def to_come(self, idle: bool) -> int:

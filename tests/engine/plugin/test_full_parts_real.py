@@ -25,8 +25,6 @@ from stepview.engine.records.facts import StepFacts, decode_facts, encode_facts
 
 pytestmark = pytest.mark.engine
 
-HELD = 3000
-PART = 100
 MAX_NUM_SEQS = 8
 
 
@@ -51,11 +49,11 @@ class JoiningSink:
 
 
 @pytest.fixture
-def scheduler(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def scheduler(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The plug-in over vLLM's scheduler with ``request.param`` KV blocks."""
     from stepview.engine.plugin.selfcheck import Setting, build_scheduler, model_folder
 
-    monkeypatch.setenv(FULL_PART_ENV, str(PART))
-    setting = Setting(max_num_seqs=MAX_NUM_SEQS, token_budget=256, num_blocks=128)
+    setting = Setting(max_num_seqs=MAX_NUM_SEQS, token_budget=256, num_blocks=request.param)
     with model_folder() as folder:
         built = build_scheduler(setting, folder, [])
         yield built
@@ -84,18 +82,26 @@ def _picture(facts: StepFacts) -> dict[str, tuple[Any, ...]]:
     }
 
 
+# Parts of 100 requests; and parts of 2, fewer than the requests running, whose intros and
+# token tails then come over several parts too, with a KV cache small enough for vLLM to
+# preempt some of them before their intro came (no longer named by what changed).
+@pytest.mark.parametrize(
+    ("scheduler", "total", "size"), [(128, 3000, 100), (13, 600, 2)], indirect=["scheduler"]
+)
 def test_a_watch_joining_thousands_of_held_requests_sees_every_one(
-    scheduler: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    scheduler: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, total: int, size: int
 ) -> None:
     from vllm.v1.request import RequestStatus
 
     from stepview.engine.plugin.capture import CoreCapture
+    from stepview.engine.plugin.naming import Naming
     from stepview.engine.plugin.selfcheck import RecordingSink
     from stepview.engine.watch.watched_core import WatchedCore
 
     sink = JoiningSink()
     scheduler._stepview.sink = sink
-    for i in range(HELD):
+    scheduler._stepview._naming = Naming(size)  # (STEPVIEW_FULL_PART, read when it is built)
+    for i in range(total):
         _add(scheduler, i)
     for _ in range(4):  # nobody listens: no record
         _step(scheduler)[1]()
@@ -117,14 +123,17 @@ def test_a_watch_joining_thousands_of_held_requests_sees_every_one(
         update()
         if steps == 2:
             scheduler.finish_requests(aborted, RequestStatus.FINISHED_ABORTED)
-            for i in range(HELD, HELD + 5):  # arrivals during the parts
+            for i in range(total, total + 5):  # arrivals during the parts
                 _add(scheduler, i)
-        assert steps < 4 * HELD // PART, "the parts never ended"
+        assert steps < 4 * total // size, "the parts never ended"
     parts = sink.records
     assert parts[0].full and parts[0].to_come > 0 and not any(p.full for p in parts[1:])
-    assert len(parts) >= HELD // PART  # in parts indeed, each bounded, not the core's size
-    assert max(len(p.requests) for p in parts) <= PART + 3 * MAX_NUM_SEQS + 5
+    assert len(parts) > total // size // 2  # in parts indeed, each bounded, not all at once
+    assert max(len(p.requests) for p in parts) <= size + 3 * MAX_NUM_SEQS + 5
+    introduced = [sum(1 for r in p.requests if r.intro is not None) for p in parts]
+    assert max(introduced) <= size + 10  # a part of what was held; arrivals, aborts
     assert [p.to_come for p in parts] == sorted((p.to_come for p in parts), reverse=True)
+    assert parts[-1].to_come == 0 and all(p.to_come for p in parts[:-1])
 
     # What a whole full record built now says (the plug-in as it was: no parts).
     monkeypatch.setenv(FULL_PART_ENV, "0")
@@ -132,12 +141,12 @@ def test_a_watch_joining_thousands_of_held_requests_sees_every_one(
     once.sink = RecordingSink([])
     preempted = sorted(output.preempted_req_ids)
     before = once.capture(scheduler, output.num_scheduled_tokens, [], preempted, False)
-    assert before.full and before.to_come == 0 and len(before.requests) >= HELD - 100
+    assert before.full and before.to_come == 0 and len(before.requests) == len(scheduler.requests)
 
     # Every request held when the watch joined, or that arrived after, is in the picture; the
     # aborted ones with how they ended.
     got = _picture(whole)
-    arrived = [f"cmpl-r{i}-{i:08x}" for i in range(HELD, HELD + 5)]
+    arrived = [f"cmpl-r{i}-{i:08x}" for i in range(total, total + 5)]
     assert set(held) | set(arrived) <= set(got)
     ends = {end.req_id: end.finish_reason for end in whole.ended}
     assert all(ends.get(rid) == "abort" and rid in whole.finished for rid in aborted)
