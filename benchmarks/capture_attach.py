@@ -14,7 +14,9 @@ one too.
 
 Python's garbage collector runs wherever allocation triggers it: a collection of its middle
 generation took 1-3 ms here at 8 192 held, in vLLM's step or in the plug-in's alike, watch or
-no watch; the figure counts one that lands in the plug-in's code (it is the server's time).
+no watch. The figure leaves out the collections that ran inside the plug-in's calls (timed
+apart with ``gc.callbacks``) and the line gives it with them too: the most a step grew with
+its collections in, and how many ran in the plug-in's code over both pictures.
 
 The figure is the plug-in's own work in a step (:meth:`CoreCapture.capture` and
 :meth:`FactsPublisher.deliver`: building, encoding and sending the records), in the
@@ -28,6 +30,7 @@ how many steps the pictures took and whether the watch's picture named every req
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -39,21 +42,51 @@ WARM_STEPS = 8  # steps with one watch listening, before the second subscribes
 MAX_STEPS = 20_000  # a picture that takes longer is reported as not done
 
 
-def _cpu_timed(cls: Any, name: str, into: list[int]) -> Callable[[], None]:
-    """Wrap ``cls.name`` so each call's thread CPU time (ns) is appended to ``into``; returns
-    what puts the method back."""
-    original = getattr(cls, name)
-    clock = time.thread_time_ns
+class _PluginClock:
+    """The scheduling thread's CPU time in the plug-in's calls, and in the garbage collections
+    that ran inside them (``gc.callbacks``), summed since the last :meth:`take`."""
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = clock()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            into.append(clock() - start)
+    def __init__(self) -> None:
+        self._inside = False
+        self._work = self._gc = self._gc_start = self.collections = 0
+        self._restore: list[Callable[[], None]] = []
+        gc.callbacks.append(self._collecting)
 
-    setattr(cls, name, wrapper)
-    return lambda: setattr(cls, name, original)
+    def _collecting(self, phase: str, info: dict[str, Any]) -> None:
+        if self._inside:
+            if phase == "start":
+                self._gc_start = time.thread_time_ns()
+            else:
+                self._gc += time.thread_time_ns() - self._gc_start
+                self.collections += 1
+
+    def time(self, cls: Any, name: str) -> None:
+        """Count the CPU time of ``cls.name`` from now until :meth:`close`."""
+        original = getattr(cls, name)
+        clock = time.thread_time_ns
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            self._inside = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._inside = False
+                self._work += clock() - start
+
+        setattr(cls, name, wrapper)
+        self._restore.append(lambda: setattr(cls, name, original))
+
+    def take(self) -> tuple[int, int]:
+        """(work, of which garbage collection) since the last call, ns."""
+        taken = (self._work, self._gc)
+        self._work = self._gc = 0
+        return taken
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._collecting)
+        for put_back in self._restore:
+            put_back()
 
 
 def attach_figures(
@@ -69,11 +102,9 @@ def attach_figures(
     scheduler = engine.llm_engine.engine_core.engine_core.scheduler
     capture = scheduler._stepview
     listener = capture.sink
-    work: list[int] = []
-    restore = [
-        _cpu_timed(CoreCapture, "capture", work),
-        _cpu_timed(FactsPublisher, "deliver", work),
-    ]
+    clock = _PluginClock()
+    clock.time(CoreCapture, "capture")
+    clock.time(FactsPublisher, "deliver")
     ids = [f"attach{i}" for i in range(requests)]
     added = workload(requests, max_tokens, seed=99)  # a seed of its own
     for request_id, (prompt, spec) in zip(ids, added, strict=True):
@@ -82,14 +113,15 @@ def attach_figures(
     watch: Any = None
     try:
 
-        def step() -> int:
-            """One engine step; the plug-in's CPU work in it (ns)."""
-            seen = len(work)
+        def step() -> tuple[int, int]:
+            """One engine step; the plug-in's CPU work in it, and its GC (ns)."""
+            clock.take()
             engine.step()
-            return sum(work[seen:])
+            return clock.take()
 
         warm = [step() for _ in range(WARM_STEPS)]
-        usual = statistics.median(warm)
+        usual = statistics.median(work - gc_ns for work, gc_ns in warm)
+        collections = clock.collections
         watch = FactsSubscriber(address)
         if not watch.wait_connected(10):
             raise SystemExit("capture_cost: the attaching watch did not connect")
@@ -101,16 +133,17 @@ def attach_figures(
             pictures.append(_picture(scheduler, step, watch, stream))
     finally:
         capture.sink = listener
-        for put_back in restore:
-            put_back()
+        clock.close()
         if watch is not None:
             watch.close()
         engine.abort(ids)
         while engine.has_unfinished():
             engine.step()
-    grown = [max(0, max(steps) - usual) / 1e6 for steps, _, _ in pictures]
+    steps = [step for picture, _, _ in pictures for step in picture]
     return {
-        "attach_ms": max(grown),
+        "attach_ms": max(0, max(work - gc_ns for work, gc_ns in steps) - usual) / 1e6,
+        "attach_gc_ms": max(0, max(work for work, _ in steps) - usual) / 1e6,
+        "attach_collections": clock.collections - collections,
         "attach_usual_us": usual / 1000,
         "attach_steps": [len(steps) for steps, _, _ in pictures],
         "attach_seen": [seen for _, seen, _ in pictures],
@@ -119,14 +152,14 @@ def attach_figures(
 
 
 def _picture(
-    scheduler: Any, step: Callable[[], int], watch: Any, stream: Any
-) -> tuple[list[int], int, int]:
+    scheduler: Any, step: Callable[[], tuple[int, int]], watch: Any, stream: Any
+) -> tuple[list[tuple[int, int]], int, int]:
     """Step until the watch holds a whole picture: the plug-in's work in each step since it
     subscribed, how many of the requests held then the picture named or saw leave, of how
     many."""
     held = set(scheduler.requests)  # the picture's due: what the core holds now
     left: set[str] = set()
-    steps: list[int] = []
+    steps: list[tuple[int, int]] = []
     while len(steps) < MAX_STEPS:
         steps.append(step())
         for facts in watch.poll():
@@ -141,7 +174,8 @@ def _picture(
 def attach_line(rows: Sequence[dict[str, Any]]) -> str:
     """The report's line on attaching, one entry per size."""
     return "a watch joining mid-run (plug-in CPU per step, beyond the usual): " + ", ".join(
-        f"{row['requests']}: +{row['attach_ms']:.2f} ms at most (usual "
+        f"{row['requests']}: +{row['attach_ms']:.2f} ms at most ({row['attach_gc_ms']:.2f} with "
+        f"the {row['attach_collections']} GC collections that ran in it; usual "
         f"{row['attach_usual_us']:.0f} us; pictures in {'+'.join(map(str, row['attach_steps']))}"
         f" steps, named {'+'.join(map(str, row['attach_seen']))} of "
         f"{'+'.join(map(str, row['attach_held']))} held)"

@@ -29,7 +29,8 @@ line is ``scaling: capture_us=A,B,C,D publish_us=... view_us=... watch_us=... dr
 attach_ms=A,B,C,D`` (the four sizes in order); the line before it, each size's share of a
 step. ``attach_ms`` is what a watch joining the server costs it: the most one step's plug-in
 work grew when a second watch subscribed, and when it resynced, with as many requests held
-again (:mod:`benchmarks.capture_attach`).
+again, garbage collections that ran in it left out (its own line gives it with them too;
+:mod:`benchmarks.capture_attach`).
 
 Beside the capture, the line after the full record's says what watching for a hung step costs
 the engine core per step: the plug-in's stack watch (:mod:`stepview.engine.plugin.stacks`, a

@@ -124,8 +124,9 @@ def test_capture_cost_quick() -> None:
     assert_has_line(lines, rf"the log of ends: 16: \d+ ends, {NUMBER} us each, .* held each")
     assert_has_line(
         lines,
-        rf"a watch joining mid-run .*: 16: \+{NUMBER} ms at most \(usual {NUMBER} us; pictures "
-        rf"in \d+\+\d+ steps, named (\d+)\+(\d+) of \1\+\2 held\)",
+        rf"a watch joining mid-run .*: 16: \+{NUMBER} ms at most \({NUMBER} with the \d+ GC "
+        rf"collections that ran in it; usual {NUMBER} us; pictures in \d+\+\d+ steps, named "
+        rf"(\d+)\+(\d+) of \1\+\2 held\)",
     )
     names = ("capture", "log", "publish", "view", "watch", "driver")
     line = " ".join(rf"{name}_us={NUMBER}" for name in names)
