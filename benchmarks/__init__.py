@@ -22,7 +22,7 @@ The benchmarks, and the last line each prints:
     with 64 to 8 192 requests held, and beside the capture what watching for a hung step costs
     (the plug-in's stack watch, against faulthandler's watchdog armed around each step):
     ``scaling: capture_us=A,B,C,D log_us=... publish_us=... view_us=... watch_us=...
-    driver_us=...``.
+    driver_us=... attach_ms=A,B,C,D`` (the last: what a watch joining costs one step).
 ``server_overhead``
     vLLM's API server's throughput alone, with the plug-in, and with ``stepview --attach``
     watching: ``ratios: plugin/alone=X attached/alone=Y``.
@@ -73,6 +73,9 @@ What they share (not runnable on their own):
 ``workload``
     the seeded workload and the environment the engine benchmarks run it under: their figures
     compare only if they measure the same work.
+``capture_attach``
+    ``capture_cost``'s attach figure: a watch joining its engine mid-run, the most one
+    step's plug-in work grew.
 ``overhead_runs``
     one run of one ``engine_overhead`` variant: the child processes and the TUI in tmux.
 ``overhead_measurement``

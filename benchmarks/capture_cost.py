@@ -23,10 +23,14 @@ everything), with ``time.perf_counter_ns``:
 
 each against the engine core's own step (``EngineCore.step``: schedule, model, update), and
 only over the steps that held at least half the requests (the start of the run: the queue is
-long), the first step left out: its record is the full one a new subscriber gets (every
-request; its cost is printed apart). The last line is ``scaling: capture_us=A,B,C,D
-publish_us=... view_us=... watch_us=... driver_us=...`` (the four sizes in order); the line
-before it, each size's share of a step.
+long), the first step left out: its record is the full one (every request, whole: the
+in-process listener's, as stepview's own engine has it; its cost is printed apart). The last
+line is ``scaling: capture_us=A,B,C,D publish_us=... view_us=... watch_us=... driver_us=...
+attach_ms=A,B,C,D`` (the four sizes in order); the line before it, each size's share of a
+step. ``attach_ms`` is what a watch joining the server costs it: the most one step's plug-in
+work grew when a second watch subscribed, and when it resynced, with as many requests held
+again, garbage collections that ran in it left out (its own line gives it with them too;
+:mod:`benchmarks.capture_attach`).
 
 Beside the capture, the line after the full record's says what watching for a hung step costs
 the engine core per step: the plug-in's stack watch (:mod:`stepview.engine.plugin.stacks`, a
@@ -55,6 +59,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.capture_attach import attach_figures, attach_line
 from benchmarks.children import child_env, module_command
 from benchmarks.workload import BENCH_ENV, workload
 from stepview.model.address import zmq_endpoint
@@ -233,6 +238,14 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
                 per_step[name].append(sum(samples[seen[name] :]))
                 seen[name] = len(samples)
         stacks.close()  # before the second run: faulthandler has one watchdog per process
+        ends = {  # before the attach run adds its own ends
+            "logged": len(end_log),
+            "log_bytes": end_log.bytes,
+            "log_footprint": end_log.footprint(),
+            "log_add_us": _mean_us(logs),
+        }
+        CoreCapture.capture = capture_record  # type: ignore[method-assign]
+        attach = attach_figures(engine, publisher, address, requests, max_tokens)
         arming[0] = True
         before = len(steps)
         for i, (prompt, spec) in enumerate(workload(ARMED_REQUESTS, max_tokens)):
@@ -257,10 +270,8 @@ def measure(requests: int, max_tokens: int) -> dict[str, Any]:
         "steps": len(held),
         "measured_steps": last - first,
         "full_record_ms": sum(per_step[f][0] for f in ("capture", "publish", "watch")) / 1e6,
-        "logged": len(end_log),
-        "log_bytes": end_log.bytes,
-        "log_footprint": end_log.footprint(),
-        "log_add_us": _mean_us(logs),
+        **ends,
+        **attach,
         **{name: _mean_us(samples[first:last]) for name, samples in per_step.items()},
         # The watch works per wake, not per step: its CPU over the whole run, per step.
         "stacks": stacks.work_ns / 1000 / max(1, len(held)),
@@ -299,7 +310,10 @@ def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
         figures = "  ".join(f"{row[f]:>6.1f} ({row[f] / row['step']:.1%})" for f in FIGURES)
         out(f"{row['requests']:>9} {row['step']:>9.0f}  {figures}")
     full = ", ".join(f"{row['requests']}: {row['full_record_ms']:.1f} ms" for row in rows)
-    out(f"the first, full record (capture + publish + watch, once per new subscriber): {full}")
+    out(
+        "the first, full record (capture + publish + watch, stepview's own engine's, whole; "
+        f"a watch's comes in parts, below): {full}"
+    )
     hung = ", ".join(
         f"{row['requests']}: {row['stacks']:.2f} us ({row['stacks_wakes']} wakes of "
         f"{row['stacks_wake_us']:.0f} us) against {row['armed']:.1f} us "
@@ -317,6 +331,7 @@ def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
         for row in rows
     )
     out(f"the log of ends: {ends}")
+    out(attach_line(rows))
     shares = " ".join(
         f"{f}=" + ",".join(f"{row[f] / row['step']:.2%}" for row in rows) for f in FIGURES
     )
@@ -324,6 +339,8 @@ def report(rows: list[dict[str, Any]], out: Callable[[str], None]) -> None:
     out(
         "scaling: "
         + " ".join(f"{f}_us=" + ",".join(f"{row[f]:.0f}" for row in rows) for f in FIGURES)
+        + " attach_ms="
+        + ",".join(f"{row['attach_ms']:.2f}" for row in rows)
     )
 
 

@@ -122,9 +122,15 @@ def test_capture_cost_quick() -> None:
         rf"against {NUMBER} us \(capture {NUMBER} us; steps of {NUMBER} us\)",
     )
     assert_has_line(lines, rf"the log of ends: 16: \d+ ends, {NUMBER} us each, .* held each")
+    assert_has_line(
+        lines,
+        rf"a watch joining mid-run .*: 16: \+{NUMBER} ms at most \({NUMBER} with the \d+ GC "
+        rf"collections that ran in it; usual {NUMBER} us; pictures in \d+\+\d+ steps, named "
+        rf"(\d+)\+(\d+) of \1\+\2 held\)",
+    )
     names = ("capture", "log", "publish", "view", "watch", "driver")
     line = " ".join(rf"{name}_us={NUMBER}" for name in names)
-    assert re.fullmatch(rf"scaling: {line}", lines[-1]), lines[-1]
+    assert re.fullmatch(rf"scaling: {line} attach_ms={NUMBER}", lines[-1]), lines[-1]
 
 
 def test_flight_size_quick() -> None:

@@ -24,7 +24,7 @@ from unittest import mock
 
 from vllm.v1.request import RequestStatus
 
-from stepview.engine.plugin import capture, statuses, waiting_head
+from stepview.engine.plugin import capture, naming, statuses, waiting_head
 from stepview.engine.records.facts import CoreState
 from tests.conformance.situations import run_all
 
@@ -46,7 +46,7 @@ def broken_blocks() -> contextlib.AbstractContextManager[Any]:
 
 def broken_scheduled() -> contextlib.AbstractContextManager[Any]:
     forgotten = property(lambda self: [], lambda self, value: None)
-    return mock.patch.object(capture.CoreCapture, "_last_scheduled", forgotten, create=True)
+    return mock.patch.object(naming.Naming, "_last_scheduled", forgotten, create=True)
 
 
 def broken_kv_queue() -> contextlib.AbstractContextManager[Any]:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 from stepview.engine.records.catch_up import END_LOG_ENV
 from stepview.engine.records.channel import (
     BASE_ENV,
+    FULL_PART_ENV,
     PUBLISH_ENV,
     PUBLISH_EVERY_ENV,
     FactsSubscriber,
@@ -215,13 +216,15 @@ class SubscribedLink:
         return self._subscriber
 
     def building(self, base: str | None) -> contextlib.AbstractContextManager[None]:
-        # Every record at once: the driver reads each step's with that step's outputs. No
-        # log of ends: stepview's own engine has every request's end from vLLM's outputs.
+        # Every record at once, a full one whole: the driver reads each step's with that
+        # step's outputs. No log of ends: stepview's own engine has every request's end from
+        # vLLM's outputs.
         env = {
             MULTIPROCESSING_ENV: "1",
             PUBLISH_ENV: self.address,
             BASE_ENV: base,
             PUBLISH_EVERY_ENV: "0",
+            FULL_PART_ENV: "0",
             END_LOG_ENV: "0",
         }
         return _environment(env)
@@ -243,13 +246,13 @@ class SubscribedLink:
 
     def _receive(self, records: list[StepFacts]) -> None:
         """Keep the records that can be read in order (see :class:`RecordStream`)."""
-        accept = self._stream.accept
+        take = self._stream.take
         for facts in records:
             if facts.plugin_off is not None:  # no step: the plug-in is off (its log says why)
                 log.warning("stepview: the scheduler plug-in is off: %s", facts.plugin_off)
                 self._off = facts.plugin_off
                 return
-        self._pending.extend([facts for facts in records if accept(facts)])
+        self._pending.extend([facts for facts in map(take, records) if facts is not None])
         if len(self._pending) > MAX_PENDING:
             self._pending = PendingRecords()
             self._stream.reset()

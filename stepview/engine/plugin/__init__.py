@@ -12,6 +12,10 @@ per step is the least that tells what happened, and nothing at all while nobody 
 ``capture``
     what the record holds and how it is built from the scheduler's state; never raises into
     vLLM (a failure switches the plug-in off, with one log line).
+``naming``
+    which requests the next record names: what changed since the last one, every one held,
+    or, for a new subscriber of a core holding many, the next part of a full record sent over
+    a few steps (built in one, it was that step's delay).
 ``times``
     vLLM's own times for a request (first scheduled, first token), put in the records on the
     records' wall clock, for a client that never sees the core's outputs.

@@ -12,8 +12,10 @@ scheduled in this step or the one before (tokens computed, outputs appended, KV 
 taken), those preempted, those vLLM set aside or un-set-aside (``deferred_waiting``, a set),
 and those in a blocked waiting status (their status can change with no event we see). The
 queue is one id, where vLLM's scan stopped, found from the front of the queue in O(1)
-(:mod:`~stepview.engine.plugin.waiting_head`). Only the first record after someone
-(re)subscribes lists every request. Each ending also goes to the publisher's log of ends
+(:mod:`~stepview.engine.plugin.waiting_head`); :mod:`~stepview.engine.plugin.naming` keeps
+track of all that. Only the first record after someone (re)subscribes lists every request, in
+parts over a few steps when the core holds many (a watch joins a server in trouble: built in
+one step, that record was the step's delay). Each ending also goes to the publisher's log of ends
 (:mod:`~stepview.engine.plugin.end_log`), for a watch that loses records: while someone
 listens, and for a linger after the last one left (ends only: no record is built then).
 
@@ -26,13 +28,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from itertools import chain
 from typing import Any
 
 from stepview.engine.plugin import statuses
 from stepview.engine.plugin import vllm_versions as versions
-from stepview.engine.plugin.end_log import EndLog
+from stepview.engine.plugin.end_log import EndLog, ended_request
 from stepview.engine.plugin.intro import intro_of
+from stepview.engine.plugin.naming import Naming, part_size
 from stepview.engine.plugin.times import CoreTimes, wall_offset
 from stepview.engine.plugin.waiting_head import WaitingScan
 from stepview.engine.records.channel import FactsSink
@@ -62,15 +64,14 @@ class CoreCapture:
         # absent here gets its intro). Cleared when someone (re)subscribes.
         self._sent: dict[str, int] = {}
         self._ended: list[EndedFacts] = []  # how requests ended, for the next record
+        # Requests held when a full record in parts began that ended before their part, as
+        # that part would have named them (the watch sees every request it was due).
+        self._unnamed: list[RequestFacts] = []
         self._log: EndLog | None = None  # the publisher's log of ends (catching watches up)
         self._times = CoreTimes()  # vLLM's scheduled / first-token times (tails only)
-        # What the next record must name besides this step's scheduled and preempted requests.
         self._listening = False  # the last schedule() built a record
         self._full = True  # the next record lists every request (nothing was sent before)
-        self._arrived: list[str] = []  # added since the last record
-        self._last_scheduled: list[str] = []  # scheduled in the last record's step
-        self._deferred: set[Any] = set()  # vLLM's deferred_waiting as of the last record
-        self._blocked: set[str] = set()  # blocked (or unknown) status at the last record
+        self._naming = Naming(part_size())  # which requests the next record names
         self._tails = False  # records carry output tokens, intros and ends (a remote client)
         self._groups: list[Mapping[str, list[Any]]] = []
         # StepFacts' fields after the scheduler's settings, read once (chunked prefill ...)
@@ -103,7 +104,7 @@ class CoreCapture:
     def arrived(self, request_id: str) -> None:
         """``add_request`` took a request: the next record names it (O(1))."""
         if self._listening:
-            self._arrived.append(request_id)
+            self._naming.arrived.append(request_id)
 
     def before_schedule(self, scheduler: Any, throttle: bool) -> None:
         """Whether the coming ``schedule()`` holds prefills (read before: it moves the cadence).
@@ -145,13 +146,11 @@ class CoreCapture:
         self._listening = False
         self._full = True
         self._ended.clear()
+        self._unnamed.clear()
         self._sent.clear()
         self._cached.clear()
         self._times.clear()
-        self._arrived.clear()
-        self._last_scheduled = []
-        self._deferred = set()
-        self._blocked = set()
+        self._naming.clear()
 
     def before_update(self, scheduler: Any, output: Any) -> dict[str, Any] | None:
         """The requests ``update_from_output`` may finish, before it runs, when records say
@@ -214,10 +213,11 @@ class CoreCapture:
         """Keep how ``req`` ended (its tokens, its finish reason) for the next record, and
         in the log of ends, tagged with that record's seq."""
         request_id = req.request_id
+        unnamed = self._naming.owes(request_id, self._sent)
         self._sent.pop(request_id, None)
         times = self._times
         log = self._log
-        made = times.of(request_id) if log is not None else (0.0, 0.0)
+        made = times.of(request_id) if log is not None or unnamed else (0.0, 0.0)
         first_at = times.forget(request_id)
         reason = req.get_finished_reason()
         stop = req.stop_reason
@@ -229,10 +229,12 @@ class CoreCapture:
             stop if isinstance(stop, str | int) else None,
             first_at,
         )
+        cached = self._cached.get(request_id, 0)
         if self._listening:
             self._ended.append(ended)
+            if unnamed:
+                self._unnamed.append(ended_request(req, ended, cached, made))
         if log is not None and log.open:
-            cached = self._cached.get(request_id, 0)
             log.add(self.seq + 1, req, ended, self.started, time.time(), cached, made)
 
     def after_finish(self, scheduler: Any) -> None:
@@ -268,11 +270,12 @@ class CoreCapture:
         sent = self._sent
         sink = self.sink
         full = self._full
+        fresh = False
         if sink is not None:
             self._tails = sink.tails
             if sink.fresh:  # someone (re)subscribed: everything, from the start
                 sink.fresh = False
-                full = True
+                full = fresh = True
         if full:
             sent.clear()
             self._full = False
@@ -290,22 +293,10 @@ class CoreCapture:
         first = times.first
         requests = scheduler.requests
         deferred = scheduler.deferred_waiting
-        named: Any
-        if full:
-            named = requests
-        else:
-            # The requests whose facts may have changed (module docstring): O(what changed).
-            # (An ordered dict, not a set: the same steps give the same records, anywhere.)
-            named = dict.fromkeys(
-                chain(
-                    self._arrived, scheduled, self._last_scheduled, preempted, self._blocked, first
-                )
-            )
-            if deferred or self._deferred:
-                named.update(dict.fromkeys(r.request_id for r in deferred ^ self._deferred))
-        self._arrived.clear()
-        self._last_scheduled = list(scheduled)
-        self._deferred = set(deferred)
+        # Every request, or those whose facts may have changed and a full record's next part.
+        naming = self._naming
+        named = naming.named(requests, scheduled, preempted, first, deferred, full, fresh, sent)
+        later = naming.later
         blocked: set[str] = set()
         sent_get = sent.get
         no_tokens = _NO_TOKENS
@@ -365,11 +356,11 @@ class CoreCapture:
                 elif first:
                     first_at = first.pop(request_id, 0.0)
                 had = sent_get(request_id, -1)
-                if had < 0:
+                if had < 0 and request_id not in later:  # (a full record's part: budgeted)
                     intro = intro_of(req)
                     had = 0
                     sent[request_id] = 0
-                if outputs > had:
+                if outputs > had >= 0:
                     new_tokens = req.output_token_ids[had:]
                     sent[request_id] = outputs
             facts.append(
@@ -395,7 +386,10 @@ class CoreCapture:
                     unknown_name,
                 )
             )
-        self._blocked = blocked
+        naming.blocked = blocked
+        if self._unnamed:
+            facts.extend(self._unnamed)
+            self._unnamed.clear()
         self.seq += 1
         pool = self._pool
         running, waiting = scheduler.get_request_counts()
@@ -423,6 +417,7 @@ class CoreCapture:
             self._take_ended(),
             prefills_held=self._held,
             model=self._model if full else "",
+            to_come=naming.to_come(idle),
             **self._settings,
             **self._scan.fields(scheduler, deferred),
         )

@@ -44,6 +44,36 @@ _UNKNOWN = 1 << 62  # known_after while paused, until the first end logged since
 _ENDED = int(CoreState.OTHER)  # the state a logged request is given: it is no longer held
 
 
+def ended_request(
+    req: Any, ended: EndedFacts, cached: int = 0, times: tuple[float, float] = (0.0, 0.0)
+) -> RequestFacts:
+    """vLLM's request ``req``, which ended as ``ended``, as the first record naming it would
+    have carried it, for a watch that never saw it: its intro, prompt length, arrival,
+    ``max_tokens``, ``cached`` (its prefix-cache hit) and ``times`` (vLLM's scheduled and
+    first-token times, 0.0 where unseen); no token tail (every output token is in ``ended``)."""
+    lora = req.lora_request
+    return RequestFacts(
+        req.request_id,
+        _ENDED,
+        req.num_prompt_tokens,
+        req.num_computed_tokens,
+        ended.num_output_tokens,
+        req.num_preemptions,
+        0,
+        0,
+        cached,
+        req.arrival_time,
+        req.priority,
+        req.max_tokens,
+        False,
+        [],
+        intro_of(req),
+        lora.lora_int_id if lora is not None else 0,
+        times[0],
+        times[1],
+    )
+
+
 class EndLog:
     """What ended, oldest first, within ``max_ends`` entries and ``max_bytes`` encoded bytes.
 
@@ -106,27 +136,7 @@ class EndLog:
         if self.known_after == _UNKNOWN:  # the first since a pause: older ones may be missing
             self.known_after = tag
         self.core_started = core_started
-        lora = req.lora_request
-        request = RequestFacts(
-            req.request_id,
-            _ENDED,
-            req.num_prompt_tokens,
-            req.num_computed_tokens,
-            ended.num_output_tokens,
-            req.num_preemptions,
-            0,
-            0,
-            cached,
-            req.arrival_time,
-            req.priority,
-            req.max_tokens,
-            False,
-            [],
-            intro_of(req),
-            lora.lora_int_id if lora is not None else 0,
-            times[0],
-            times[1],
-        )
+        request = ended_request(req, ended, cached, times)
         data = encode_logged(LoggedEnd(tag, request, ended, ended_at))
         entries = self._entries
         entries.append((tag, ended.req_id, data))

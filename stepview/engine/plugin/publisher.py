@@ -157,10 +157,12 @@ class FactsPublisher:
 
     def deliver(self, facts: StepFacts) -> None:
         """Send ``facts``, with those held since the last send, unless ``every`` has not
-        passed since then (a record of an idle core goes at once: no step comes after it)."""
+        passed since then (a record of an idle core goes at once: no step comes after it; so
+        does a part of a full record: held, the parts of several steps would be encoded in
+        one, which is what sending a full record in parts avoids)."""
         pending = self._pending
         pending.append(facts)
-        if not facts.idle and self.every:
+        if not (facts.idle or facts.full or facts.to_come) and self.every:
             now = time.monotonic()
             if now - self._sent_at < self.every and len(pending) < MAX_BATCH:
                 return

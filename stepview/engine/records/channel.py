@@ -82,6 +82,10 @@ HIGH_WATER_MARK = 1000
 # record at once, as stepview's own engine core in its own process has it).
 PUBLISH_EVERY_ENV = "STEPVIEW_PUBLISH_EVERY_MS"
 PUBLISH_EVERY_S = 0.05
+# Requests per part of a new subscriber's full record (stepview.engine.plugin.naming): built
+# in one step, a full record of thousands of requests is that step's delay; 0 sends it whole
+# (stepview's own engine in its own process reads each step's record with its outputs).
+FULL_PART_ENV = "STEPVIEW_FULL_PART"
 # How often the publisher reads (un)subscribe messages: a new subscriber waits at most this
 # long for its first record; reading them every step would cost a syscall per step.
 SUBSCRIPTION_CHECK_S = 0.05

@@ -286,30 +286,62 @@ class RecordStream:
     Who came and went inside the records that never arrived, only the plug-in's log of ends
     can say: :attr:`missed` is the last record read before records were missed (a gap, a link
     that dropped, a full record that does not follow), the point to catch up from
-    (:mod:`~stepview.engine.records.catch_up`).
+    (:mod:`~stepview.engine.records.catch_up`). A full record sent in parts
+    (:attr:`~stepview.engine.records.facts.StepFacts.to_come`) is read as one, when its last
+    part is in (:meth:`take`).
     """
 
     def __init__(self, resync: Callable[[], None]) -> None:
         self._resync = resync
         self._next: int | None = None  # the seq the next record must have; None: wait for full
         self._core: float | None = None
+        self._prev: tuple[float, int] | None = None  # the last record accepted
+        self._parts: list[StepFacts] = []  # of a full record, accepted, its last one not yet
         self.ended: list[EndedFacts] = []  # of records that could not be read
         self.lost = 0  # records dropped while waiting for a full one
         self.last: tuple[float, int] | None = None  # (core_started, seq) of the last one read
         self.missed: tuple[float, int] | None = None  # records after this one were missed
 
+    @property
+    def to_come(self) -> int:
+        """Requests a full record in parts has still to name (0: none under way)."""
+        return self._parts[-1].to_come if self._parts else 0
+
+    def take(self, facts: StepFacts) -> StepFacts | None:
+        """The record to read for ``facts`` (received in order of arrival): itself; the
+        whole full record when it is its last part (the parts merged, :func:`merge_many`:
+        every request as of that part, what left meanwhile left); ``None`` for a part before
+        the last, and for a record that cannot be read (:meth:`accept`)."""
+        parts = self._parts
+        if parts and not (facts.seq == self._next and facts.core_started == self._core):
+            self._parts = []  # a gap: the parts so far can never be whole
+            self.lost += len(parts)
+            if self.last is not None:  # (the first picture's ends were nobody's here)
+                self.ended.extend(end for part in parts for end in part.ended)
+        read = self.last
+        if not self.accept(facts):
+            return None
+        if not self._parts and not (facts.full and facts.to_come):
+            return facts
+        self._parts.append(facts)
+        if facts.to_come:
+            self.last = read  # held: not read yet (a gap catches up from the last one read)
+            return None
+        whole, self._parts = merge_many(self._parts), []
+        return whole
+
     def accept(self, facts: StepFacts) -> bool:
         """Whether ``facts`` can be read now (in order); asks for a full record when not."""
         if facts.full:
-            last = self.last
-            if last is not None and last[0] == facts.core_started and facts.seq != last[1] + 1:
+            prev = self._prev
+            if prev is not None and prev[0] == facts.core_started and facts.seq != prev[1] + 1:
                 self._missed()  # a link that came back: records went by unseen
             self._next, self._core = facts.seq + 1, facts.core_started
-            self.last = (facts.core_started, facts.seq)
+            self.last = self._prev = (facts.core_started, facts.seq)
             return True
         if self._next is not None and facts.seq == self._next and facts.core_started == self._core:
             self._next += 1
-            self.last = (facts.core_started, facts.seq)
+            self.last = self._prev = (facts.core_started, facts.seq)
             return True
         if self._next is not None:  # a gap, or another core: the picture is lost
             self._next = None

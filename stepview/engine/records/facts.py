@@ -260,6 +260,13 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     # vLLM 0.34 on: ``cache_aware_admission_window`` (0: off): within the first N waiting
     # requests, those with a cached prefix go first, so the queue is not first come, first served.
     cache_aware_window: int = 0
+    # A new subscriber's full record goes in parts when the core holds many requests
+    # (stepview.engine.plugin.naming): the first part is ``full``, each part names its share
+    # of the requests besides what changed, and this is at most how many of the requests held
+    # at the first part are still to be named: 0 in the last part, and in any other record.
+    # A reader reads the parts as one full record (RecordStream.take); one older than the
+    # field reads the first part as the full record and adopts the rest as they are named.
+    to_come: int = 0
     # Append new fields here, each with a default.
 
 

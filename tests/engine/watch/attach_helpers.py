@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from stepview.engine.driver.ledger import RequestLedger
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records.facts import (
@@ -124,6 +126,21 @@ def record(
         list(ended),
         head,
     )
+
+
+def part(
+    seq: int,
+    to_come: int,
+    *names: str,
+    full: bool = False,
+    finished: Sequence[str] = (),
+    ended: Sequence[EndedFacts] = (),
+) -> StepFacts:
+    """Record ``seq`` as a part of a full record sent in parts (the first is ``full``),
+    naming waiting requests ``names``, ``to_come`` of the requests still to be named."""
+    named = [request(n, WAITING) for n in names]
+    facts = record(seq, *named, full=full, finished=finished, ended=ended)
+    return msgspec.structs.replace(facts, to_come=to_come)
 
 
 class Server:

@@ -325,10 +325,11 @@ class AttachedEngine:
                 if any(facts.full for facts in records):
                     self._name_model(records)
                 described = self._described
-                accept = core.stream.accept
-                for facts in records:
-                    if not accept(facts):  # out of order: the full record asked for is next
-                        continue
+                take = core.stream.take
+                for received in records:
+                    facts = take(received)
+                    if facts is None:  # out of order (the full record asked for is next), or
+                        continue  # a part of a full record before its last
                     wait = None
                     if described is not None:  # ask for its text now, and say what it waits for
                         wait = described.received(

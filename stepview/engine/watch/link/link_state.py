@@ -1,7 +1,8 @@
 """How a watch's link to a server reads to the user: what each engine core's plug-in says of
 itself (switched off, the vLLM it runs), and the state and status-bar line the driver shows for
 an :class:`~stepview.engine.watch.link.attached.AttachedEngine` (waiting for the first records,
-disconnected with requests held, behind and catching up, a plug-in that is off).
+or the rest of a full record sent in parts, disconnected with requests held, behind and
+catching up, a plug-in that is off).
 
 Apart from the reading of records: it is only words about them. The plug-ins' word is read
 from the records before they become steps, once per core; the link's line is asked for by the
@@ -96,7 +97,8 @@ def link_state(
         message = f"DISCONNECTED from {where} — reconnecting{also}"
         return LinkState(EngineState.DISCONNECTED, message, ranks, unseen=unseen)
     busy = any(core.busy for core in cores)
-    message = ""
+    coming = sum(core.stream.to_come for core in cores)  # a full record in parts, under way
+    message = f"receiving the server's full picture: {coming} requests to come" if coming else ""
     behind = 0.0
     if backlog:  # nothing waiting to be read: the view is as late as delivery
         behind = max(core.behind for core in cores)
