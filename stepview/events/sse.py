@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import hmac
 import json
 import logging
@@ -37,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from stepview.events.buffer import EventBuffer
 from stepview.events.schema import dropped
+from stepview.model.endpoint import bind_problem, netloc
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +47,9 @@ _BATCH = 256  # events written to a reader at once, at most
 _SEND_BUFFER = 64 * 1024  # the kernel's share of a reader's backlog (the rest is counted)
 _WRITE_HIGH = 64 * 1024  # bytes in the transport before a reader's writes wait
 
-_WHY = {
-    errno.EADDRINUSE: "address in use",
-    errno.EADDRNOTAVAIL: "address not available on this machine",
-    errno.EACCES: "permission denied (ports below 1024 need root)",
-}
-
 
 class EventsUnavailable(Exception):
     """The stream cannot be served; the message is the one line to tell the user."""
-
-
-def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _Reader:
@@ -98,12 +88,7 @@ class EventServer:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self._socket = socket.create_server((host, port), family=family, backlog=64)
         except OSError as exc:
-            why = _WHY.get(exc.errno or 0)
-            if isinstance(exc, socket.gaierror):
-                why = f"unknown host ({exc.strerror})"
-            raise EventsUnavailable(
-                f"cannot serve events on {_netloc(host, port)}: {why or exc.strerror or exc}"
-            ) from None
+            raise EventsUnavailable(bind_problem("events", host, port, exc)) from None
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         self.dropped_total = 0
@@ -121,7 +106,7 @@ class EventServer:
 
     @property
     def url(self) -> str:
-        return f"http://{_netloc(self.host, self.port)}/events"
+        return f"http://{netloc(self.host, self.port)}/events"
 
     # -- from other threads ----------------------------------------------------------------
 

@@ -14,28 +14,18 @@ own, so the server is shut down on a thread of its own while the run ends.
 
 from __future__ import annotations
 
-import errno
-import socket
 import threading
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-DEFAULT_HOST = "127.0.0.1"
+from stepview.model.endpoint import bind_problem, netloc
 
-_WHY = {
-    errno.EADDRINUSE: "address in use",
-    errno.EADDRNOTAVAIL: "address not available on this machine",
-    errno.EACCES: "permission denied (ports below 1024 need root)",
-}
+DEFAULT_HOST = "127.0.0.1"
 
 
 class MetricsUnavailable(Exception):
     """The endpoint cannot be served; the message is the one line to tell the user."""
-
-
-def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class MetricsServer:
@@ -46,12 +36,7 @@ class MetricsServer:
         try:
             server, thread = start_http_server(port, addr=host, registry=registry)
         except OSError as exc:  # socket.gaierror too: a host name that does not resolve
-            why = _WHY.get(exc.errno or 0)
-            if isinstance(exc, socket.gaierror):
-                why = f"unknown host ({exc.strerror})"
-            raise MetricsUnavailable(
-                f"cannot serve metrics on {_netloc(host, port)}: {why or exc.strerror or exc}"
-            ) from None
+            raise MetricsUnavailable(bind_problem("metrics", host, port, exc)) from None
         thread.name = "stepview-metrics"
         self._server: WSGIServer = server
         self._thread = thread
@@ -62,7 +47,7 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        return f"http://{_netloc(self.host, self.port)}/metrics"
+        return f"http://{netloc(self.host, self.port)}/metrics"
 
     def stop(self) -> None:
         """Stop serving and release the port, on a thread of its own (see the module

@@ -45,6 +45,9 @@ What crosses a thread or a process is a value from here, never a live engine obj
     text that did not originate in stepview (a server's names, a file's labels, a trace's
     ids, vLLM's errors) made harmless for a terminal: the one rule every terminal write
     follows, the TUI's cells and the lines on stdout and stderr alike.
+``endpoint``
+    the words for an HTTP endpoint stepview serves (metrics, events): its address, and why
+    its port could not be had, in one line.
 ``grow``
     an append-only list behind frozen views: how snapshots share what did not change.
 """
