@@ -9,6 +9,7 @@ from typing import Any
 import jsonschema
 
 from stepview.events.schema import schema_path
+from stepview.model.targets import Member
 
 Event = Mapping[str, Any]
 
@@ -78,3 +79,19 @@ def reasons_of_result(record: Mapping[str, Any]) -> list[str]:
         for segment in record["timeline"]
         if segment["state"] in ("waiting", "preempted")
     )
+
+
+class FixedRoster:
+    """A fleet's roster that does not change (the fleet's own follows listings)."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self.list = members
+
+    def members(self) -> tuple[Member, ...]:
+        return tuple(self.list)
+
+    def problems(self) -> tuple[str, ...]:
+        return ()
+
+    def notices(self) -> list[str]:
+        return []

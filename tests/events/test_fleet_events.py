@@ -10,7 +10,7 @@ from stepview.model.address import watch_address
 from stepview.model.snapshot import EngineState, StepSnapshot
 from stepview.model.targets import Member, Target
 from stepview.testing.sources import StaticSource
-from tests.events.checks import validate_all
+from tests.events.checks import FixedRoster, validate_all
 
 
 class _Out:
@@ -21,20 +21,6 @@ class _Out:
         self.events.extend(events)
 
 
-class _Roster:
-    def __init__(self, members: list[Member]) -> None:
-        self.list = members
-
-    def members(self) -> tuple[Member, ...]:
-        return tuple(self.list)
-
-    def problems(self) -> tuple[str, ...]:
-        return ()
-
-    def notices(self) -> list[str]:
-        return []
-
-
 def _snapshot(state: EngineState, step: int = 3) -> StepSnapshot:
     return StepSnapshot(step=step, clock=1.0, engine_state=state, phase="lost the server")
 
@@ -43,7 +29,7 @@ def test_each_change_of_each_server_is_one_event() -> None:
     a = StaticSource(_snapshot(EngineState.STARTING))
     b = StaticSource(_snapshot(EngineState.RUNNING))
     behind: dict[int, float | None] = {id(a): None, id(b): None}
-    roster = _Roster(
+    roster = FixedRoster(
         [
             Member(Target(watch_address("tcp://10.0.0.1:5570"), (("zone", "a"),)), a),
             Member(Target(watch_address("http://10.0.0.2:8000")), b),

@@ -17,6 +17,7 @@ from stepview.model.targets import Member, Target
 from stepview.outputs.events import EVENTS, EventsStream
 from stepview.outputs.watching import METRICS, ServedMetrics
 from stepview.testing.sources import StaticSource
+from tests.events.checks import FixedRoster
 
 
 def _opened(args: list[str]) -> RunOutputs:
@@ -54,26 +55,14 @@ def test_readers_losses_are_counted_by_the_exporter_opened_before_the_stream() -
         outputs.discard()  # the run never started: the port and the stream given back
 
 
-class _Roster:
-    def __init__(self, members: list[Member]) -> None:
-        self.list = members
-
-    def members(self) -> tuple[Member, ...]:
-        return tuple(self.list)
-
-    def problems(self) -> tuple[str, ...]:
-        return ()
-
-    def notices(self) -> list[str]:
-        return []
-
-
 def test_a_fleets_servers_and_each_servers_sink_share_one_stream(tmp_path: Path) -> None:
     path = tmp_path / "fleet.jsonl"
     outputs = _opened(["--headless", "--events", str(path)])
     address = "tcp://10.0.0.1:5570"
     source = StaticSource(StepSnapshot(step=1, clock=1.0, engine_state=EngineState.IDLE))
-    outputs.follow_fleet(_Roster([Member(Target(watch_address(address)), source)]), lambda s: None)
+    outputs.follow_fleet(
+        FixedRoster([Member(Target(watch_address(address)), source)]), lambda s: None
+    )
     (sink,) = outputs.sinks_for(address, RunInsight())
     sink.close()  # a fleet's driver closing its sink leaves the shared stream open
     outputs.close()
