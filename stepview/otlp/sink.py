@@ -22,10 +22,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from stepview.insight.run import RunInsight
 from stepview.insight.spans import Attributes, SpanData, request_spans
+from stepview.model.address import zmq_endpoint
 from stepview.model.epoch import RunEpoch
 from stepview.model.errors import describe
 from stepview.model.snapshot import RequestView, StepSnapshot
@@ -51,14 +51,19 @@ SERVER = "stepview.server"
 def server_attributes(address: str) -> Attributes:
     """A fleet's server, on each of its spans: the address as the fleet names it, and the
     semantic conventions' ``server.address`` (host, or the ``ipc://`` socket's path) and
-    ``server.port``."""
-    parts = urlsplit(address)
-    if parts.scheme == "ipc":
-        return {SERVER: address, "server.address": address.removeprefix("ipc://")}
-    found: dict[str, str | int] = {SERVER: address, "server.address": parts.hostname or ""}
-    if parts.port is not None:
-        found["server.port"] = parts.port
-    return found
+    ``server.port`` (a fleet's plug-in servers are zmq endpoints, parsed as the command line
+    parsed them)."""
+    try:
+        endpoint = zmq_endpoint(address)
+    except ValueError:  # not a plug-in server's: its name alone
+        return {SERVER: address}
+    if not endpoint.tcp:
+        return {SERVER: address, "server.address": endpoint.path}
+    return {
+        SERVER: address,
+        "server.address": endpoint.host.strip("[]"),
+        "server.port": endpoint.port,
+    }
 
 
 class SpanCount:

@@ -22,6 +22,7 @@ import pytest
 from stepview.engine.records.channel import FULL_PART_ENV
 from stepview.engine.records.entries import EntryReader, RecordStream
 from stepview.engine.records.facts import StepFacts, decode_facts, encode_facts
+from stepview.model.address import zmq_endpoint
 
 pytestmark = pytest.mark.engine
 
@@ -165,7 +166,7 @@ def test_a_watch_joining_thousands_of_held_requests_sees_every_one(
     assert views[0].queue_reason == views[1].queue_reason is not None  # (slots full)
 
     # A watch reading the picture adopts every request, and ends the aborted ones.
-    watch = WatchedCore(0, f"ipc://{tmp_path}/unused.sock")
+    watch = WatchedCore(0, zmq_endpoint(f"ipc://{tmp_path}/unused.sock"))
     try:
         step = watch.read(whole, time.time(), own={}, awaiting=set(), labelled=False)
         assert len(step.arrived) == len(set(held) | set(arrived)) and watch.unseen == 0
