@@ -20,6 +20,7 @@ not take (down, slow past its timeout, refusing).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -136,6 +137,9 @@ class SpanExport:
         self._processor = BatchSpanProcessor(self._exporter, max_queue_size=self.queue_size)
         self._resource = _resource()
         self._scope = InstrumentationScope("stepview", installed_version())
+        # The SDK's retries and shutdown words go where stepview's log goes (a live run's log
+        # file), never raw to the terminal: what was lost is counted and said in one line.
+        logging.getLogger("opentelemetry").addHandler(logging.NullHandler())
 
     @property
     def dropped(self) -> int:
