@@ -43,6 +43,9 @@ class SpanOutlet(Protocol):
     @property
     def dropped(self) -> int: ...
 
+    @property
+    def delivered(self) -> int: ...
+
 
 SERVER = "stepview.server"
 """The span attribute naming a fleet's server as the fleet does (``tcp://HOST:PORT``)."""

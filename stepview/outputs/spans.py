@@ -75,6 +75,8 @@ def spans_note(sink: SpanSink, endpoint: str) -> str:
     (``sink``'s count: a fleet's servers' sinks count there too)."""
     line = f"{sink.requests} request(s) sent as spans to {endpoint}"
     dropped = sink.outlet.dropped
+    if dropped and not sink.outlet.delivered:  # "sent" would read as arrived: none did
+        line = f"none of {sink.requests} request(s) reached {endpoint} as spans"
     if dropped:
         line += f"; {dropped} span(s) dropped (the receiver did not take them)"
     if sink.unsampled:

@@ -175,4 +175,4 @@ def test_the_metrics_page_counts_the_spans_it_drops(capsys: pytest.CaptureFixtur
     outputs.discard()
     err = capsys.readouterr().err
     assert f"stepview: sending each request as spans to {URL}\n" in err
-    assert f"stepview: 0 request(s) sent as spans to {URL}; 3 span(s) dropped" in err
+    assert f"stepview: none of 0 request(s) reached {URL} as spans; 3 span(s) dropped" in err

@@ -23,7 +23,7 @@ from stepview.model.sampling import SamplingSpec
 from stepview.model.sink import SnapshotSink
 from stepview.otlp.exporter import SpanExport
 from stepview.otlp.sink import SpanSink
-from stepview.outputs.spans import open_outlet
+from stepview.outputs.spans import open_outlet, spans_note
 from stepview.testing.fake_engine import FakeEngine, ManualClock
 from stepview.testing.otlp_receiver import OtlpReceiver
 from stepview.trace.recorder import TraceRecorder
@@ -130,6 +130,8 @@ def test_a_receiver_that_is_down_costs_the_run_nothing_but_the_spans(
     assert export.sent == 0 or export.dropped == export.sent
     assert export.dropped >= 3 * 3  # a request span and at least two phases each
     assert said == ["dropped"]
+    line = spans_note(sink, endpoint)  # the run's last line: nothing said to have arrived
+    assert line.startswith(f"none of 3 request(s) reached {endpoint} as spans; "), line
 
 
 def test_a_recording_sent_offline_is_the_same_spans(
