@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass, field
 
 from stepview.engine.records.facts import (
-    CoreState,
     EndedFacts,
     RequestFacts,
     RequestIntro,
     StepFacts,
 )
+from stepview.engine.records.request_states import CoreState
 
 RUNNING_MAX = 256
 WAITING_MIN = 64  # the queue never empties: new requests keep arriving behind it

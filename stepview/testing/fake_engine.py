@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from stepview.engine.records.entries import EntryReader
-from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.records.facts import RequestFacts, StepFacts
+from stepview.engine.records.request_states import CoreState
 from stepview.model.chat import NO_CHAT_TEMPLATE, ChatMessage
 from stepview.model.engine_api import (
     ChatPrompt,

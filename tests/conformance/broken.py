@@ -25,7 +25,7 @@ from unittest import mock
 from vllm.v1.request import RequestStatus
 
 from stepview.engine.plugin import capture, naming, statuses, waiting_head
-from stepview.engine.records.facts import CoreState
+from stepview.engine.records.request_states import CoreState
 from tests.conformance.situations import run_all
 
 

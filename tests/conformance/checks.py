@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from stepview.engine.records.facts import CoreState, RequestFacts, decode_facts, encode_facts
-from stepview.engine.records.request_states import BY_NAME
+from stepview.engine.records.facts import RequestFacts, decode_facts, encode_facts
+from stepview.engine.records.request_states import BY_NAME, CoreState
 from stepview.engine.records.waiting_reasons import QueueView
 from stepview.model.scheduling import WaitReason
 from tests.conformance.rig import Rig

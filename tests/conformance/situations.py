@@ -1,12 +1,14 @@
 """Scripted situations a scheduler meets in production, each run on a fresh :class:`Rig`
 and checked step by step by a :class:`Checker`.
 
-``python -m tests.conformance.situations`` runs them all with whichever vLLM is first on the
-path, over ``Scheduler`` and then over ``AsyncScheduler``, and prints one JSON line per
-situation (its figures, or the first mismatch), then ``{"vllm": VERSION, "async": BOOL, "ok":
-BOOL}`` for each class; exit 1 if any failed. The test (``test_scheduler_conformance.py``)
-runs it once per release, since one process can import only one vLLM (and importing it is
-most of the time a release takes: the situations themselves take milliseconds).
+``python -m tests.conformance.situations`` runs them all (:data:`SITUATIONS`, each from the
+first release that can have it on) with whichever vLLM is first on the path, over
+``Scheduler`` and then over ``AsyncScheduler``, and prints one JSON line per situation (its
+figures, or the first mismatch, or why it cannot happen there), then ``{"vllm": VERSION,
+"async": BOOL, "ok": BOOL}`` for each class; exit 1 if any failed. The test
+(``test_scheduler_conformance.py``) runs it once per release, since one process can import
+only one vLLM (and importing it is most of the time a release takes: the situations
+themselves take milliseconds).
 """
 
 from __future__ import annotations
@@ -16,15 +18,14 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from stepview.engine.plugin.selfcheck import BLOCK_SIZE
-from stepview.engine.records.facts import CoreState
-from stepview.engine.records.request_states import STATUSES, Standing
-from stepview.engine.records.vllm_versions import rules_for
+from stepview.engine.records.request_states import STATUSES, CoreState, Standing
+from stepview.engine.records.vllm_versions import TESTED_RELEASES
 from stepview.model.scheduling import DEFERRED
 from tests.conformance.checks import Checker, Mismatch
-from tests.conformance.rig import Rig, Setting, version
+from tests.conformance.rig import Rig, Setting, release, version
 
 CONNECTOR = "tests.conformance.connector:FakeConnector"
 
@@ -51,8 +52,7 @@ def request_statuses(setting: Setting) -> Checker:
     checker = Checker(Rig(setting))
     is_blocked = type(checker.rig.scheduler)._is_blocked_waiting_status
     unfinished = {s.name: s for s in RequestStatus if not RequestStatus.is_finished(s)}
-    release = tuple(int(part) for part in version().split(".")[:2])
-    rows = {row.name: row for row in STATUSES if row.since <= release}
+    rows = {row.name: row for row in STATUSES if row.since <= release()}
     if sorted(unfinished) != sorted(rows):
         raise Mismatch(f"vLLM {version()}'s unfinished statuses {sorted(unfinished)}, "
                        f"the table's {sorted(rows)}")  # fmt: skip
@@ -139,7 +139,10 @@ def abort_mid_prefill(setting: Setting) -> Checker:
 
 
 class NotApplicable(Exception):
-    """The release has no such setting: the situation cannot happen there."""
+    """The release lacks what the situation needs: it cannot happen there. A situation is
+    not run on a release before its :attr:`Situation.since`; raised on a later one, the
+    conformance test fails on it (a release's own scheduling is never reported checked when
+    it was not)."""
 
 
 def configured(setting: Setting, **options: Any) -> Rig:
@@ -156,8 +159,6 @@ def prefill_cadence(setting: Setting) -> Checker:
     """0.33 on: ``prefill_schedule_interval`` holds a prefill in progress on the steps off its
     cadence while decodes run, a running request left unscheduled for a step (records must
     not carry its last step's tokens forward)."""
-    if not rules_for(version()).local_prefill_interval:
-        raise NotApplicable(f"vLLM {version()} holds prefills only in a data-parallel core")
     checker = Checker(configured(replace(setting, token_budget=32), prefill_schedule_interval=3))
     checker.rig.add("short", prompt(1, 8), 16)
     checker.step()
@@ -227,8 +228,6 @@ def kv_load_cap(setting: Setting) -> Checker:
     """0.34 on: with ``max_num_inflight_kv_loads=1``, the second of two loads waits at the head
     of the KV-load queue (``async_kv_waiting``) while the first is in flight, for the cap and
     not the KV cache; a request needing no load goes on past it."""
-    if not rules_for(version()).kv_load_queue:
-        raise NotApplicable(f"vLLM {version()} has no queue of KV loads")
     checker = Checker(
         configured(replace(setting, kv_connector=CONNECTOR), max_num_inflight_kv_loads=1)
     )
@@ -249,8 +248,6 @@ def kv_load_cap(setting: Setting) -> Checker:
 def kv_load_stops_the_scan(setting: Setting) -> Checker:
     """0.34 on: the head of the KV-load queue, first by arrival, finds too few free blocks for
     its load: vLLM's scan stops there, so a later request in ``waiting`` waits behind it."""
-    if not rules_for(version()).kv_load_queue:
-        raise NotApplicable(f"vLLM {version()} has no queue of KV loads")
     small = replace(setting, kv_connector=CONNECTOR, num_blocks=9)  # 8 usable: 128 tokens
     checker = Checker(configured(small, max_num_inflight_kv_loads=2))
     checker.rig.add("big", prompt(0, 100), 20)
@@ -287,22 +284,31 @@ def pause_and_resume(setting: Setting) -> Checker:
     return checker
 
 
-SITUATIONS: dict[str, Callable[[Setting], Checker]] = {
-    "vLLM's request statuses, as stepview's table has them": request_statuses,
-    "running slots full": slots_full,
-    "token budget spent, chunked prefill": token_budget,
-    "KV cache full: preemption and resume": kv_full,
-    "prefix-cache hit": prefix_hit,
-    "n>1: parallel samples": parallel_samples,
-    "abort mid-prefill": abort_mid_prefill,
-    "one step ahead (async scheduling)": one_step_ahead,
-    "prefill held by its cadence (0.33 on)": prefill_cadence,
-    "cache-aware admission (0.34 on)": cache_aware_admission,
-    "remote KV loads (a KV connector)": remote_kv_loads,
-    "KV-load queue and its in-flight cap (0.34 on)": kv_load_cap,
-    "a KV load stops the scan (0.34 on)": kv_load_stops_the_scan,
-    "pause and resume": pause_and_resume,
+class Situation(NamedTuple):
+    """One situation of :data:`SITUATIONS`: how to drive it, and from which release on."""
+
+    run: Callable[[Setting], Checker]
+    since: tuple[int, int] = TESTED_RELEASES[0]  # the first vLLM release that can have it
+
+
+SITUATIONS: Final = {
+    "vLLM's request statuses, as stepview's table has them": Situation(request_statuses),
+    "running slots full": Situation(slots_full),
+    "token budget spent, chunked prefill": Situation(token_budget),
+    "KV cache full: preemption and resume": Situation(kv_full),
+    "prefix-cache hit": Situation(prefix_hit),
+    "n>1: parallel samples": Situation(parallel_samples),
+    "abort mid-prefill": Situation(abort_mid_prefill),
+    "one step ahead (async scheduling)": Situation(one_step_ahead),
+    "prefill held by its cadence": Situation(prefill_cadence, since=(0, 33)),
+    "cache-aware admission": Situation(cache_aware_admission, since=(0, 34)),
+    "remote KV loads (a KV connector)": Situation(remote_kv_loads),
+    "KV-load queue and its in-flight cap": Situation(kv_load_cap, since=(0, 34)),
+    "a KV load stops the scan": Situation(kv_load_stops_the_scan, since=(0, 34)),
+    "pause and resume": Situation(pause_and_resume),
 }
+"""Every situation, by name: the one list of them (the conformance test reads it too: each
+runs on every release from its ``since`` on, and on no earlier one)."""
 
 
 def run_all(async_scheduling: bool, tag: dict[str, Any] | None = None) -> bool:
@@ -312,7 +318,10 @@ def run_all(async_scheduling: bool, tag: dict[str, Any] | None = None) -> bool:
     for name, situation in SITUATIONS.items():
         line: dict[str, Any] = {**(tag or {}), "situation": name}
         try:
-            checker = situation(setting)
+            if release() < situation.since:
+                first = f"{situation.since[0]}.{situation.since[1]}"
+                raise NotApplicable(f"vLLM {version()} is older than {first}")
+            checker = situation.run(setting)
             line.update(checker.finish(), base=checker.rig.base, ok=True, applies=True)
             checker.rig.close()
         except NotApplicable as exc:

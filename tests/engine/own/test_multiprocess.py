@@ -24,7 +24,8 @@ from stepview.engine.own.core_link import LocalLink, SubscribedLink
 from stepview.engine.own.tiny_model import tiny_engine_args
 from stepview.engine.own.vllm_engine import VllmEngine
 from stepview.engine.records.channel import FactsSubscriber
-from stepview.engine.records.facts import CoreState, StepFacts
+from stepview.engine.records.facts import StepFacts
+from stepview.engine.records.request_states import CoreState
 from stepview.model.commands import AddRequest
 from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec

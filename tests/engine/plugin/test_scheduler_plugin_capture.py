@@ -17,7 +17,7 @@ import pytest
 from stepview.engine.plugin.capture import CoreCapture
 from stepview.engine.plugin.client_side import client_id_lookup
 from stepview.engine.records.entries import EntryReader
-from stepview.engine.records.facts import CoreState
+from stepview.engine.records.request_states import CoreState
 from stepview.model.engine_api import SchedulerEntry
 from stepview.model.scheduling import StepBudget, WaitReason
 from stepview.model.snapshot import RequestState

@@ -21,7 +21,7 @@ from stepview.engine.plugin.client_side import client_id_lookup
 from stepview.engine.plugin.config import PLUGIN_QUALNAME, resolve_base, user_scheduler_base
 from stepview.engine.plugin.scheduler import StepviewScheduler, chained_class
 from stepview.engine.records.entries import EntryReader
-from stepview.engine.records.facts import CoreState
+from stepview.engine.records.request_states import CoreState
 from stepview.model.engine_api import SchedulerEntry, StepResult
 from stepview.model.sampling import SamplingSpec
 from stepview.model.snapshot import RequestState

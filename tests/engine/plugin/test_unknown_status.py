@@ -16,8 +16,8 @@ import pytest
 
 from stepview.engine.plugin import statuses
 from stepview.engine.records.entries import EntryReader
-from stepview.engine.records.facts import CoreState, decode_facts, encode_facts
-from stepview.engine.records.request_states import STATUSES
+from stepview.engine.records.facts import decode_facts, encode_facts
+from stepview.engine.records.request_states import STATUSES, CoreState
 from stepview.model.scheduling import KV_CACHE, UNKNOWN, WaitReason
 from stepview.model.snapshot import RequestState
 from tests.engine.plugin.fake_scheduler import FakeRequest, FakeScheduler, _captured, _output

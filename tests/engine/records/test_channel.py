@@ -25,13 +25,13 @@ from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records.channel import ChannelState, FactsSubscriber
 from stepview.engine.records.facts import (
-    CoreState,
     RequestFacts,
     StepFacts,
     decode_facts,
     encode_facts,
     split_internal_id,
 )
+from stepview.engine.records.request_states import CoreState
 from stepview.model.address import zmq_endpoint
 from tests.helpers import ROOT
 

@@ -17,10 +17,10 @@ import pytest
 
 from stepview.engine.records.facts import (
     INTRO_SAMPLING_FIELDS,
-    CoreState,
     RequestFacts,
     RequestIntro,
 )
+from stepview.engine.records.request_states import CoreState
 from stepview.engine.watch.api.server_api import completion_body
 from stepview.engine.watch.link.adopting import arrival
 from stepview.model.sampling import SamplingSpec

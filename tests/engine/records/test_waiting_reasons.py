@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepview.engine.records.facts import CoreState, RequestFacts, StepFacts
+from stepview.engine.records.facts import RequestFacts, StepFacts
+from stepview.engine.records.request_states import CoreState
 from stepview.engine.records.waiting_reasons import QueueView, step_budget
 from stepview.model.scheduling import (
     BEHIND,

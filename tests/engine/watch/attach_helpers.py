@@ -26,12 +26,12 @@ import msgspec
 from stepview.engine.driver.ledger import RequestLedger
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.records.facts import (
-    CoreState,
     EndedFacts,
     RequestFacts,
     RequestIntro,
     StepFacts,
 )
+from stepview.engine.records.request_states import CoreState
 from stepview.engine.watch.link.attached import AttachedEngine
 from stepview.model.engine_api import Engine, StepResult
 from stepview.model.sampling import SamplingSpec

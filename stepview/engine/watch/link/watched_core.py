@@ -38,13 +38,13 @@ from stepview.engine.records.channel import FactsSubscriber, ZmqContext
 from stepview.engine.records.curve import watch_keys
 from stepview.engine.records.entries import EntryReader, RecordStream
 from stepview.engine.records.facts import (
-    CoreState,
     EndedFacts,
     RequestFacts,
     RequestIntro,
     StepFacts,
     split_internal_id,
 )
+from stepview.engine.records.request_states import CoreState
 from stepview.engine.watch.link.adopting import ClientNames, arrival
 from stepview.engine.watch.link.catching_up import CatchUp
 from stepview.engine.watch.link.core_steps import CoreStep, ScheduledTimes
