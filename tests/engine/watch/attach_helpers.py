@@ -150,7 +150,10 @@ class Server:
         self.address = address
         self.publisher: FactsPublisher | None = FactsPublisher(address)
 
-    def wait_subscribed(self, timeout: float = 5.0) -> None:
+    def wait_subscribed(self, timeout: float = 30.0) -> None:
+        """Until a watch subscribed. The deadline only guards a broken link: a restarted
+        server is found at zmq's reconnect backoff (up to a second a try), which a loaded
+        machine stretches (5 s ran out once beside three test workers)."""
         publisher = self.publisher
         assert publisher is not None
         deadline = time.monotonic() + timeout
