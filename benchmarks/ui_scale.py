@@ -48,9 +48,10 @@ from benchmarks.ui_scale_source import (
     HISTORY_SIZE,
     SPECS,
     ScriptedSource,
-    build_snapshots,
+    iter_snapshots,
     prompt_text,
 )
+from stepview.model.snapshot import StepSnapshot
 
 SIZE = (120, 40)
 WARMUP_S = 1.5  # first frames (layout of 11,000 rows) before the measured window opens
@@ -79,15 +80,17 @@ def run_app_child(args: argparse.Namespace) -> dict[str, Any]:
     if tracing:
         tracemalloc.start()
     rss_start = _rss_mb()
-    traced_first = 0
-    if tracing:  # what one snapshot of this size holds, before the others share into it
-        start = tracemalloc.get_traced_memory()[0]
-        first = build_snapshots(args.running, args.waiting, args.finished, 1)
-        traced_first = tracemalloc.get_traced_memory()[0] - start
-        del first
-        gc.collect()
     traced_start = tracemalloc.get_traced_memory()[0] if tracing else 0
-    snapshots = build_snapshots(args.running, args.waiting, args.finished, args.snapshots)
+    traced_first = 0
+    snapshots: list[StepSnapshot] = []
+    # The collector would walk every object built so far, again and again: at a million
+    # finished requests that was half the build. Nothing here is garbage until the app runs.
+    gc.disable()
+    for snapshot in iter_snapshots(args.running, args.waiting, args.finished, args.snapshots):
+        snapshots.append(snapshot)
+        if tracing and len(snapshots) == 1:  # one snapshot, before the others share into it
+            traced_first = tracemalloc.get_traced_memory()[0] - traced_start
+    gc.enable()
     gc.collect()
     rss_built = _rss_mb()
     traced_built = tracemalloc.get_traced_memory()[0] if tracing else 0
