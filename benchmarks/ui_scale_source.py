@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+from stepview.model.active import ActiveBuilder
 from stepview.model.commands import Command
 from stepview.model.grow import Frozen
 from stepview.model.sampling import SamplingSpec
@@ -52,6 +53,7 @@ class _Running:
     arrival: float
     tokens: list[list[int]] = field(default_factory=list)
     pieces: list[list[str]] = field(default_factory=list)  # text appended per step
+    shown: RequestView | None = None  # its view in the latest snapshot, while it runs
 
     def grow(self, step: int) -> None:
         """One more token (and its text) for every sample."""
@@ -124,25 +126,30 @@ def iter_snapshots(
     ``churn`` of them finish and as many new ones start; the waiting ones stay queued.
 
     Shaped as the driver shapes them: one append-only list behind every ``finished`` view,
-    a new :class:`RequestView` only for requests that changed. Made one at a time, when
-    asked for: the memory pass weighs the first before the others share into it.
+    the active ones in an :class:`~stepview.model.active.ActiveBuilder`'s chunks (in arrival
+    order: the queue, then the running ones), a new :class:`RequestView` only for requests
+    that changed. Made one at a time, when asked for: the memory pass weighs the first before
+    the others share into it.
     """
     info = EngineInfo("ui-scale-script", vllm_version="script", max_num_seqs=running)
     done: list[RequestView] = []
     for i in range(finished):
         run = _Running(f"f{i}", prompt_text(i), SPECS[i % 3], 0.0).grown(32)
         done.append(run.view(1.0, RequestState.FINISHED))
-    queue = [
-        RequestView(f"w{i}", prompt_text(i), SPECS[i % 3], RequestState.WAITING, Timings(0.0))
-        for i in range(waiting)
-    ]
+    builder = ActiveBuilder()
+    for i in range(waiting):
+        builder.append(
+            RequestView(f"w{i}", prompt_text(i), SPECS[i % 3], RequestState.WAITING, Timings(0.0))
+        )
     active: deque[_Running] = deque()
     next_id = 0
 
     def start(now: float) -> None:
         nonlocal next_id
-        run = _Running(f"r{next_id}", prompt_text(next_id), SPECS[next_id % 3], now)
-        active.append(run.grown(0))
+        run = _Running(f"r{next_id}", prompt_text(next_id), SPECS[next_id % 3], now).grown(0)
+        run.shown = run.view(now)
+        builder.append(run.shown)
+        active.append(run)
         next_id += 1
 
     for _ in range(running):
@@ -151,11 +158,17 @@ def iter_snapshots(
     for step in range(1, count + 1):
         now = 1.0 + step * STEP_S
         for _ in range(churn):
-            done.append(active.popleft().view(now, RequestState.FINISHED))
+            run = active.popleft()
+            assert run.shown is not None
+            builder.remove(run.shown)
+            done.append(run.view(now, RequestState.FINISHED))
             start(now)
         for run in active:
+            assert run.shown is not None
             run.grow(step)
-        views = tuple(run.view(now) for run in active)
+            view = run.view(now)
+            builder.set(run.shown, view)
+            run.shown = view
         counters = EngineCounters(running, waiting, 0.5, 0, running + churn)
         recent.append(RecentStep(step, now, STEP_S, running, waiting, 0.5, running + churn))
         yield StepSnapshot(
@@ -165,7 +178,7 @@ def iter_snapshots(
             info=info,
             step_time=STEP_S,
             counters=counters,
-            active=(*queue, *views),
+            active=builder.freeze(),
             finished=Frozen(done, len(done)),
             recent=tuple(recent),
             total_generated=step * running,
