@@ -62,6 +62,7 @@ def run_of(steps: int, seed: int) -> list[ActiveViews]:
                 builder.remove(old)
                 del live[request_id]
                 continue
+            state: RequestState
             if old.state in (S.PENDING, S.WAITING, S.PREEMPTED):
                 state = S.PREFILLING if move < 0.7 else old.state
             else:
@@ -117,10 +118,10 @@ def test_a_snapshot_costs_the_chunks_it_changed_not_the_queue() -> None:
 
 def test_a_pane_nothing_changed_in_is_the_same_rows_as_before() -> None:
     builder = ActiveBuilder()
-    running = [view(f"r{i}", S.DECODING) for i in range(CHUNK)]  # a chunk of their own
-    for v in running:
+    decoding = [view(f"r{i}", S.DECODING) for i in range(CHUNK)]  # a chunk of their own
+    for v in decoding:
         builder.append(v)
-    first = running[0]
+    first = decoding[0]
     for i in range(3 * CHUNK):
         builder.append(view(f"w{i}", S.WAITING))
     split, _, _ = panes()
