@@ -1,10 +1,13 @@
-"""What the TUI costs at scale: 1,000 running and 10,000 finished requests, in a real terminal.
+"""What the TUI costs at scale, in a real terminal: by default 1,000 running, 50 waiting and
+10,000 finished requests; the production size of the goals is ``--waiting 100000 --running
+4000 --finished 1000000`` (about 3 minutes, most of it building and weighing the snapshots).
 
 The app runs in a child process on a pseudo-terminal of 120x40 (Textual draws exactly as it
 would for a user; the parent plays the terminal and reads every byte). Its source is scripted:
-all snapshots are built before the app starts, and a thread publishes them at a fixed rate by
-swapping one reference, like the driver does. The producer therefore costs the UI nothing
-and every figure below is the UI's own:
+all snapshots are built before the app starts (shaped as the driver shapes them, see
+``ui_scale_source``), and a thread publishes them at a fixed rate by swapping one reference,
+like the driver does. The producer therefore costs the UI nothing and every figure below is
+the UI's own:
 
 * snapshot to screen: from the moment the app's poll picks a new snapshot up to the end of the
   write of the frame that shows it (``App._display``), p50 and p95; and the same from the
@@ -13,8 +16,15 @@ and every figure below is the UI's own:
   This is the figure that decides what watching costs the engine: both threads share one
   GIL, so an engine step slows down by about the UI's share (see engine_overhead.py);
 * redraws per second while snapshots arrive far faster (must stay at or below 15);
-* memory: RSS, and tracemalloc's count of the snapshots and of what the app adds (a second
-  run, since tracing slows everything down);
+* memory, the app's own against what it shows. RSS of the measured run: ``snapshots`` is what
+  the process grew by while building them, ``app`` what it grew by from then to the app's end
+  (Textual, the widgets, the rows they cache: the app's own memory). tracemalloc, in a second
+  run of the same script (tracing slows every allocation down, so it times nothing):
+  ``snapshots`` every byte the snapshots hold, ``first`` the first one alone (the finished
+  history and the queue; the others share into it), ``app`` the bytes allocated from the end
+  of the build to the app's end and not freed, ``peak`` the most held at once meanwhile.
+  Tracing the build is most of that run (a minute at the production size): the first snapshot
+  is weighed on the way, never built twice;
 * history: bytes that one request costs per step kept in the driver's history
   (``Driver(history_size=...)``, on the deterministic fake engine: no vLLM needed).
 
@@ -48,9 +58,10 @@ from benchmarks.ui_scale_source import (
     HISTORY_SIZE,
     SPECS,
     ScriptedSource,
-    build_snapshots,
+    iter_snapshots,
     prompt_text,
 )
+from stepview.model.snapshot import StepSnapshot
 
 SIZE = (120, 40)
 WARMUP_S = 1.5  # first frames (layout of 11,000 rows) before the measured window opens
@@ -79,15 +90,17 @@ def run_app_child(args: argparse.Namespace) -> dict[str, Any]:
     if tracing:
         tracemalloc.start()
     rss_start = _rss_mb()
-    traced_first = 0
-    if tracing:  # what one snapshot of this size holds, before the others share into it
-        start = tracemalloc.get_traced_memory()[0]
-        first = build_snapshots(args.running, args.waiting, args.finished, 1)
-        traced_first = tracemalloc.get_traced_memory()[0] - start
-        del first
-        gc.collect()
     traced_start = tracemalloc.get_traced_memory()[0] if tracing else 0
-    snapshots = build_snapshots(args.running, args.waiting, args.finished, args.snapshots)
+    traced_first = 0
+    snapshots: list[StepSnapshot] = []
+    # The collector would walk every object built so far, again and again: at a million
+    # finished requests that was half the build. Nothing here is garbage until the app runs.
+    gc.disable()
+    for snapshot in iter_snapshots(args.running, args.waiting, args.finished, args.snapshots):
+        snapshots.append(snapshot)
+        if tracing and len(snapshots) == 1:  # one snapshot, before the others share into it
+            traced_first = tracemalloc.get_traced_memory()[0] - traced_start
+    gc.enable()
     gc.collect()
     rss_built = _rss_mb()
     traced_built = tracemalloc.get_traced_memory()[0] if tracing else 0

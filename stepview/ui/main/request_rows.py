@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rich.cells import cell_len, set_cell_size
+from rich.control import strip_control_codes
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 
 from stepview.model.chat import headline
 from stepview.model.scheduling import WaitReason
@@ -89,16 +91,47 @@ def row_text(
         (state_cell(view, cols.state, reason), cols.state, state_style),
         (latency_cell(view, now), cols.latency, style_of("dim")),
     ]
-    text = Text(no_wrap=True, end="")
+    return _joined(cells, width)
+
+
+def _fitted(value: str, size: int) -> str:
+    """``value`` as a cell of exactly ``size`` terminal cells: what Rich's ``Text(value)``
+    then ``truncate(size, overflow="ellipsis", pad=True)`` leaves of it (control codes
+    dropped, cut with ``…``, padded with spaces)."""
+    plain = strip_control_codes(value)
+    length = cell_len(plain)
+    if length > size:
+        return set_cell_size(plain, size - 1) + "…"
+    return plain + " " * (size - length)
+
+
+def _joined(cells: list[tuple[str, int, Style | str]], width: int) -> Text:
+    """The cells side by side, each followed by a gap in its own style, fitted to ``width``.
+
+    The same text and spans as appending each cell as a ``Text`` and truncating the row, made
+    in one piece: a row's cells were most of its cost (a pane redraws a screen of rows per
+    snapshot), and the row's last gap, one cell past ``width``, made Rich measure the whole
+    row grapheme by grapheme to cut it.
+    """
+    parts: list[str] = []
+    spans: list[Span] = []
+    end = 0  # characters so far
     for value, size, style in cells:
         if not size:
             continue
-        cell = Text(value, style=style, no_wrap=True, end="")
-        cell.truncate(size, overflow="ellipsis", pad=True)
         # The gap after a cell takes the cell's style: a plain gap would join the next
         # plain cell into one run starting with a space, which librsvg-drawn screenshots
         # drop ("decoding 12 tokttft 100ms").
-        cell.append(" ")
-        text.append_text(cell)
-    text.truncate(width, pad=True)
+        cell = _fitted(value, size) + " "
+        if style:
+            spans.append(Span(end, end + len(cell), style))
+        parts.append(cell)
+        end += len(cell)
+    plain = "".join(parts)
+    if plain and cell_len(plain[:-1]) == width:  # Rich would cut the last gap alone: drop it
+        plain = plain[:-1]
+        if spans and spans[-1].end > len(plain):
+            spans[-1] = Span(spans[-1].start, len(plain), spans[-1].style)
+    text = Text(plain, no_wrap=True, end="", spans=spans)
+    text.truncate(width, pad=True)  # narrower than the cells, or wider: as Rich cuts and pads
     return text

@@ -29,11 +29,14 @@ from textual.strip import Strip
 from stepview.model.recent import Finished
 from stepview.model.scheduling import WaitReason
 from stepview.model.snapshot import RequestView, reason_of
+from stepview.ui.main.chunk_filter import ChunkFilter
 from stepview.ui.main.filtering import RequestFilter
 from stepview.ui.main.request_rows import header_text, row_text
 
 # Formatted rows kept; a few screens' worth is plenty since rows are cheap to redo.
 _CACHE_ROWS = 512
+# Rows either side of where the chosen request was that are read one by one to find it again.
+_NEAR_ROWS = 64
 
 # A line's identity: what it shows. Equal keys draw equal strips.
 _LineKey = tuple[object, ...]
@@ -47,6 +50,11 @@ def _extends(old: Sequence[RequestView], new: Sequence[RequestView]) -> bool:
     """
     n = len(old)
     return len(new) >= n and (n == 0 or new[n - 1] is old[n - 1])
+
+
+def _matching(request_filter: RequestFilter) -> ChunkFilter:
+    """The rows ``request_filter`` keeps, each chunk of a pane's rows tested once."""
+    return ChunkFilter(lambda views: filter(request_filter.matches, views))
 
 
 class RequestTable(ScrollView, can_focus=True):
@@ -107,7 +115,8 @@ class RequestTable(ScrollView, can_focus=True):
         self._now = 0.0
         self._queue_reasons: Sequence[WaitReason | None] = ()
         self._filter = RequestFilter()
-        self._index: list[int] | None = None  # rows passing the filter; None: all rows
+        self._matching = _matching(self._filter)
+        self._kept: Sequence[RequestView] | None = None  # rows passing the filter; None: all
         self._cursor = 0
         # The chosen request left the pane (finished, aborted, scheduled): nothing is selected
         # until the user moves, so a key meant for it never lands on the row that slid up.
@@ -117,6 +126,7 @@ class RequestTable(ScrollView, can_focus=True):
         self._drawn: dict[int, _LineKey] = {}
         self._formatted_width = -1  # the width rows were last formatted for
         self._styles: dict[str, Style] = {}
+        self._pass_style: Style | None = None  # the widget's style while lines are drawn
         self.border_title = f"{title} 0"
 
     # -- data ------------------------------------------------------------------------------
@@ -124,10 +134,10 @@ class RequestTable(ScrollView, can_focus=True):
     @property
     def row_count(self) -> int:
         """Rows shown (after the filter)."""
-        return len(self._index) if self._index is not None else len(self._rows)
+        return len(self._kept) if self._kept is not None else len(self._rows)
 
     def row(self, i: int) -> RequestView:
-        return self._rows[self._index[i]] if self._index is not None else self._rows[i]
+        return self._kept[i] if self._kept is not None else self._rows[i]
 
     @property
     def cursor(self) -> int:
@@ -157,9 +167,9 @@ class RequestTable(ScrollView, can_focus=True):
         at_end = self._cursor >= old_count - 1
         appended = self.append_only and _extends(old_rows, rows)
         self._rows, self._now = rows, now
-        if appended and self._index is not None:
+        if appended and isinstance(self._kept, list):  # the Finished pane's, never chunked
             match = self._filter.matches
-            self._index.extend(i for i in range(len(old_rows), len(rows)) if match(rows[i]))
+            self._kept.extend(rows[i] for i in range(len(old_rows), len(rows)) if match(rows[i]))
         else:
             self._rebuild_index()
         count = self.row_count
@@ -167,7 +177,7 @@ class RequestTable(ScrollView, can_focus=True):
             if at_end:
                 self._cursor = count - 1
         elif selected is not None:
-            found = self._find(selected.request_id, fallback=-1)
+            found = self._find(selected.request_id, fallback=-1, near=self._cursor)
             if found < 0:
                 self._detached = True  # the cursor stays put, selecting nothing
             else:
@@ -187,6 +197,7 @@ class RequestTable(ScrollView, can_focus=True):
         """Show only rows matching ``request_filter``; keeps the selected request if it passes."""
         selected = self.selected
         self._filter = request_filter
+        self._matching = _matching(request_filter)
         self._rebuild_index()
         self._cursor = self._find(selected.request_id, 0) if selected else 0
         if self.append_only and selected is None:
@@ -195,15 +206,21 @@ class RequestTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _rebuild_index(self) -> None:
-        if not self._filter.active:
-            self._index = None
-            return
-        match = self._filter.matches
-        self._index = [i for i, view in enumerate(self._rows) if match(view)]
+        self._kept = self._matching.apply(self._rows)[0] if self._filter.active else None
 
-    def _find(self, request_id: str, fallback: int) -> int:
-        for i in range(self.row_count):
+    def _find(self, request_id: str, fallback: int, near: int = 0) -> int:
+        """The row of ``request_id``, else ``fallback``. Looked for first within a screen of
+        row ``near`` (where it was: between two snapshots rows move by the few that came or
+        went), then in one pass over every row: a pane of 100 000 rows, read row by row from
+        the top, took a redraw's time per snapshot when the cursor was far down."""
+        count = self.row_count
+        start, stop = max(0, near - _NEAR_ROWS), min(count, near + _NEAR_ROWS)
+        for i in range(start, stop):
             if self.row(i).request_id == request_id:
+                return i
+        rows = self._kept if self._kept is not None else self._rows
+        for i, view in enumerate(rows):
+            if view.request_id == request_id:
                 return i
         return fallback
 
@@ -332,36 +349,51 @@ class RequestTable(ScrollView, can_focus=True):
     def _repaint_changed(self) -> None:
         """Repaint the screen lines whose key differs from what was drawn there."""
         width = self.scrollable_content_region.width
-        for y in range(self.scrollable_content_region.height):
-            if self._drawn.get(y) != self._line_key(y, width):
-                self.refresh(Region(0, y, width, 1))
+        drawn = self._drawn
+        changed = [
+            Region(0, y, width, 1)
+            for y in range(self.scrollable_content_region.height)
+            if drawn.get(y) != self._line_key(y, width)
+        ]
+        if changed:
+            self.refresh(*changed)
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The widget's style is the same for every line of one pass; Textual works it out
+        # from every ancestor's styles each time it is asked (a fifth of drawing a line).
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
+        base = self.rich_style if self._pass_style is None else self._pass_style
         key = self._line_key(y, width)
         self._drawn[y] = key
         if y == 0:
-            return self._header(width)
+            return self._header(width, base)
         row = round(self.scroll_y) + y - 1
         if row >= self.row_count:
             if row == 0:
-                return self._empty_line(width)
-            return Strip.blank(width, self.rich_style)
+                return self._empty_line(width, base)
+            return Strip.blank(width, base)
         view = self.row(row)
         strip = self._row_strip(view, key, width)
         if row == self._cursor and self.has_focus and not self._detached:
             strip = strip.apply_style(self._style("cursor"))
-        return strip.apply_style(self.rich_style)
+        return strip.apply_style(base)
 
-    def _header(self, width: int) -> Strip:
+    def _header(self, width: int, base: Style) -> Strip:
         text = header_text(width, self._style("header"))
-        return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
+        return Strip(text.render(self.app.console), width).apply_style(base)
 
-    def _empty_line(self, width: int) -> Strip:
+    def _empty_line(self, width: int, base: Style) -> Strip:
         message = "no matching requests" if self._filter.active else self._empty_text
         text = Text(message, style=self._style("empty"), no_wrap=True, end="")
         text.truncate(width, pad=True)
-        return Strip(text.render(self.app.console), width).apply_style(self.rich_style)
+        return Strip(text.render(self.app.console), width).apply_style(base)
 
     def _row_strip(self, view: RequestView, key: _LineKey, width: int) -> Strip:
         """The row of ``view`` without cursor styling, from the cache when still valid."""
