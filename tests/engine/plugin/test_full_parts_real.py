@@ -20,8 +20,9 @@ import msgspec
 import pytest
 
 from stepview.engine.records.channel import FULL_PART_ENV
-from stepview.engine.records.entries import EntryReader, RecordStream
+from stepview.engine.records.entries import EntryReader
 from stepview.engine.records.facts import StepFacts, decode_facts, encode_facts
+from stepview.engine.records.stream import RecordStream
 from stepview.model.address import zmq_endpoint
 
 pytestmark = pytest.mark.engine
