@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stepview.engine.records.facts import EndedFacts
+from stepview.engine.records.facts import EndedFacts, StepFacts
 from stepview.engine.watch.link import catching_up
 from stepview.engine.watch.link.attached import AttachedEngine
 from tests.engine.watch.attach_helpers import Server, Watcher, record, request, wait_until
@@ -44,6 +44,12 @@ def _ended_in_the_log(server: Server, tag: int, core_id: str, tokens: list[int])
     publisher.end_log.add(tag, req, end, STARTED, 60.0)
 
 
+def _b_ends_in_record_3() -> StepFacts:
+    """A record the watch gets but cannot read (record 2 was lost): b's end, no intro."""
+    ended = [EndedFacts("b-0123abcd", 2, [7, 8], "length")]
+    return record(3, finished=["b-0123abcd"], ended=ended, full=False)
+
+
 def _answered(engine: AttachedEngine) -> None:
     """Until the watch holds the log's answer."""
     catch_up = engine._cores[0].catch_up
@@ -68,12 +74,12 @@ def test_an_answer_after_the_wait_shows_the_gaps_requests_each_once(
     watcher.step()
     _ended_in_the_log(server, 3, "b-0123abcd", [7, 8])  # came and went in records 2-4
     _ended_in_the_log(server, 4, "a-0123abcd", [9])  # ended there: the full record says left
-    server.send(record(5, request("c-0123abcd")))  # records 2 to 4 never came
+    server.send(_b_ends_in_record_3(), record(5, request("c-0123abcd")))  # 2 and 4 never came
     result = watcher.step()  # held for the answer, which does not come: read all the same
     assert [e.request_id for e in result.ended] == ["a"]
     watched = engine._cores[0]
     assert watched.catch_up.unanswered and watched.catch_up.after is not None  # still asked
-    assert "b" not in watcher.finished()
+    assert "b" not in watcher.finished() and engine.link().unseen == 0  # b: for the answer
     with server.stepping():  # the plug-in reads its subscriptions: the answer comes now
         _answered(engine)
     server.send(record(6, request("c-0123abcd", outputs=1, new=[4]), full=False))
@@ -101,17 +107,18 @@ def test_gaps_never_answered_are_given_up_and_said(
 ) -> None:
     """A plug-in without the log (an older one) never answers: the gaps read past are asked
     about for :data:`~stepview.engine.watch.link.catching_up.LATE_ANSWER_S`, then given up,
-    with the records whose requests went unseen, uncounted, named."""
+    the records whose requests went unseen named, and those the watch knows of counted."""
     monkeypatch.setattr(catching_up, "CATCH_UP_WAIT_S", 0.0)
     monkeypatch.setattr(catching_up, "LATE_ANSWER_S", 0.0)
     watcher = Watcher(engine)
     server.send(record(1, request("a-0123abcd")))
     watcher.step()
-    server.send(record(5, request("a-0123abcd")))  # records 2 to 4 never came
+    server.send(_b_ends_in_record_3(), record(5, request("a-0123abcd")))  # 2 and 4 lost
     watcher.step()
     watched = engine._cores[0]
-    assert watched.catch_up.after is not None
+    assert watched.catch_up.after is not None and engine.link().unseen == 0
     engine.has_unfinished()  # a read of the sockets: past the time allowed, given up
     assert watched.catch_up.after is None
     (said,) = [r.getMessage() for r in caplog.records if "cannot be asked" in r.getMessage()]
     assert "records 2-5" in said and "cannot be counted" in said
+    assert engine.link().unseen == 1  # b, whose end came without its intro: counted

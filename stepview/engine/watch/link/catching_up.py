@@ -41,6 +41,7 @@ from stepview.engine.records.catch_up import CatchUpAnswer, LoggedEnd
 from stepview.engine.records.channel import FactsSubscriber
 from stepview.engine.records.facts import EndedFacts, StepFacts
 from stepview.engine.records.stream import RecordStream
+from stepview.engine.watch.link.unseen import UnseenRequests
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +73,18 @@ class Gap:
     upto: int | None = None
     handled: frozenset[str] | None = None  # None: folded with its own full record
     carried: set[str] = field(default_factory=set)  # ends the full record carries itself
+    # Read past: requests whose end the watch got in records it could not read, never held:
+    # the answer shows them; they are counted unseen if it does not.
+    deferred: list[str] = field(default_factory=list)
 
 
 class CatchUp:
     """One engine core's question to the log, its answer, and the full record that waits."""
 
-    def __init__(self, subscriber: FactsSubscriber) -> None:
+    def __init__(self, subscriber: FactsSubscriber, unseen: UnseenRequests | None = None) -> None:
+        """``unseen``: where the requests of gaps given up are counted."""
         self._subscriber = subscriber
+        self._unseen = unseen
         self.after: tuple[float, int] | None = None  # (core_started, seq) asked after
         self.answer: CatchUpAnswer | None = None
         self.gaps: list[Gap] = []  # the question's, oldest first; the last may await its full
@@ -192,7 +198,9 @@ class CatchUp:
             gap.upto, gap.carried = facts.seq, {end.req_id for end in facts.ended}
             self._wait_until = None
             if self.answer is None:
-                gap.handled = frozenset([*held, *gap.carried, *(end.req_id for end in lost)])
+                had = {*held, *gap.carried}
+                gap.deferred = [end.req_id for end in lost if end.req_id not in had]
+                gap.handled = frozenset([*had, *(end.req_id for end in lost if end.req_id in had)])
                 if self._late_at is None:
                     self._late_at = time.monotonic()
                 return None
@@ -222,6 +230,8 @@ class CatchUp:
             if tagged:  # those after ``upto`` are not this gap's (see the field)
                 pairs = zip(answer.missing, answer.missing_tags, strict=True)
                 fell = [c for c, tag in pairs if since < tag <= upto and c not in done]
+            shown = {e.end.req_id for e in ends}
+            fell += [c for c in gap.deferred if c not in shown and c not in fell]
             logged += ends
             missing += fell
             log.info("stepview: caught up%s on records %d-%d from %s's log of ends: %d ended, "
@@ -235,6 +245,9 @@ class CatchUp:
         log.warning("stepview: the log of ends at %s cannot be asked about records %s (%s): "
                     "requests that came and went in them are not shown, and cannot be "
                     "counted", self._subscriber.address, spans, why)  # fmt: skip
+        deferred = [core_id for gap in self.gaps for core_id in gap.deferred]
+        if deferred and self._unseen is not None:  # (their ends came: these can be)
+            self._unseen.past_the_log(deferred, (), False)
         self._close()
 
     def _close(self) -> None:

@@ -94,8 +94,8 @@ class WatchedCore:
         keys = watch_keys() if endpoint.tcp else None
         self.subscriber = FactsSubscriber(address, keys, stacks=stacks, context=context)
         self.stream = RecordStream(self.subscriber.resync)
-        self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed
         self.unseen_requests = UnseenRequests(address)
+        self.catch_up = CatchUp(self.subscriber, self.unseen_requests)  # what the log says
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
         self._per_request: dict[str, int] = {}  # stepview id -> its samples here
@@ -215,8 +215,9 @@ class WatchedCore:
         ends = facts.ended
         missing = () if caught is None else caught.missing
         partly = caught is not None and not caught.complete
-        if lost or missing or partly:
-            ids = chain((end.req_id for end in lost), missing)
+        counted = lost if self.catch_up.after is None else ()  # read past: the answer says
+        if counted or missing or partly:
+            ids = chain((end.req_id for end in counted), missing)
             self.unseen_requests.past_the_log(ids, self.samples, partly)
         if lost or caught:
             logged = () if caught is None else (logged.end for logged in caught.logged)
