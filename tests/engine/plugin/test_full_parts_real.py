@@ -3,7 +3,7 @@ real scheduler (no model: :mod:`stepview.engine.plugin.selfcheck`, as ``tests/co
 
 The new subscriber's full record comes in parts over the following steps
 (:mod:`stepview.engine.plugin.naming`), each part bounded whatever the core holds; read as one
-(:meth:`~stepview.engine.records.entries.RecordStream.take`), it must be the picture a whole
+(:meth:`~stepview.engine.records.stream.RecordStream.take`), it must be the picture a whole
 full record built at the last part's step gives: every request held, with the same facts,
 states and reasons. Requests that change on the way (scheduled, arrived, aborted before
 their part came) are all in it too, and a watch reading it sees every one of them.
