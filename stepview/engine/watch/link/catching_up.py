@@ -26,7 +26,8 @@ new question, and each time the full record is asked for again, asks under a new
 answer made before the full record it is folded with was built (too old to hold all it
 missed) is never taken. A plug-in without the log (an older one) never answers: after one
 wait for nothing the watch stops holding records for it (it still asks), and after
-:data:`LATE_ANSWER_S` it gives the gaps up and says so.
+:data:`LATE_ANSWER_S` it gives the gaps up and says so (those whose end it saw in records it
+could not read, it counts unseen then: they wait for the answer, which would show them).
 """
 
 from __future__ import annotations
