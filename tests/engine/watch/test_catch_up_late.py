@@ -74,12 +74,15 @@ def test_an_answer_after_the_wait_shows_the_gaps_requests_each_once(
     watcher.step()
     _ended_in_the_log(server, 3, "b-0123abcd", [7, 8])  # came and went in records 2-4
     _ended_in_the_log(server, 4, "a-0123abcd", [9])  # ended there: the full record says left
-    server.send(_b_ends_in_record_3(), record(5, request("c-0123abcd")))  # 2 and 4 never came
+    _ended_in_the_log(server, 5, "d-0123abcd", [6])  # came in 4, ended in the full record's step
+    d_ends = EndedFacts("d-0123abcd", 1, [6], "length")
+    full = record(5, request("c-0123abcd"), finished=["d-0123abcd"], ended=[d_ends])
+    server.send(_b_ends_in_record_3(), full)  # records 2 and 4 never came
     result = watcher.step()  # held for the answer, which does not come: read all the same
     assert [e.request_id for e in result.ended] == ["a"]
     watched = engine._cores[0]
     assert watched.catch_up.unanswered and watched.catch_up.after is not None  # still asked
-    assert "b" not in watcher.finished() and engine.link().unseen == 0  # b: for the answer
+    assert "b" not in watcher.finished() and engine.link().unseen == 0  # b, d: for the answer
     with server.stepping():  # the plug-in reads its subscriptions: the answer comes now
         _answered(engine)
     server.send(record(6, request("c-0123abcd", outputs=1, new=[4]), full=False))
@@ -87,7 +90,7 @@ def test_an_answer_after_the_wait_shows_the_gaps_requests_each_once(
     finished = watcher.finished()
     (completion,) = finished["b"].completions  # shown, as the log says it ended
     assert list(completion.token_ids) == [7, 8] and completion.finish_reason == "length"
-    assert sorted(finished) == ["a", "b"]  # a ended once (not adopted again from the log)
+    assert sorted(finished) == ["a", "b", "d"]  # a ended once (not adopted again)
     assert engine.link().unseen == 0
     assert watched.catch_up.answered and not watched.catch_up.unanswered
     assert watched.catch_up.after is None  # the question is closed

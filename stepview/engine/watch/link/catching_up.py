@@ -11,7 +11,9 @@ request it no longer holds must end as the log says (its tokens, its finish reas
 
 What is folded in with that record (:meth:`CatchUp.take`) is exactly what the watch missed:
 the ends tagged after the record it read last and up to this one, less those this record
-carries itself. Ends tagged after it come in later records (or in the next catch-up);
+carries itself for requests the watch holds (one it never held came and went in the gap and
+ended in this record's step: the record has its end, only the log its intro). Ends tagged
+after it come in later records (or in the next catch-up);
 :class:`~stepview.engine.watch.link.watched_core.WatchedCore` ends each request once whatever
 repeats it.
 
@@ -36,6 +38,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import NamedTuple
 
 from stepview.engine.records.catch_up import CatchUpAnswer, LoggedEnd
@@ -73,7 +76,7 @@ class Gap:
     since: int
     upto: int | None = None
     handled: frozenset[str] | None = None  # None: folded with its own full record
-    carried: set[str] = field(default_factory=set)  # ends the full record carries itself
+    carried: set[str] = field(default_factory=set)  # held ones the full record ends itself
     # Read past: requests whose end the watch got in records it could not read, never held:
     # the answer shows them; they are counted unseen if it does not.
     deferred: list[str] = field(default_factory=list)
@@ -196,12 +199,15 @@ class CatchUp:
         if gap.upto is None:
             if not facts.full or facts.seq <= gap.since:
                 return None
-            gap.upto, gap.carried = facts.seq, {end.req_id for end in facts.ended}
+            had = frozenset(held)
+            # Ends the record carries are its own to end for the requests the watch holds;
+            # one it never held came and went in the gap: only the log has its intro.
+            gap.upto, gap.carried = facts.seq, {e.req_id for e in facts.ended if e.req_id in had}
             self._wait_until = None
             if self.answer is None:
-                had = {*held, *gap.carried}
-                gap.deferred = [end.req_id for end in lost if end.req_id not in had]
-                gap.handled = frozenset([*had, *(end.req_id for end in lost if end.req_id in had)])
+                ends = dict.fromkeys(e.req_id for e in chain(lost, facts.ended))
+                gap.deferred = [core_id for core_id in ends if core_id not in had]
+                gap.handled = had
                 if self._late_at is None:
                     self._late_at = time.monotonic()
                 return None
