@@ -97,7 +97,7 @@ def attach_figures(
     from stepview.engine.plugin.capture import CoreCapture
     from stepview.engine.plugin.publisher import FactsPublisher
     from stepview.engine.records.channel import FactsSubscriber
-    from stepview.engine.records.entries import RecordStream
+    from stepview.engine.records.stream import RecordStream
 
     scheduler = engine.llm_engine.engine_core.engine_core.scheduler
     capture = scheduler._stepview

@@ -343,9 +343,16 @@ class TimelineTracker:
             arrival = view.timings.arrival
             if phase == WAITING:
                 start = min(start, arrival)
-            elif arrival < start:
+            else:
                 # Admitted and scheduled between two snapshots: it still waited until then.
-                segments.append(Segment(WAITING, step, step, arrival, start))
+                # The step's start is its snapshot's clock less its step time, which for a
+                # watched server reaches back to the record before: one that arrived in
+                # between starts no earlier than it arrived, and keeps its wait (an instant,
+                # by the step clocks) for its scheduled time to end (follow_timings).
+                start = max(start, arrival)
+                scheduled = view.timings.scheduled
+                if arrival < start or (scheduled is not None and arrival < scheduled):
+                    segments.append(Segment(WAITING, step, step, arrival, start))
         segment = Segment(phase, step, step, start, start)
         segments.append(segment)
         timeline.base_computed = before_computed

@@ -155,3 +155,23 @@ def test_a_rejected_duplicate_id_leaves_the_live_request_alone() -> None:
     tracker.observe(snap(1, 2.5, [live], [duplicate]))
     timeline = tracker.get("a")
     assert timeline is not None and not timeline.done and timeline.view is live
+
+
+def test_a_request_that_arrived_during_the_step_before_waits_from_its_arrival() -> None:
+    """A step's work is taken to start its step time before its snapshot: for a watched
+    server, the time since its record before. A request that arrived in between (vLLM runs a
+    step, it comes, the next step schedules it) is first seen prefilled; its prefill must not
+    start before it arrived, and its wait must end at vLLM's scheduled time, as its timings
+    say. A real run under load started t1's prefill 12.5 ms (one step) before vLLM's time."""
+    arrived, scheduled, first = 1.003, 1.0131, 1.0256  # (vLLM's, on the driver's clock)
+    seen = view("t1", S.DECODING, arrival=arrived, scheduled=1.0135, prompt=11, computed=11)
+    token = view("t1", S.DECODING, arrival=arrived, prompt=11, computed=11, out=1)
+    token = token._replace(timings=token.timings._replace(scheduled=scheduled, first_token=first))
+    tracker = TimelineTracker()
+    tracker.observe(snap(3, 1.000, [view("t0", S.DECODING, computed=11)], step_time=0.0002))
+    tracker.observe(snap(4, 1.0145, [seen], step_time=0.0125))  # the step began at 1.002
+    tracker.observe(snap(5, 1.027, [token], step_time=0.0125))
+    segments = tracker.records("t1")["timeline"]
+    assert [s["state"] for s in segments] == ["waiting", "prefill", "decode"]
+    assert segments[0]["start"] == arrived  # nothing of it before it arrived
+    assert segments[1]["start"] == scheduled and segments[2]["start"] == first

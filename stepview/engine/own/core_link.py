@@ -19,7 +19,7 @@ that iteration and every one before it (records say what changed: none may be sk
 stepview shows the scheduler as it was for the outputs it shows, the same step by step in
 both modes. Without an iteration (a step that scheduled nothing) it returns every record
 received. Records the channel dropped leave a gap in their sequence: the link then waits for
-the full record it asks the plug-in for (:class:`~stepview.engine.records.entries.RecordStream`).
+the full record it asks the plug-in for (:class:`~stepview.engine.records.stream.RecordStream`).
 :attr:`available` says whether records can come at all.
 """
 
@@ -43,8 +43,8 @@ from stepview.engine.records.channel import (
     PUBLISH_EVERY_ENV,
     FactsSubscriber,
 )
-from stepview.engine.records.entries import RecordStream
 from stepview.engine.records.facts import StepFacts
+from stepview.engine.records.stream import RecordStream
 
 if TYPE_CHECKING:
     from stepview.engine.plugin.config import LocalBinding

@@ -23,7 +23,7 @@ and introduced by a later part (the parts go through the requests in order and s
 part's budget runs out, which is before any request is put off: none is passed over).
 Requests that arrive meanwhile are introduced at once, as always (what changed). The reader
 reads the parts as one full record, as of the last part
-(:meth:`~stepview.engine.records.entries.RecordStream.take`): the same picture, a few steps
+(:meth:`~stepview.engine.records.stream.RecordStream.take`): the same picture, a few steps
 later. A full record that fits in one part (and the in-process listener's, which nobody joins)
 goes at once, as before.
 

@@ -20,7 +20,10 @@ on a laptop can read a GPU box's records with msgspec and pyzmq alone.
     how a watch that lost records asks the plug-in for the ends it missed, and the answer.
 ``entries``
     a record read for one client: per request of the caller's, its state, prefill progress,
-    preemptions, KV blocks and why it waits.
+    preemptions, KV blocks and why it waits; consecutive records merged into one.
+``stream``
+    which of a subscriber's records can be read, in order: gaps, full records asked for
+    (again, when one was dropped), the point records were missed after.
 ``request_states``
     vLLM's request states in one table: each status by name, its code on the wire, whether it
     waits, is blocked or runs, stepview's state for it and its words; what a status the table

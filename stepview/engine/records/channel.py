@@ -351,11 +351,15 @@ class FactsSubscriber:
         self._sock.setsockopt(zmq.UNSUBSCRIBE, FACTS_TOPIC)
         self._sock.setsockopt(zmq.SUBSCRIBE, FACTS_TOPIC)
 
-    def ask_catch_up(self, after: int) -> None:
+    def ask_catch_up(self, after: int, fresh: bool = True) -> None:
         """Ask the plug-in for the ends logged after record ``after``
         (:mod:`~stepview.engine.records.catch_up`): the answer comes to :attr:`answers`.
-        Asking again sends the question anew (an answer can be dropped like a record)."""
+        Asking again sends the question anew (an answer can be dropped like a record);
+        ``fresh`` asks under a new name, and from then on only answers to it are taken (one
+        made before may be on its way, and be too old to hold what the asker needs)."""
         self.unask()
+        if fresh:
+            self._name = secrets.token_hex(4).encode()
         self._asked = question_topic(self._name, after)
         self._sock.setsockopt(zmq.SUBSCRIBE, self._asked)
 
@@ -366,6 +370,8 @@ class FactsSubscriber:
             self._asked = None
 
     def _answered(self, message: bytes) -> None:
+        if not message.startswith(b"%s%s/" % (CATCH_UP_TOPIC, self._name)):
+            return  # an answer to a question asked under an older name
         try:
             self.answers.append(decode_answer(answer_payload(message)))
         except (ValueError, msgspec.DecodeError) as exc:

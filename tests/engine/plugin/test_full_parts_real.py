@@ -3,7 +3,7 @@ real scheduler (no model: :mod:`stepview.engine.plugin.selfcheck`, as ``tests/co
 
 The new subscriber's full record comes in parts over the following steps
 (:mod:`stepview.engine.plugin.naming`), each part bounded whatever the core holds; read as one
-(:meth:`~stepview.engine.records.entries.RecordStream.take`), it must be the picture a whole
+(:meth:`~stepview.engine.records.stream.RecordStream.take`), it must be the picture a whole
 full record built at the last part's step gives: every request held, with the same facts,
 states and reasons. Requests that change on the way (scheduled, arrived, aborted before
 their part came) are all in it too, and a watch reading it sees every one of them.
@@ -20,8 +20,9 @@ import msgspec
 import pytest
 
 from stepview.engine.records.channel import FULL_PART_ENV
-from stepview.engine.records.entries import EntryReader, RecordStream
+from stepview.engine.records.entries import EntryReader
 from stepview.engine.records.facts import StepFacts, decode_facts, encode_facts
+from stepview.engine.records.stream import RecordStream
 from stepview.model.address import zmq_endpoint
 
 pytestmark = pytest.mark.engine

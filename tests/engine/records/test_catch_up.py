@@ -141,7 +141,7 @@ def test_question_topics_never_prefix_one_another_and_junk_is_no_question() -> N
 
 
 def test_the_stream_says_after_which_record_records_were_missed() -> None:
-    from stepview.engine.records.entries import RecordStream
+    from stepview.engine.records.stream import RecordStream
 
     asked: list[int] = []
     stream = RecordStream(lambda: asked.append(1))

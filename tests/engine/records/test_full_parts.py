@@ -9,8 +9,8 @@ keeps the ends the parts carried, as it does for any record it could not read.
 
 from __future__ import annotations
 
-from stepview.engine.records.entries import RecordStream
 from stepview.engine.records.facts import EndedFacts
+from stepview.engine.records.stream import RecordStream
 from tests.engine.watch.attach_helpers import part
 
 

@@ -42,3 +42,15 @@ def test_a_fold_waits_for_everything_its_records_waited_for() -> None:
     backlog = backlog_of((A, 1, first), (A, 2, second), (A, 3, None))
     assert fold_oldest(backlog, 2) == 2
     assert backlog[0][2] == Wait(("r1", "r2", "r9"), 5.0)  # every request, the later deadline
+
+
+def test_a_full_record_after_a_gap_is_never_folded_across() -> None:
+    """A watch holding the full record after a gap for the log's answer lost more records
+    meanwhile: the next full record (after that second gap) starts a run of its own, or the
+    second gap's point of catching up would be gone (its requests neither shown nor counted)."""
+    backlog = backlog_of((A, 1, None), (A, 2, None), (B, 1, None))
+    backlog.insert(2, (A, record(7, request("r7")), None))  # records 3 to 6 never came
+    backlog.append((A, record(8, request("r8"), full=False), None))
+    assert fold_oldest(backlog, 4) == 2  # A1 and A2 as one, A7 into A8 (which follows it)
+    assert steps(backlog) == [(A, 2, ["r1", "r2"]), (B, 1, ["r1"]), (A, 8, ["r7", "r8"])]
+    assert backlog[2][1].full  # (A8 read as one with the full record before it)

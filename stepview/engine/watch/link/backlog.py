@@ -43,6 +43,7 @@ class ReadPace:
     scheduled: bool = False
 
 
+Held = tuple[StepFacts, Wait | None]  # a record not read yet, and what its reading waits for
 Backlog = deque[tuple[WatchedCore, StepFacts, Wait | None]]
 """Records not read yet, oldest first: each one's engine core, and what its reading waits for
 (see :mod:`~stepview.engine.watch.link.detokenize`)."""
@@ -52,27 +53,47 @@ def fold_oldest(backlog: Backlog, excess: int) -> int:
     """Fold the ``excess`` oldest records into the next record of their engine core (a core
     with no later record keeps one, the merge of its own); how many records were folded.
 
-    One merge per core (:func:`~stepview.engine.records.entries.merge_many`), linear in what
-    the records name: the excess is thousands of records when a starved watch reads a burst.
+    One merge per run of a core's records (:func:`~stepview.engine.records.entries.merge_many`),
+    linear in what the records name: the excess is thousands of records when a starved watch
+    reads a burst. A full record that does not follow the one before it (records were lost in
+    between, or the engine core restarted) starts a run of its own: merged across, the gap's
+    own full record would be gone, and with it the point where the log of ends is asked to
+    fill it (:mod:`~stepview.engine.watch.link.catching_up`).
     """
-    taken: dict[WatchedCore, list[tuple[StepFacts, Wait | None]]] = {}
+    taken: dict[WatchedCore, list[list[Held]]] = {}  # each core's runs, oldest first
     for _ in range(min(excess, len(backlog))):
         core, facts, wait = backlog.popleft()
-        taken.setdefault(core, []).append((facts, wait))
+        runs = taken.setdefault(core, [])
+        if runs and _follows(runs[-1][-1][0], facts):
+            runs[-1].append((facts, wait))
+        else:
+            runs.append([(facts, wait)])
     folded = 0
+    joining = set(taken)  # cores whose last run may still join their next record
     for i, (core, later, later_wait) in enumerate(backlog):
-        older = taken.pop(core, None)
-        if older is not None:
-            backlog[i] = (core, *_merged([*older, (later, later_wait)]))
-            folded += len(older)
-            if not taken:
-                break
-    for core, older in reversed(taken.items()):  # the core's last records: one stays
-        backlog.appendleft((core, *_merged(older)))
-        folded += len(older) - 1
+        if not joining:
+            break
+        if core in joining:
+            joining.discard(core)
+            runs = taken[core]
+            if _follows(runs[-1][-1][0], later):
+                last = runs.pop()
+                backlog[i] = (core, *_merged([*last, (later, later_wait)]))
+                folded += len(last)
+    kept = [(core, run) for core, runs in taken.items() for run in runs]
+    for core, run in reversed(kept):  # the rest: one record per run, before what follows
+        backlog.appendleft((core, *_merged(run)))
+        folded += len(run) - 1
     return folded
 
 
-def _merged(records: list[tuple[StepFacts, Wait | None]]) -> tuple[StepFacts, Wait | None]:
+def _follows(before: StepFacts, facts: StepFacts) -> bool:
+    """Whether ``facts`` may be read as one with ``before`` (see :func:`fold_oldest`)."""
+    if not facts.full:
+        return True  # (the stream lets a record of change in only right after the one before)
+    return facts.core_started == before.core_started and facts.seq == before.seq + 1
+
+
+def _merged(records: list[Held]) -> tuple[StepFacts, Wait | None]:
     """Records of one core as one, waiting for what any of them waited for."""
     return merge_many([facts for facts, _ in records]), joined_waits(w for _, w in records)

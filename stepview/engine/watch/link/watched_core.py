@@ -36,7 +36,7 @@ import msgspec
 
 from stepview.engine.records.channel import FactsSubscriber, ZmqContext
 from stepview.engine.records.curve import watch_keys
-from stepview.engine.records.entries import EntryReader, RecordStream
+from stepview.engine.records.entries import EntryReader
 from stepview.engine.records.facts import (
     EndedFacts,
     RequestFacts,
@@ -45,6 +45,7 @@ from stepview.engine.records.facts import (
     split_internal_id,
 )
 from stepview.engine.records.request_states import CoreState
+from stepview.engine.records.stream import RecordStream
 from stepview.engine.watch.link.adopting import ClientNames, arrival
 from stepview.engine.watch.link.catching_up import CatchUp
 from stepview.engine.watch.link.core_steps import CoreStep, ScheduledTimes
@@ -93,8 +94,8 @@ class WatchedCore:
         keys = watch_keys() if endpoint.tcp else None
         self.subscriber = FactsSubscriber(address, keys, stacks=stacks, context=context)
         self.stream = RecordStream(self.subscriber.resync)
-        self.catch_up = CatchUp(self.subscriber)  # what the log of ends says was missed
         self.unseen_requests = UnseenRequests(address)
+        self.catch_up = CatchUp(self.subscriber, self.unseen_requests)  # what the log says
         self.core_started: float | None = None
         self.samples: dict[str, _Sample] = {}  # core id -> sample
         self._per_request: dict[str, int] = {}  # stepview id -> its samples here
@@ -177,10 +178,8 @@ class WatchedCore:
         ended: list[EndedRequest] = []
         if self.core_started != facts.core_started:
             if self.core_started is not None:
-                ended.extend(
-                    EndedRequest(request_id, RequestState.ABORTED, RESTARTED)
-                    for request_id in self.forget()
-                )
+                gone = self.forget()
+                ended.extend(EndedRequest(rid, RequestState.ABORTED, RESTARTED) for rid in gone)
             self.core_started = facts.core_started
         samples = self.samples
         outputs: list[OutputUpdate] = []
@@ -191,7 +190,10 @@ class WatchedCore:
         # What the record names first, then what ended, then what left without a word: a
         # record read as one of several (the view catching up) may name a request and end it.
         new_ids: dict[str, tuple[RequestFacts, int]] = {}  # stepview id -> (facts, samples)
-        caught = self.catch_up.take(facts) if facts.full else None
+        # The ends of records that came after a gap, unread, go with the full record that
+        # follows it; what the log says was missed, with it or (answered late) any record.
+        lost = self.stream.ended if facts.full else []
+        caught = self.catch_up.take(facts, samples, lost)
         requests = facts.requests  # with those that came and went in the records missed:
         if caught is not None and caught.logged:  # adopted first, ended with the rest below
             requests = [*(logged.request for logged in caught.logged), *requests]
@@ -211,13 +213,11 @@ class WatchedCore:
                     offset, stamps,
                 )  # fmt: skip
         ends = facts.ended
-        # The ends of records that came after a gap, unread: with the full record that
-        # follows it (before it, the catch-up could not have adopted their requests).
-        lost = self.stream.ended if facts.full else []
         missing = () if caught is None else caught.missing
         partly = caught is not None and not caught.complete
-        if lost or missing or partly:
-            ids = chain((end.req_id for end in lost), missing)
+        counted = lost if self.catch_up.after is None else ()  # read past: the answer says
+        if counted or missing or partly:
+            ids = chain((end.req_id for end in counted), missing)
             self.unseen_requests.past_the_log(ids, self.samples, partly)
         if lost or caught:
             logged = () if caught is None else (logged.end for logged in caught.logged)
