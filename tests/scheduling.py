@@ -24,8 +24,9 @@ third worker runs them in the gaps the engines leave instead of taking turns wit
 quick loop, without vLLM, runs four workers, every one of them light work.
 
 Units are handed out longest first (longest-processing-time scheduling: the fewest minutes
-with one worker idle at the end): the groups, then modules that run real vLLM, then the rest,
-each in collection order.
+with one worker idle at the end): the groups, then modules that run real vLLM, then the rest;
+within each, the units :data:`UNIT_SECONDS` knows to be long first, then the others in
+collection order.
 """
 
 from __future__ import annotations
@@ -46,6 +47,37 @@ HEAVY_TIMEOUT_S = 900
 room for its waits that include an engine's start-up on a loaded machine
 (``tests.e2e.terminal.STARTUP_S``), or the three shared servers' start."""
 _UNIT_ORDER = {SERVERS: 0, HEAVY: 1}
+UNIT_SECONDS: dict[str, float] = {
+    # Modules that run real vLLM (both engine lanes busy, beside the servers' tests).
+    ENGINE + "tests/bench/test_bench_smoke.py": 139,
+    ENGINE + "tests/conformance/test_scheduler_conformance.py": 120,
+    ENGINE + "tests/otlp/test_otlp_real.py": 68,
+    ENGINE + "tests/events/test_own_engine_real.py": 64,
+    ENGINE + "tests/engine/own/test_multiprocess.py": 63,
+    ENGINE + "tests/reliability/test_stuck_engine.py": 62,
+    ENGINE + "tests/launch/test_rerun_real.py": 62,
+    ENGINE + "tests/reliability/test_signals_between.py": 61,
+    ENGINE + "tests/reliability/test_core_stacks_real.py": 52,
+    ENGINE + "tests/launch/test_check.py": 51,
+    ENGINE + "tests/launch/test_metrics_real.py": 48,
+    ENGINE + "tests/launch/test_load_headless.py": 46,
+    ENGINE + "tests/reliability/test_cli_errors.py": 43,
+    ENGINE + "tests/launch/test_headless.py": 42,
+    ENGINE + "tests/engine/own/test_core_hold.py": 40,
+    ENGINE + "tests/metrics/test_prometheus_real.py": 39,
+    # The rest (the quick loop's, four at a time).
+    "tests/reliability/test_form_input.py": 90,
+    "tests/ui/test_snapshots.py": 45,
+    "tests/ui/test_app.py": 42,
+    "tests/reliability/test_outside_text.py": 27,
+    "tests/ui/fleet/test_fleet_sort_filter.py": 25,
+    "tests/bench/test_bench_smoke.py": 24,
+    "tests/test_layers.py": 20,
+}
+"""Seconds the longest units took (the engine ones two at a time, the others four at a time,
+on a loaded 2-core machine): only their order matters, so that a long unit never starts last.
+A unit not named here goes after these, in collection order; re-measure with
+``--durations=0`` when a unit grows past the last named one of its kind."""
 
 
 def group_of(item: pytest.Item, fixtures: set[str], server_fixtures: set[str]) -> str | None:
@@ -83,13 +115,14 @@ def unit_rank(item: pytest.Item) -> int:
 
 
 def order_units(items: list[pytest.Item]) -> None:
-    """Sort ``items`` in place so that each unit starts where its rank says (stable: a
-    module's tests keep their order, and units of one rank keep collection order)."""
+    """Sort ``items`` in place so that each unit starts where its rank says, the long ones of
+    a rank first (:data:`UNIT_SECONDS`; stable: a module's tests keep their order, and the
+    other units of a rank keep collection order)."""
     first_rank: dict[str, int] = {}
     for item in items:
         unit = _unit(item)
         first_rank[unit] = min(first_rank.get(unit, 9), unit_rank(item))
-    items.sort(key=lambda item: first_rank[_unit(item)])
+    items.sort(key=lambda item: (first_rank[_unit(item)], -UNIT_SECONDS.get(_unit(item), 0)))
 
 
 def _unit(item: pytest.Item) -> str:

@@ -69,10 +69,18 @@ def show_field_errors(
     wrong, while typing."""
     for name in names:
         message = errors.get(name, "")
-        screen.query_one(f"#error-{name}", Static).update(message)
+        show_text(screen.query_one(f"#error-{name}", Static), message)
         screen.query_one(f"#field-{name}").set_class(bool(message), "-error")
     status = screen.query_one("#form-status", Static)
-    status.update(f"{len(errors)} field(s) to fix" if errors else "")
+    show_text(status, f"{len(errors)} field(s) to fix" if errors else "")
+
+
+def show_text(static: Static, text: str) -> None:
+    """Put ``text`` in ``static`` unless it shows it already: ``Static.update`` lays the whole
+    screen out again even for the same text, and a form re-validates every field on each key
+    (one changed message, a dozen unchanged ones)."""
+    if static.content != text:
+        static.update(text)
 
 
 class PromptForm(ModalScreen[NewPrompt | None]):
@@ -199,7 +207,7 @@ class PromptForm(ModalScreen[NewPrompt | None]):
         if self._prompt_checked and not prompt.strip():
             errors = {"prompt": EMPTY_PROMPT, **errors}
         self.errors = errors
-        self.query_one("#error-prompt", Static).update(errors.get("prompt", ""))
+        show_text(self.query_one("#error-prompt", Static), errors.get("prompt", ""))
         show_field_errors(self, FORM_FIELDS, errors)
         if spec is None or "prompt" in errors:
             return None
