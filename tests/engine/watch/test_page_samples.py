@@ -83,3 +83,14 @@ def test_text_that_is_not_plain_is_read_by_the_parser(line: str, labels: dict[st
 def test_what_the_parser_refuses_is_refused(line: str) -> None:
     with pytest.raises(ValueError):
         read_page(f"# TYPE vllm:num_requests_running gauge\n{line}\n")
+
+
+@pytest.mark.parametrize("value", ["7", "-7", "+7", "7.0", "1e3", "+Inf", "NaN", "9" * 5_000])
+def test_a_value_is_the_parsers(value: str) -> None:
+    """An integer stays one, as the parser reads it; digits too many for ``int()`` are a
+    float's."""
+    lines = f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running {value}\n"
+    lean, exact = plain_samples(lines), parsed_samples(lines)
+    assert lean is not None
+    assert repr(lean[0].value) == repr(exact[0].value)
+    assert type(lean[0].value) is type(exact[0].value)

@@ -132,14 +132,18 @@ def _labels(text: str | None) -> dict[str, str] | None:
         return {}
     pairs = _LABELS.findall(text)
     labels = dict(pairs)
-    if len(labels) != len(pairs) or any(name.startswith("__") for name in labels):
+    if len(labels) != len(pairs) or ("__" in text and any(n.startswith("__") for n in labels)):
         return None
     return labels
 
 
 def _number(text: str) -> float:
-    """A sample's value as the parser reads it (an integer stays one)."""
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
+    """A sample's value as the parser reads it: ``int()``'s if it reads it (digits alone,
+    with a sign or not, and not more of them than Python converts), else ``float()``'s."""
+    digits = text[1:] if text[0] in "+-" else text
+    if digits.isdigit():
+        try:
+            return int(text)
+        except ValueError:  # too many digits for int(): float() reads them
+            pass
+    return float(text)
