@@ -26,7 +26,12 @@ from stepview.engine.watch.api.server_api import ApiError, ServerApi
 from stepview.engine.watch.fleet.fleet_pool import FleetPool, PooledSource
 from stepview.engine.watch.fleet.pooled_driver import LOOK_MAX_S, PooledDriver
 from stepview.engine.watch.link.attached import AttachedEngine
-from stepview.engine.watch.link.backlog import ReadPace
+from stepview.engine.watch.link.backlog import (
+    FLEET_READ_MAX_S,
+    FLEET_READ_S,
+    FleetPaces,
+    ReadPace,
+)
 from stepview.engine.watch.metrics import metrics_source
 from stepview.engine.watch.metrics.metrics_source import RETRY_MAX_S, MetricsSource
 from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
@@ -223,6 +228,33 @@ class Unreached:
     @property
     def link(self) -> LinkState:
         return LinkState(EngineState.DISCONNECTED)
+
+
+class Reached(Unreached):
+    @property
+    def link(self) -> LinkState:
+        return LinkState(EngineState.RUNNING)
+
+
+def test_a_large_fleet_reads_each_plugin_server_less_often() -> None:
+    """Four reads a second of each of 750 plug-in servers were more than a core: past ~60
+    servers the fleet's pace grows with it, up to a read a second."""
+    paces = FleetPaces()
+    for port in range(60):
+        paces.of(f"tcp://127.0.0.1:{port}")
+    assert paces.fleet.every == FLEET_READ_S
+    for port in range(60, 1000):
+        paces.of(f"tcp://127.0.0.1:{port}")
+    assert paces.fleet.every == FLEET_READ_MAX_S
+    assert paces.each["tcp://127.0.0.1:0"].every == FLEET_READ_S  # each one's, unchanged
+
+
+def test_a_pooled_driver_reads_at_the_fleets_pace_and_each_step_while_its_view_is_open() -> None:
+    own, fleet = ReadPace(every=FLEET_READ_S), ReadPace(every=FLEET_READ_MAX_S)
+    unit = PooledDriver(Reached(), own, fleet)  # type: ignore[arg-type]
+    assert unit.work(None) == FLEET_READ_MAX_S
+    own.every = 0.0  # its full view: each step, whatever the fleet's size
+    assert unit.work(None) == 0.05
 
 
 def test_a_plugin_server_not_reached_is_looked_at_less_and_less_often() -> None:
