@@ -19,8 +19,11 @@ fleet, in the same conditions: the trees take turns, round after round. The last
 the median and the worst of every key of every round, and the median time from the start
 until every server was up on screen. ``--cpus 0`` runs the fleet and stepview on one CPU
 (``taskset``), as on a machine its servers keep busy: where stepview gets less CPU than its
-watches ask for, the screen's thread waits longest. ``--quick``: 4 servers, one round, 1 s
-to settle.
+watches ask for, the screen's thread waits longest. ``--dead 0.25``: a quarter of the servers
+down or hung, as ``fleet_scale --dead`` has them; a fleet with dead servers is never all up,
+so the keys start once the title counts every live one up (a hung plug-in server, connected
+and silent, counts as up: at least the live ones). ``--quick``: 4 servers, one round, 1 s to
+settle.
 """
 
 from __future__ import annotations
@@ -82,13 +85,30 @@ def keys(first: str, last: str, servers: int) -> list[tuple[str, str, Shown]]:
     ]
 
 
+def all_up(servers: int, live: int) -> Shown:
+    """The fleet screen's title counts ``servers`` servers and at least ``live`` of them up."""
+    title = re.compile(rf"{re.escape(FLEET_TITLE)}{servers} servers, (\d+) up")
+
+    def shown(screen: str) -> bool:
+        found = title.search(screen)
+        return found is not None and int(found[1]) >= live
+
+    return shown
+
+
 def one_session(
-    tree: Path, listing: Path, servers: int, folder: Path, settle: float, wrap: Sequence[str]
+    tree: Path,
+    listing: Path,
+    servers: int,
+    folder: Path,
+    settle: float,
+    wrap: Sequence[str],
+    live: int | None = None,
 ) -> tuple[float, list[float]]:
     """One stepview of ``tree`` (run under ``wrap``) on the fleet in tmux: how long until
-    every server was up on screen, and each key's time to show (the first ``settle`` s after
-    that). Each session has a tmux server of its own: one just killed may still hold its
-    socket."""
+    every server (``live`` of them, when some are dead) was up on screen, and each key's time
+    to show (the first ``settle`` s after that). Each session has a tmux server of its own:
+    one just killed may still hold its socket."""
     addresses = listing.read_text().split()
     env = {**os.environ, "PYTHONPATH": str(tree)}
     command = [*wrap, sys.executable, "-m", "stepview", "--attach-file", str(listing)]
@@ -98,8 +118,7 @@ def one_session(
     began = time.perf_counter()
     tmux.start(f"cd {shlex.quote(str(tree))} && exec {shlex.join(command)}")
     try:
-        up = f"{servers} servers, {servers} up"
-        _until(tmux, lambda s: up in s, UP_TIMEOUT_S, "every server up")
+        _until(tmux, all_up(servers, servers if live is None else live), UP_TIMEOUT_S, "up")
         reached = time.perf_counter() - began
         time.sleep(settle)
         took = []
@@ -143,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cpus", metavar="LIST",
         help="run the fleet and stepview on these CPUs only (taskset -c LIST): a busy machine",
     )  # fmt: skip
+    parser.add_argument(
+        "--dead", type=float, default=0.0, metavar="SHARE",
+        help="this share of the servers down or hung (0.25: a quarter)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="4 servers, one round")
     args = parser.parse_args(argv)
     servers, rounds = (4, 1) if args.quick else (args.servers, args.rounds)
@@ -154,11 +177,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     took: dict[str, list[list[float]]] = {label: [] for label, _ in trees}
     with (
         tempfile.TemporaryDirectory(prefix="stepview-fleet-keys-") as tmp,
-        SimulatedFleet(servers, args.steps_per_s, Path(tmp), wrap) as fleet,
+        SimulatedFleet(
+            servers, args.steps_per_s, Path(tmp), wrap, round(servers * args.dead)
+        ) as fleet,
     ):
         for number in range(rounds):
             for label, path in trees:
-                up, each = one_session(Path(path), fleet.listing, servers, Path(tmp), settle, wrap)
+                up, each = one_session(
+                    Path(path), fleet.listing, servers, Path(tmp), settle, wrap, fleet.live
+                )
                 ups[label].append(up)
                 took[label].append(each)
                 shown = " ".join(f"{n}={t:.2f}" for n, t in zip(names, each, strict=True))

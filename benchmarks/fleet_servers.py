@@ -17,7 +17,10 @@ A ``/metrics`` server is a page with vLLM's metric names, in the format vLLM's o
 ``prometheus_client`` writes (the series stepview reads, and histograms it does not, so a page
 is about as long as a real one: ~30 KB), with ``/v1/models`` and ``/version``; its figures
 move every half second (requests running and waiting, tokens, finished requests with their
-TTFT and latencies).
+TTFT and latencies). The page is prometheus_client's text with the values of the moment put
+in (:func:`page_writer`: 0.7 ms, where ``generate_latest`` took 3 ms: a thousand servers'
+pages read each second took a core of the fleet's process, whose plug-in servers then stepped
+at half their pace).
 
 ``--dead N``: N of the servers (in the same proportions of each kind) are listed but down or
 hung (:class:`Dead`), as in a large fleet where some always are; their addresses are also in
@@ -36,13 +39,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.utils import floatToGoString
 
 from benchmarks.synthetic_core import SyntheticCore
 from stepview.engine.plugin.config import publish_every
@@ -60,6 +64,35 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
 TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 PAGE_TICK_S = 0.5
+
+
+def page_writer(registry: CollectorRegistry) -> Callable[[], str]:
+    """What ``generate_latest(registry)`` writes, faster, for a registry whose series are all
+    made (no label set added later): its text split once around the values, which each call
+    reads from the series themselves (prometheus_client's own samples, in its order) and puts
+    back in, formatted as it formats them. Checked equal to ``generate_latest`` when made."""
+    text = generate_latest(registry).decode()
+    go_string: Callable[[float], str] = floatToGoString
+    series: list[Any] = []
+    collectors: list[Any] = list(registry._collector_to_names)
+    for collector in collectors:
+        series.extend(collector._metrics.values() if collector._is_parent() else [collector])
+    before: list[str] = []  # the text before each value (HELP and TYPE lines, a sample's name)
+    pending = ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith("#"):
+            pending += line
+        else:
+            before.append(pending + line.rpartition(" ")[0] + " ")
+            pending = "\n"
+
+    def write() -> str:
+        values = [sample.value for one in series for sample in one._child_samples()]
+        return "".join(f"{b}{go_string(v)}" for b, v in zip(before, values, strict=True)) + pending
+
+    if write() != text:
+        raise RuntimeError("the page written by hand is not prometheus_client's")
+    return write
 
 
 class MetricsPage:
@@ -113,6 +146,7 @@ class MetricsPage:
             for name in ("request_prompt_tokens", "request_generation_tokens",
                          "request_params_max_tokens", "request_max_num_generation_tokens")
         ]  # fmt: skip
+        self._write = page_writer(registry)
 
     def tick(self, seconds: float) -> None:
         """``seconds`` of work: tokens generated, requests finished with their latencies."""
@@ -141,7 +175,7 @@ class MetricsPage:
 
     def page(self) -> bytes:
         self.scrapes += 1
-        return generate_latest(self.registry)
+        return self._write().encode()
 
 
 def serve(page: MetricsPage, lock: threading.Lock) -> str:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from stepview.engine.watch.api.api_key import ApiKey
     from stepview.engine.watch.fleet.fleet_members import Finder, FleetMembers
     from stepview.engine.watch.fleet.fleet_pool import FleetPool, Unit
-    from stepview.engine.watch.link.backlog import ReadPace
+    from stepview.engine.watch.link.backlog import FleetPaces
 
 
 def run_fleet(spec: RunSpec, log_path: Path) -> int:
@@ -67,6 +67,7 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
     from stepview.engine.watch.api.server_api import ServerApi
     from stepview.engine.watch.fleet.fleet_members import FleetMembers
     from stepview.engine.watch.fleet.fleet_pool import FleetPool, PooledSource
+    from stepview.engine.watch.link.backlog import FleetPaces
 
     try:
         key = resolve_api_key(spec.watch.api_key)
@@ -85,7 +86,7 @@ def run_fleet(spec: RunSpec, log_path: Path) -> int:
         return outputs
     if not spec.front.headless:
         _import_screens()
-    paces: dict[str, ReadPace] = {}  # each plug-in server's, by address
+    paces = FleetPaces()  # each plug-in server's, by address, and the fleet's
     # One watch works at a time: each on a runnable thread of its own, 64 left the screen's
     # thread 1/65 of the interpreter lock (a key took 5-10 s to show). A driver holds the turn
     # while it reads, applies and publishes a step, a /metrics watch while it reads a page
@@ -143,7 +144,7 @@ def _source(
     spec: RunSpec,
     server: MetricsUrl | PluginRecords,
     key: ApiKey | None,
-    paces: dict[str, ReadPace],
+    paces: FleetPaces,
     turn: AbstractContextManager[object],
     pool: FleetPool,
     outputs: RunOutputs,
@@ -165,12 +166,11 @@ def _source(
     from stepview.engine.driver.loop import PhaseCallback
     from stepview.engine.watch.fleet.pooled_driver import PooledDriver
     from stepview.engine.watch.link.attached import AttachedEngine
-    from stepview.engine.watch.link.backlog import ReadPace
     from stepview.insight.run import RunInsight
     from stepview.model.engine_api import Engine
 
     address = server.text
-    pace = paces.setdefault(address, ReadPace(scheduled=True))
+    pace = paces.of(address)
     context = pool.zmq_context
 
     def factory(phase: PhaseCallback) -> Engine:
@@ -188,10 +188,10 @@ def _source(
         insight=insight,
         turn=turn,
     )
-    return PooledDriver(driver, pace)
+    return PooledDriver(driver, pace, paces.fleet)
 
 
-async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadPace]) -> int:
+async def _fleet_tui(roster: FleetMembers, window: float, paces: FleetPaces) -> int:
     """The fleet screen; Enter runs the chosen server's view, whose Esc comes back here (the
     server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
     records read each as a step while the view is open)."""
@@ -224,7 +224,7 @@ async def _fleet_tui(roster: FleetMembers, window: float, paces: dict[str, ReadP
         member = roster.hold(chosen)
         if member is None:  # it left between Enter and here: the fleet again
             continue
-        pace = paces.get(chosen)
+        pace = paces.each.get(chosen)
         if pace is not None:
             pace.every = 0.0
         try:

@@ -185,6 +185,17 @@ def test_fleet_keys_quick() -> None:
     ), lines[-1]
 
 
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="the fleet screen runs in tmux")
+def test_fleet_keys_quick_with_dead_servers() -> None:
+    """Half of the 4 servers down or hung: the keys start once the live ones are up (before,
+    the benchmark waited for every server up, which a fleet with dead servers never is)."""
+    lines = run_quick("fleet_keys", 300, "--dead", "0.5")
+    assert_has_line(lines, rf"round 1 this: up {NUMBER} s; sort={NUMBER} sort={NUMBER} .*")
+    assert not [line for line in lines if "not shown within" in line], lines
+    assert re.fullmatch(rf"fleet_keys: servers=4 rounds=1 this_key_s_p50={NUMBER} .*", lines[-1])
+
+
 def test_watch_server_rss_quick(plugged_server: Served) -> None:
     """On real vLLM: every request the clients completed is in the watch's results file."""
     lines = run_quick("watch_server_rss", 420, *given(plugged_server))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
 import msgspec
@@ -24,7 +25,8 @@ from stepview.engine.watch.fleet.prometheus_targets import (
     vllm_instances,
 )
 from stepview.engine.watch.metrics.kv_event_wire import decode_message
-from stepview.engine.watch.metrics.metrics_page import read_page
+from stepview.engine.watch.metrics.metrics_page import read_lines, read_page
+from stepview.engine.watch.metrics.page_samples import PageSample, parsed_samples, plain_samples
 from tests.engine.watch.attach_helpers import PREEMPTED, WAITING, record, request
 from tests.engine.watch.fake_metrics import capture
 from tests.fuzz.inputs import BYTES, SCALARS, TEXT, WORDS, mutated
@@ -58,9 +60,58 @@ def pages(draw: st.DrawFn) -> str:
     return "\n".join(lines)[:MAX_INPUT]
 
 
+# What makes a plain line not plain (the lean reader must hand it to the parser, or read it
+# as the parser does): a space, a backslash, quotes, braces, a timestamp, a reserved or
+# repeated label, another type, a counter's suffix.
+KINKS = [" ", "  ", "\t", "\\", '\\"', '"', ",", "{", "}", "=", " 1700000000000", "_total",
+         "_bucket", "#", '__name__="x",', 'engine="1",', "untyped", "summary", "\r",
+         "\xa0"]  # fmt: skip
+
+
+@st.composite
+def kinked_pages(draw: st.DrawFn) -> str:
+    """A captured page's lines read (those of the families stepview reads) with a few kinks:
+    a character or token inserted anywhere, a line moved, a TYPE line's type changed."""
+    lines = read_lines(draw(st.sampled_from(PAGES))).splitlines()
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(lines) - 1))
+        line, choice = lines[at], draw(st.integers(0, 2))
+        if choice == 0:
+            where = draw(st.integers(0, len(line)))
+            lines[at] = line[:where] + draw(st.sampled_from(KINKS) | WORDS) + line[where:]
+        elif choice == 1:
+            lines.insert(draw(st.integers(0, len(lines) - 1)), lines.pop(at))
+        elif line.startswith("# TYPE "):
+            kind = st.sampled_from(["counter", "gauge", "histogram", "summary", "untyped"])
+            lines[at] = line.rpartition(" ")[0] + " " + draw(kind)
+    return "\n".join(lines) + "\n"
+
+
+def same(a: list[PageSample], b: list[PageSample]) -> bool:
+    """The same samples (a NaN equal to a NaN)."""
+    return len(a) == len(b) and all(
+        x[:4] == y[:4] and (x.value == y.value or (math.isnan(x.value) and math.isnan(y.value)))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
 @given(TEXT | pages())
 def test_a_metrics_page(text: str) -> None:
     bounded(lambda: read_page(text), ValueError)
+
+
+@given(TEXT | pages() | kinked_pages())
+def test_the_lean_reader_reads_as_the_parser_does(text: str) -> None:
+    """Where the lean reader reads the lines at all, its samples are the parser's; where the
+    parser finds them broken, the lean reader does not read them."""
+    lines = read_lines(text)
+    lean = bounded(lambda: plain_samples(lines))
+    try:
+        exact = parsed_samples(lines)
+    except ValueError:
+        assert lean is None
+        return
+    assert lean is None or same(lean, exact)
 
 
 # -- Prometheus' HTTP API ----------------------------------------------------------------------

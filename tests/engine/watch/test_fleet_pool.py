@@ -26,7 +26,12 @@ from stepview.engine.watch.api.server_api import ApiError, ServerApi
 from stepview.engine.watch.fleet.fleet_pool import FleetPool, PooledSource
 from stepview.engine.watch.fleet.pooled_driver import LOOK_MAX_S, PooledDriver
 from stepview.engine.watch.link.attached import AttachedEngine
-from stepview.engine.watch.link.backlog import ReadPace
+from stepview.engine.watch.link.backlog import (
+    FLEET_READ_MAX_S,
+    FLEET_READ_S,
+    FleetPaces,
+    ReadPace,
+)
 from stepview.engine.watch.metrics import metrics_source
 from stepview.engine.watch.metrics.metrics_source import RETRY_MAX_S, MetricsSource
 from stepview.engine.watch.metrics.metrics_watch import MetricsWatch
@@ -225,9 +230,121 @@ class Unreached:
         return LinkState(EngineState.DISCONNECTED)
 
 
+class Reached(Unreached):
+    @property
+    def link(self) -> LinkState:
+        return LinkState(EngineState.RUNNING)
+
+
+def test_a_large_fleet_reads_each_plugin_server_less_often() -> None:
+    """Four reads a second of each of 750 plug-in servers were more than a core: past ~60
+    servers the fleet's pace grows with it, up to a read a second."""
+    paces = FleetPaces()
+    for port in range(60):
+        paces.of(f"tcp://127.0.0.1:{port}")
+    assert paces.fleet.every == FLEET_READ_S
+    for port in range(60, 1000):
+        paces.of(f"tcp://127.0.0.1:{port}")
+    assert paces.fleet.every == FLEET_READ_MAX_S
+    assert paces.each["tcp://127.0.0.1:0"].every == FLEET_READ_S  # each one's, unchanged
+
+
+def test_a_pooled_driver_reads_at_the_fleets_pace_and_each_step_while_its_view_is_open() -> None:
+    own, fleet = ReadPace(every=FLEET_READ_S), ReadPace(every=FLEET_READ_MAX_S)
+    unit = PooledDriver(Reached(), own, fleet)  # type: ignore[arg-type]
+    assert unit.work(None) == FLEET_READ_MAX_S
+    own.every = 0.0  # its full view: each step, whatever the fleet's size
+    assert unit.work(None) == 0.05
+
+
 def test_a_plugin_server_not_reached_is_looked_at_less_and_less_often() -> None:
     driver = Unreached()
     unit = PooledDriver(driver, ReadPace(every=0.25))  # type: ignore[arg-type]
     delays = [unit.work(None) for _ in range(6)]
     assert delays == [0.5, 1.0, 2.0, LOOK_MAX_S, LOOK_MAX_S, LOOK_MAX_S]
     assert driver.turns == 6
+
+
+class Counting:
+    """A unit that counts its turns and asks for the next one ``delay`` s later; ``seen``
+    is set at its ``enough``-th turn."""
+
+    reads = False
+    accepts_requests = False
+
+    def __init__(self, delay: float, enough: int = 5) -> None:
+        self.delay, self.enough = delay, enough
+        self.turns = 0
+        self.first = threading.Event()
+        self.seen = threading.Event()
+        self.stopped = False
+
+    def latest(self) -> object:
+        return None
+
+    def history(self) -> tuple[()]:
+        return ()
+
+    def send(self, command: object) -> None:
+        pass
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopped = True
+
+    async def fetch(self) -> None:
+        return None
+
+    def work(self, fetched: object) -> float | None:
+        if self.stopped:
+            return None
+        self.turns += 1
+        self.first.set()
+        if self.turns >= self.enough:
+            self.seen.set()
+        return self.delay
+
+    def end(self) -> None:
+        pass
+
+
+def run_units(workers: int, *units: Counting) -> Iterator[list[PooledSource]]:
+    pool = FleetPool(workers=workers)
+    pool.start()
+    sources = [PooledSource(unit, pool) for unit in units]  # type: ignore[arg-type]
+    for source in sources:
+        source.start()
+    try:
+        yield sources
+    finally:
+        pool.halt_all()
+        for source in sources:
+            source.stop(5.0)
+        pool.stop()
+
+
+def test_a_member_with_more_to_read_takes_its_turns_among_the_others() -> None:
+    """A member catching up (the next unit at once, again and again) is behind those already
+    due, never before them: with one worker, the others still get their turns."""
+    catching_up, others = Counting(0.0), [Counting(0.01) for _ in range(3)]
+    with contextlib.contextmanager(run_units)(1, catching_up, *others):
+        for unit in others:
+            assert unit.seen.wait(30)
+    assert catching_up.turns > 0
+
+
+def test_a_command_brings_a_members_next_unit_forward() -> None:
+    """A member due in an hour works at once when sent a command (a full view's pause)."""
+    idle = Counting(3600.0, enough=2)
+    with contextlib.contextmanager(run_units)(2, idle) as sources:
+        assert idle.first.wait(30)  # its first unit done: the next is an hour away
+        sources[0].send(Pause())
+        assert idle.seen.wait(30)
+
+
+def test_every_member_is_taken_in_time_however_few_the_workers() -> None:
+    """Members due at many different times, on two workers: each one's turns come (a leader
+    times the earliest, the others wait for it to be taken)."""
+    units = [Counting(0.001 * (i % 17)) for i in range(200)]
+    with contextlib.contextmanager(run_units)(2, *units):
+        for unit in units:
+            assert unit.seen.wait(30)

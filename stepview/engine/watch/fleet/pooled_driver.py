@@ -6,11 +6,12 @@ waiting. :class:`PooledDriver` is that driver as a pool's
 :class:`~stepview.engine.watch.fleet.fleet_pool.Unit`: its first unit opens it
 (:meth:`Driver.open`: the subscriber connects in the background), each unit is one turn of
 its loop (:meth:`Driver.advance`), the next due at the watch's pace (the fleet reads what came
-every :data:`~stepview.engine.watch.link.backlog.FLEET_READ_S`; at once while there is more;
-every :data:`~stepview.engine.driver.inbox.IDLE_WAIT_S` while the server's full view is open,
-which reads each step), sooner when a command comes. A server not reached, or lost, is looked
-at less and less often (zmq reconnects by itself meanwhile): the pace doubled after each look
-that found it so, up to :data:`LOOK_MAX_S`.
+every :data:`~stepview.engine.watch.link.backlog.FLEET_READ_S`, or seldomer in a large fleet:
+the fleet's own pace, :func:`~stepview.engine.watch.link.backlog.fleet_read_every`; at once
+while there is more; every :data:`~stepview.engine.driver.inbox.IDLE_WAIT_S` while the
+server's full view is open, which reads each step), sooner when a command comes. A server
+not reached, or lost, is looked at less and less often (zmq reconnects by itself meanwhile):
+the pace doubled after each look that found it so, up to :data:`LOOK_MAX_S`.
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ class Pace(Protocol):
 
 
 class PooledDriver:
-    """``driver`` (not started) as a pool's unit, reading at ``pace``."""
+    """``driver`` (not started) as a pool's unit, reading at ``pace``, and no more often than
+    the ``fleet``'s pace (its size's) while reading at a pace at all."""
 
     reads = False  # the sockets are read in the work itself: they never block
 
-    def __init__(self, driver: Driver, pace: Pace) -> None:
+    def __init__(self, driver: Driver, pace: Pace, fleet: Pace | None = None) -> None:
         self.driver = driver
         self.pace = pace
+        self.fleet = fleet
         self._opened = False
         self._unreached = 0  # looks in a row that found it not reached
 
@@ -80,6 +83,8 @@ class PooledDriver:
         every = self.pace.every
         if delay is None or delay == 0 or not every:
             return delay
+        if self.fleet is not None:
+            every = max(every, self.fleet.every)
         link = self.driver.link
         if link is not None and link.state in _UNREACHED:
             self._unreached += 1

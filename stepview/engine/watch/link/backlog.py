@@ -26,6 +26,19 @@ from stepview.engine.watch.link.watched_core import WatchedCore
 
 MAX_BACKLOG = 256
 FLEET_READ_S = 0.25  # a fleet's watch reads what came at most this often (the screen: 0.5 s)
+FLEET_READS_PER_S = 250.0
+"""The reads a second a fleet makes of its plug-in servers in all, past :data:`FLEET_READ_S`
+each: each server's turn costs a snapshot whatever came, and at a thousand servers four a
+second were more than a core (:func:`fleet_read_every`)."""
+FLEET_READ_MAX_S = 1.0
+"""The seldomest a fleet reads a plug-in server, whatever its size: a row a second behind."""
+
+
+def fleet_read_every(servers: int) -> float:
+    """How often a fleet of ``servers`` plug-in servers reads each: every
+    :data:`FLEET_READ_S` up to ~60 of them, then seldomer (:data:`FLEET_READS_PER_S` reads
+    in all), up to :data:`FLEET_READ_MAX_S` (a fleet of 250 and more)."""
+    return min(FLEET_READ_MAX_S, max(FLEET_READ_S, servers / FLEET_READS_PER_S))
 
 
 @dataclass
@@ -41,6 +54,22 @@ class ReadPace:
 
     every: float = FLEET_READ_S
     scheduled: bool = False
+
+
+class FleetPaces:
+    """A fleet's read paces: each plug-in server's (:meth:`of`: made at its first ask; 0 while
+    its full view is open), and the fleet's own, which its size sets (:func:`fleet_read_every`:
+    none of them is read more often while reading at a pace). Asked from one thread at a time
+    (the launcher's, then the one that follows the fleet's listings)."""
+
+    def __init__(self) -> None:
+        self.each: dict[str, ReadPace] = {}
+        self.fleet = ReadPace(scheduled=True)
+
+    def of(self, address: str) -> ReadPace:
+        pace = self.each.setdefault(address, ReadPace(scheduled=True))
+        self.fleet.every = fleet_read_every(len(self.each))
+        return pace
 
 
 Held = tuple[StepFacts, Wait | None]  # a record not read yet, and what its reading waits for

@@ -3,6 +3,9 @@
 No plug-in, no records and no driver: a thread scrapes the page and makes a snapshot of each
 scrape, which the UI reads as it reads the driver's.
 
+``page_samples``
+    a page's lines read into samples as prometheus_client's parser reads them (a lean
+    reader for plain text, the parser for the rest).
 ``metrics_page``
     vLLM's Prometheus page parsed: the families stepview reads, per engine (rank).
 ``metrics_watch``

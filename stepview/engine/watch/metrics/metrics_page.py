@@ -1,12 +1,12 @@
 """A vLLM server's Prometheus ``/metrics`` page, read into the figures stepview shows.
 
-The page is parsed with ``prometheus_client``'s own text parser (a dependency of stepview and
-of vLLM), not by hand: label quoting, escapes and histogram series are its business. Only the
-families stepview reads (:data:`READ`) are handed to it, picked out by one regular expression
-over the page (:func:`read_lines`): the rest of the page (Python's collector, the HTTP
-server's histograms, and vLLM's own histograms stepview does not show: prefill, decode and
-inference time, tokens per request) is most of its lines, and the parser, pure Python, was
-what a fleet's watch spent most of its time on (16 pages a second at 64 servers).
+Only the families stepview reads (:data:`READ`) are read, picked out by one regular
+expression over the page (:func:`read_lines`): the rest of the page (Python's collector, the
+HTTP server's histograms, and vLLM's own histograms stepview does not show: prefill, decode
+and inference time, tokens per request) is most of its lines, and parsing them was what a
+fleet's watch spent most of its time on (16 pages a second at 64 servers). Those lines are
+read as ``prometheus_client``'s text parser reads them (:mod:`.page_samples`: a lean reader
+for plain text, the parser itself for anything else).
 
 Names are vLLM 0.32's (``vllm/v1/metrics/loggers.py``). Every series carries ``engine`` (the
 data-parallel rank) and ``model_name``: figures are summed over ranks (the KV cache's use is
@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from stepview.engine.watch.metrics.page_samples import page_samples
 from stepview.insight.histogram_window import Histogram
 from stepview.model.snapshot import RankStatus
 
@@ -162,24 +163,21 @@ def read_page(text: str) -> MetricsPage:
     sums: dict[str, float] = defaultdict(float)
     by_engine: dict[str, dict[str, float]] = defaultdict(dict)  # engine label -> gauges
     model = ""
-    for family in text_string_to_metric_families(lines):
-        name, kind = family.name, family.type
-        for sample in family.samples:
-            labels = sample.labels
-            model = model or labels.get("model_name", "")
-            if name in WAITING_BY_REASON or name in FINISHED:
-                label = "reason" if name in WAITING_BY_REASON else "finished_reason"
-                reasons = by_reason.setdefault(name, defaultdict(float))
-                reasons[labels.get(label, "")] += sample.value
-            elif kind == "gauge":
-                gauges[name].append(sample.value)
-                by_engine[labels.get("engine", "")][name] = sample.value
-            elif kind == "counter" and sample.name.endswith("_total"):
-                counters[name] += sample.value
-            elif kind == "histogram" and sample.name.endswith("_bucket"):
-                buckets[name][float(labels.get("le", "inf"))] += sample.value
-            elif kind == "histogram" and sample.name.endswith("_sum"):
-                sums[name] += sample.value
+    for name, kind, sample, labels, value in page_samples(lines):
+        model = model or labels.get("model_name", "")
+        if name in WAITING_BY_REASON or name in FINISHED:
+            label = "reason" if name in WAITING_BY_REASON else "finished_reason"
+            reasons = by_reason.setdefault(name, defaultdict(float))
+            reasons[labels.get(label, "")] += value
+        elif kind == "gauge":
+            gauges[name].append(value)
+            by_engine[labels.get("engine", "")][name] = value
+        elif kind == "counter" and sample.endswith("_total"):
+            counters[name] += value
+        elif kind == "histogram" and sample.endswith("_bucket"):
+            buckets[name][float(labels.get("le", "inf"))] += value
+        elif kind == "histogram" and sample.endswith("_sum"):
+            sums[name] += value
     mean_of = set(KV_CACHE_USAGE)
     return MetricsPage(
         model=model,
