@@ -15,6 +15,7 @@ from stepview.cli.args import parse_own_args
 from stepview.cli.specs import run_spec
 from stepview.engine.records.facts import EndedFacts
 from stepview.engine.watch.fleet.fleet_pool import FleetPool, PooledSource
+from stepview.engine.watch.link.backlog import FleetPaces
 from stepview.insight.run import RunInsight
 from stepview.launch.fleet import _source
 from stepview.launch.outputs import RunOutputs, open_outputs
@@ -96,7 +97,7 @@ def test_a_fleets_plugin_servers_send_their_requests_through_one_export(
     pool, turn = FleetPool(), threading.RLock()
     pool.start()
     members = [
-        PooledSource(_source(spec, server, None, {}, turn, pool, outputs), pool)
+        PooledSource(_source(spec, server, None, FleetPaces(), turn, pool, outputs), pool)
         for server in spec.watch.servers
     ]
     try:
