@@ -46,8 +46,10 @@ def test_driver_adds_scheduled_requests_when_their_time_comes() -> None:
     finally:
         driver.stop()
     times = sorted(v.timings.arrival for v in done.finished)
-    assert times[1] - times[0] == pytest.approx(0.3, abs=0.1)
-    assert times[2] - times[0] == pytest.approx(0.6, abs=0.1)
+    # Never before its time (the driver sleeps until the next one is due); how late one comes
+    # is the machine's (a loaded one wakes the driver late), so only "late, not lost" is held.
+    assert times[1] - times[0] >= 0.3 - 0.01 and times[2] - times[0] >= 0.6 - 0.01, times
+    assert times[2] - times[0] < 0.6 + 5.0, times
     assert all(v.state is RequestState.FINISHED for v in done.finished)
 
 
