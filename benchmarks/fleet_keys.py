@@ -55,6 +55,8 @@ Shown = Callable[[str], bool]
 SESSIONS = itertools.count()
 
 
+SERVER_HEADER = re.compile(r"^ stepview (.+ @ |vLLM server at )", re.MULTILINE)
+
 SCROLLS_PAST = 30
 """Servers past which the table is taller than the pane: ``End`` and ``Home`` scroll it."""
 
@@ -80,9 +82,15 @@ def keys(first: str, last: str, servers: int) -> list[tuple[str, str, Shown]]:
         ("/", "filter", lambda s: "Clear filter" in s),  # the footer: the bar is up
         ("h", "type", lambda s: "match “h”" in s),
         ("Escape", "clear", lambda s: "match “" not in s and "Clear filter" not in s),
-        ("Enter", "open", lambda s: FLEET_TITLE not in s and "@ " in s),
+        ("Enter", "open", server_view),
         ("Escape", "back", lambda s: FLEET_TITLE in s),
     ]
+
+
+def server_view(screen: str) -> bool:
+    """A single server's view is up: its header (``stepview MODEL @ ADDRESS``, or ``stepview
+    vLLM server at ADDRESS`` for one that has not answered: the cursor may be on a dead one)."""
+    return FLEET_TITLE not in screen and SERVER_HEADER.search(screen) is not None
 
 
 def all_up(servers: int, live: int) -> Shown:

@@ -103,6 +103,8 @@ def test_a_server_never_reached_is_starting_and_says_why(fake_metrics: FakeMetri
     snapshot = watch_of(fake_metrics, Clock()).scrape()
     assert snapshot.engine_state is EngineState.STARTING
     assert snapshot.phase.startswith(f"connecting to {fake_metrics.url}: ")
+    # Its view's header names it, as a plug-in server's does (it said "model not known yet").
+    assert snapshot.info.label == f"vLLM server at {fake_metrics.url}"
 
 
 def test_an_older_vllm_without_some_series(fake_metrics: FakeMetrics) -> None:

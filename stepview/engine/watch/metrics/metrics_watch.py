@@ -100,7 +100,11 @@ class MetricsWatch:
             step=0,
             clock=0.0,
             engine_state=EngineState.STARTING,
-            info=EngineInfo(attached=self.address, detailed_states=False),
+            # Named by its address until its API answers, as a plug-in watch is: a server
+            # that never answers still says which one it is (the fleet's Enter opens it).
+            info=EngineInfo(
+                model=f"vLLM server at {self.address}", attached=self.address, detailed_states=False
+            ),
             phase=f"connecting to {self.address}",
         )
 
