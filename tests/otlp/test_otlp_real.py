@@ -44,7 +44,7 @@ from stepview.testing.vllm_server import (
 from tests.engine.watch.attach_helpers import watching
 from tests.otlp.spans_check import by_request, check_tiling, queued
 
-pytestmark = [pytest.mark.engine, pytest.mark.heavy]
+pytestmark = pytest.mark.engine
 
 QUEUE_TOLERANCE_S = 0.15  # 79 ms seen beside two busy loops (the front end, before the core)
 REQUESTS = 6
@@ -66,6 +66,10 @@ def _vllm_spans(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
     return [s for s in spans if s.name == "llm_request"]
 
 
+# Heavy (tests/scheduling.py): its API server's start keeps both cores busy, and its queue
+# spans are held to vLLM's own within QUEUE_TOLERANCE_S, which a starved front end stretches.
+# The own engine's tests below run headless, nothing timed: with the other modules of vLLM.
+@pytest.mark.heavy
 def test_attached_requests_join_the_clients_trace_beside_vllms_span(
     demo_model_path: Path, tmp_path: Path
 ) -> None:

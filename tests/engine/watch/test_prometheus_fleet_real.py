@@ -4,9 +4,10 @@ watches both, each with its labels; one is stopped (its row says ``down``, stder
 it stays in the fleet: Prometheus still lists it, down) and started again on the same port
 (its row comes back, its completions counted).
 
-Both servers are this test's own (the shared ones of ``tests/servers.py`` must not be
-stopped): two starts of ~30 s and ~1 GB each, hence ``heavy``. Needs the ``prometheus``
-command: without it the test fails, saying so.
+The server that stays up is the run's shared ``plain_server`` (``tests/servers.py``: vLLM as
+it ships, started once per run, so the test runs in the ``servers`` group); the one stopped
+and started again is the test's own (a shared server must not be stopped). Needs the
+``prometheus`` command: without it the test fails, saying so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,38 +30,22 @@ from stepview.testing.vllm_server import (
 )
 from tests.engine.watch.attach_helpers import EXIT_S, round_of, watching
 from tests.engine.watch.real_prometheus import running_prometheus, write_targets
+from tests.servers import Served
 
-pytestmark = [pytest.mark.engine, pytest.mark.heavy, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
-def two_servers(demo_model_path: Path, tmp_path: Path) -> Iterator[list[ApiServer]]:
-    """Two unmodified API servers on the demo model, started side by side; killed after."""
-    servers = []
-    for name in "ab":
-        port = free_port()
-        command = server_command(demo_model_path, port, plugin=False)
-        servers.append(ApiServer(command, server_env(None), port, tmp_path / f"server-{name}.log"))
-    problems: list[BaseException] = []
-
-    def start(server: ApiServer) -> None:
-        try:
-            server.start()
-        except BaseException as exc:  # said below, in the test's thread
-            problems.append(exc)
-
-    threads = [threading.Thread(target=start, args=(s,)) for s in servers]
+def own_server(demo_model_path: Path, tmp_path: Path) -> Iterator[ApiServer]:
+    """An unmodified API server on the demo model, this test's to stop; killed after."""
+    port = free_port()
+    command = server_command(demo_model_path, port, plugin=False)
+    server = ApiServer(command, server_env(None), port, tmp_path / "server-b.log")
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if problems:
-            raise problems[0]
-        yield servers
+        server.start()
+        yield server
     finally:
-        for server in servers:
-            server.kill()
+        server.kill()
 
 
 def url(server: ApiServer) -> str:
@@ -69,9 +53,9 @@ def url(server: ApiServer) -> str:
 
 
 def test_a_prometheus_listed_fleet_of_two_real_servers_one_restarted(
-    two_servers: list[ApiServer], tmp_path: Path
+    plain_server: Served, own_server: ApiServer, tmp_path: Path
 ) -> None:
-    a, b = two_servers
+    a, b = plain_server.api, own_server
     targets = tmp_path / "targets.json"
     write_targets(
         targets,
