@@ -236,6 +236,16 @@ class PluginServer:
         self.records += 1
 
 
+def bound(*, listening: bool) -> socket.socket:
+    """A loopback port of its own: ``listening``, the kernel completes connections that
+    nobody reads (a hung server); not, each connection is refused (a server down)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    if listening:
+        sock.listen(128)
+    return sock
+
+
 class Dead:
     """Servers that are listed and cannot be watched, each kind in the fleet's proportions:
     half of them down (nothing listens: refused at once, or zmq reconnecting), half hung (a
@@ -245,23 +255,25 @@ class Dead:
     def __init__(self, plugins: int, pages: int, seed: int) -> None:
         hung_plugins, hung_pages = plugins // 2, pages // 2
         self.silent = [PluginServer(-1 - i, seed - 1 - i) for i in range(hung_plugins)]
-        self.hung: list[socket.socket] = []
-        for _ in range(hung_pages):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sock.listen(128)  # the kernel completes the connections; nobody reads them
-            self.hung.append(sock)
+        self.hung = [bound(listening=True) for _ in range(hung_pages)]
+        # Down: a port bound and never listened on refuses at once, and stays this server's
+        # (a port found free and let go was taken by a live server of the fleet after it:
+        # a fleet of 1 000 listed 5 addresses twice).
+        self.down = [
+            bound(listening=False) for _ in range(plugins - hung_plugins + pages - hung_pages)
+        ]
+        ports = iter(s.getsockname()[1] for s in self.down)
         self.addresses = (
             [s.address for s in self.silent]
-            + [f"tcp://127.0.0.1:{free_port()}" for _ in range(plugins - hung_plugins)]
+            + [f"tcp://127.0.0.1:{next(ports)}" for _ in range(plugins - hung_plugins)]
             + [f"http://127.0.0.1:{s.getsockname()[1]}" for s in self.hung]
-            + [f"http://127.0.0.1:{free_port()}" for _ in range(pages - hung_pages)]
+            + [f"http://127.0.0.1:{port}" for port in ports]
         )
 
     def close(self) -> None:
         for server in self.silent:
             server.publisher.close()
-        for sock in self.hung:
+        for sock in (*self.hung, *self.down):
             sock.close()
 
 

@@ -48,6 +48,7 @@ KV_SPREAD = 0.25
 BUSIEST, IDLEST = "busiest", "idlest"
 
 _UP = frozenset({EngineState.RUNNING, EngineState.IDLE, EngineState.PAUSED})
+_UP_WORDS = frozenset(state.value for state in _UP)
 _QUEUED = frozenset({RequestState.WAITING, RequestState.PREEMPTED, RequestState.PENDING})
 
 
@@ -74,7 +75,7 @@ class FleetRow:
 
     @property
     def up(self) -> bool:
-        return self.state in {state.value for state in _UP}
+        return self.state in _UP_WORDS
 
 
 def fleet_row(address: str, snapshot: StepSnapshot, window: float, labels: Labels = ()) -> FleetRow:

@@ -164,3 +164,19 @@ async def test_a_cell_that_grows_in_place_widens_its_column() -> None:
         state, waiting = table.ordered_columns[1], table.ordered_columns[4]
         assert state.content_width >= len("running")
         assert waiting.content_width >= len("9 (capacity 9)")
+
+
+async def test_a_server_s_text_that_looks_like_markup_shows_as_it_is() -> None:
+    """A model name and labels are another party's text: the table read a ``str`` cell as
+    markup, and ``[/x]`` in a served model's name ended the fleet screen (MarkupError)."""
+    named = "evil[/x] [reverse]r[/reverse] [@click=app.quit]q[/]"
+    snapshot = scraped(0, 0.1)
+    source = StaticSource(replace(snapshot, info=replace(snapshot.info, model=f"{named} @ {HTTP}")))
+    members = [(HTTP, source), (TCP, StaticSource(plugin(0)))]
+    app = FleetApp(members, window=60.0)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        assert table_rows(app)[0][2] == named
+        await pilot.press("s")  # sorted: the rows move, the text with them
+        await pilot.pause()
+        assert [row[2] for row in table_rows(app) if row[0].endswith(HTTP)] == [named]

@@ -32,8 +32,13 @@ def title(app: FleetApp) -> str:
 
 
 def shown(app: FleetApp) -> list[str]:
-    """The servers on screen, top to bottom."""
-    return [row.address for row in app.rows]
+    """The servers on screen, top to bottom, as the table holds them (a sort moves the
+    table's rows in place: they must follow the app's order)."""
+    table = app.query_one(DataTable)
+    firsts = [str(table.get_row_at(number)[0]) for number in range(table.row_count)]
+    drawn = [first.split("\n")[0][2:] for first in firsts if "└ rank" not in first]
+    assert drawn == [row.address for row in app.rows]
+    return drawn
 
 
 def number(address: str) -> int:
