@@ -18,7 +18,8 @@
     several servers watched at once (``--attach A --attach B``): the fleet screen, and one
     server's full view from it.
 
-Shared by them all: ``display`` (every text drawn from a request), ``bindings`` (the keys and
+Shared by them all: ``display`` (every text drawn from a request), ``plain`` (text another
+party chose handed to Textual as written, never read as markup), ``bindings`` (the keys and
 which apply), ``footer``, ``scrub`` (where the shown snapshot sits in time), ``drafts``
 (clones and forks for the add form), ``theme`` and ``terminal_driver`` (Textual's terminal driver,
 made safe for a hang-up: no second writer thread on a terminal that is gone).

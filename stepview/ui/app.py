@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Center, Middle
 from textual.screen import ModalScreen
@@ -59,6 +59,7 @@ from stepview.ui.main.request_table import RequestTable
 from stepview.ui.main.server_panel import ServerPanel
 from stepview.ui.main.status_bar import StatusBar
 from stepview.ui.main.step_navigation import timeline_for
+from stepview.ui.plain import PlainTextApp
 from stepview.ui.scrub import HistoryMark, Mode, ReplayMark, mark_text
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
@@ -70,7 +71,7 @@ from stepview.ui.views.step_view import StepScreen
 _FOLLOWERS = (DetailScreen, StepScreen, LatencyScreen)
 
 
-class StepviewApp(App[None]):
+class StepviewApp(PlainTextApp[None]):
     """Watch an engine step by step; keyboard-driven, usable at 80x24."""
 
     CSS_PATH = "stepview.tcss"

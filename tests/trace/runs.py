@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from stepview.engine.driver.loop import Driver
 from stepview.files.results_file import ResultsWriter
@@ -63,11 +64,14 @@ def run_to_end(driver: Driver, count: int) -> None:
     wait_for(driver, lambda s: len(s.finished) == count and all_done(s))
 
 
-def write_trace(path: Path, snapshots: Sequence[StepSnapshot]) -> None:
-    """A trace of hand-made snapshots, written as the recorder would."""
+def write_trace(
+    path: Path, snapshots: Sequence[StepSnapshot], fields: Mapping[str, Any] | None = None
+) -> None:
+    """A trace of hand-made snapshots, written as the recorder would (``fields``: the
+    header's, as a recorder's caller gives them)."""
     encoder = TraceEncoder(snapshots[0].info)
     with path.open("w", encoding="utf-8") as out:
-        out.write(dump_line(trace_header({}, snapshots[0].info)))
+        out.write(dump_line(trace_header(fields or {}, snapshots[0].info)))
         for snapshot in snapshots:
             out.writelines(dump_line(line) for line in encoder.encode(snapshot))
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
+from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
@@ -24,7 +25,8 @@ from stepview.insight.compare import Comparison, compare_runs
 from stepview.insight.compare_report import difference_line
 from stepview.model.snapshot import StepSnapshot
 from stepview.trace.store import Trace
-from stepview.ui.display import rate_value, throughput
+from stepview.ui.display import one_line, rate_value, throughput
+from stepview.ui.plain import PlainStatic, PlainTextApp, literal
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
@@ -44,15 +46,15 @@ class RunPane(Vertical):
     def __init__(self, name: str, trace: Trace, *, id: str, shift: int = 0) -> None:
         """``shift``: this run's step s is shown at the compare's step s + shift (aligned)."""
         super().__init__(id=id)
-        self.border_title = f"{name}: {Path(trace.path or '?').name}"
+        self.border_title = literal(f"{name}: {Path(trace.path or '?').name}")
         snapshots = trace.snapshots
         self._snapshots: Sequence[StepSnapshot] = snapshots
         self._steps = [snapshots.step_at(i) for i in range(len(snapshots))]
         self._shift = shift
 
     def compose(self) -> ComposeResult:
-        yield Static(id="counters", markup=False)
-        table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True)
+        yield Static(id="counters", markup=False)  # figures only
+        table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True)
         table.add_columns(*_ROWS)
         yield table
 
@@ -75,15 +77,15 @@ class RunPane(Vertical):
         )
         for view in snap.active:
             table.add_row(
-                view.request_id,
+                literal(view.request_id),
                 view.state.value,
                 str(view.scheduled_tokens or ""),
                 str(view.output_tokens),
-                view.lineage.label() if view.lineage is not None else "",
+                literal(view.lineage.label()) if view.lineage is not None else "",
             )
 
 
-class CompareApp(App[None]):
+class CompareApp(PlainTextApp[None]):
     """Two traces side by side; see the module docstring."""
 
     TITLE = "stepview compare"
@@ -121,7 +123,7 @@ class CompareApp(App[None]):
         first = self.comparison.divergence.step
         self.position = self.steps.index(first) if first is not None else 0
         self._names = " ".join(
-            f"{label}={Path(t.path or '?').name}"
+            f"{label}={one_line(Path(t.path or '?').name)}"
             for label, t in zip("AB", self._traces, strict=True)
         )
 
@@ -129,7 +131,7 @@ class CompareApp(App[None]):
         with Container(id="panes"):
             yield RunPane("A", self._traces[0], id="pane-a")
             yield RunPane("B", self._traces[1], id="pane-b", shift=self.comparison.b_shift)
-        yield Static(id="status", markup=False)
+        yield PlainStatic(id="status")
 
     def on_mount(self) -> None:
         self._layout(self.size.width)
@@ -149,7 +151,10 @@ class CompareApp(App[None]):
         for pane in self.query(RunPane):
             pane.show(self.step)
         divergence = self.comparison.divergence
-        line = difference_line(divergence, self.comparison.b_names, self.comparison.b_shift)
+        # One line each (the ids in it, the names): the status's own line break stays the one.
+        line = one_line(
+            difference_line(divergence, self.comparison.b_names, self.comparison.b_shift)
+        )
         here = " ◆ here" if divergence.step == self.step else ""
         self.query_one("#status", Static).update(
             f"step {self.step}{here} │ {line}\n{self._names} │ [ ] {{ }} < > both · n diff · q"

@@ -50,6 +50,7 @@ from stepview.ui.display import (
 )
 from stepview.ui.drafts import AskToAdd, fork_of, token_texts
 from stepview.ui.footer import FittingFooter
+from stepview.ui.plain import literal
 
 _Part = str | tuple[str, str]
 _HEADING = "bold $primary"
@@ -256,7 +257,7 @@ class DetailScreen(Screen[None]):
 
     def on_mount(self) -> None:
         scroll = self.query_one("#detail-scroll")
-        scroll.border_title = f"Request {one_line(self.request_id, 40)}"
+        scroll.border_title = literal(f"Request {self.request_id[:40]}")
         scroll.border_subtitle = self._where
         panel = self.query_one("#detail-token")
         panel.border_title = "Token under the cursor"
@@ -296,7 +297,9 @@ class DetailScreen(Screen[None]):
         body = self.query_one("#detail-body", Static)
         if view is None:
             body.update(
-                Content.styled(f"Request {self.request_id} is not in this snapshot.", _MUTED)
+                Content.styled(
+                    f"Request {one_line(self.request_id)} is not in this snapshot.", _MUTED
+                )
             )
         else:
             if self.cursor is None:

@@ -37,6 +37,7 @@ from stepview.model.sampling import (
 )
 from stepview.ui.dialogs.presets import PRESETS
 from stepview.ui.footer import FittingFooter
+from stepview.ui.plain import literal
 
 EMPTY_PROMPT = "The prompt is empty: type the text the model should continue."
 
@@ -78,9 +79,10 @@ def show_field_errors(
 def show_text(static: Static, text: str) -> None:
     """Put ``text`` in ``static`` unless it shows it already: ``Static.update`` lays the whole
     screen out again even for the same text, and a form re-validates every field on each key
-    (one changed message, a dozen unchanged ones)."""
-    if static.content != text:
-        static.update(text)
+    (one changed message, a dozen unchanged ones). A message may quote what the user typed:
+    it is shown as written (:mod:`stepview.ui.plain`)."""
+    if str(static.content) != text:
+        static.update(literal(text))
 
 
 class PromptForm(ModalScreen[NewPrompt | None]):
@@ -149,7 +151,7 @@ class PromptForm(ModalScreen[NewPrompt | None]):
 
     def on_mount(self) -> None:
         form = self.query_one("#form")
-        form.border_title = self._title
+        form.border_title = literal(self._title)  # a clone's names its parent's id
         form.border_subtitle = "ctrl+s submit · esc cancel"
         self.query_one("#prompt").border_title = "Prompt"
         prompt = self.query_one("#prompt", TextArea)

@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Input, Static
@@ -53,6 +53,7 @@ from stepview.model.source import SnapshotSource
 from stepview.model.targets import FixedRoster, Labels, Member, Roster
 from stepview.ui.display import one_line, percent, rate_value, seconds
 from stepview.ui.main.filter_bar import FilterBar
+from stepview.ui.plain import PlainStatic, PlainTextApp
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
@@ -90,7 +91,7 @@ Cells = tuple[Text, ...]
 the screen with a ``MarkupError``); a ``Text`` is also drawn without being parsed."""
 
 
-class FleetApp(App[str | None]):
+class FleetApp(PlainTextApp[str | None]):
     """The servers of ``members`` (a roster, or fixed (address, source) pairs; the sources
     started by the caller), as a table; ends with the address chosen (Enter), or ``None``."""
 
@@ -150,8 +151,8 @@ class FleetApp(App[str | None]):
         self.theme = THEME
 
     def compose(self) -> ComposeResult:
-        yield Static(id="fleet-title")
-        yield Static(id="fleet-problem")
+        yield PlainStatic(id="fleet-title")
+        yield PlainStatic(id="fleet-problem")
         yield DataTable(cursor_type="row", zebra_stripes=True)
         yield Static(RULE, id="fleet-rule")
         yield self._bar
