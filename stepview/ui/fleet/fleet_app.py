@@ -53,7 +53,7 @@ from stepview.model.source import SnapshotSource
 from stepview.model.targets import FixedRoster, Labels, Member, Roster
 from stepview.ui.display import one_line, percent, rate_value, seconds
 from stepview.ui.main.filter_bar import FilterBar
-from stepview.ui.plain import PlainStatic, PlainTextApp
+from stepview.ui.plain import PlainStatic, PlainTextApp, literal
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
@@ -401,7 +401,7 @@ def _cells(row: FleetRow) -> Cells:
     return (
         _server_cell(row.address, row.labels, row.mark),
         _text(row.state, STATE_STYLES.get(row.state, "")),
-        _text(one_line(row.model) or "-"),  # the server's text
+        _text(row.model or "-"),  # the server's text: literal() makes it safe
         _text(str(row.running)),
         _text(waiting),
         _text(percent(row.kv_cache_usage)),
@@ -412,12 +412,10 @@ def _cells(row: FleetRow) -> Cells:
     )
 
 
-@functools.lru_cache(maxsize=FIGURE_CELLS)
-def _text(value: str, style: str = "") -> Text:
-    """A figure's cell, made once for each text: a fleet's figures repeat (``0``, ``-``,
-    ``running``, ``12%``), and a Text is not cheap to make (rich strips control codes from
-    each): nine a row were most of a poll of a thousand servers. Never changed once made."""
-    return Text(value, style)
+_text = functools.lru_cache(maxsize=FIGURE_CELLS)(literal)
+"""A figure's cell, made once for each text: a fleet's figures repeat (``0``, ``-``,
+``running``, ``12%``), and a Text is not cheap to make (rich strips control codes from each):
+nine a row were most of a poll of a thousand servers. Never changed once made."""
 
 
 @functools.lru_cache(maxsize=SERVER_CELLS)
