@@ -10,6 +10,7 @@ isolate, no lone surrogate — in JSON lines as in text. The strings must reach 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import signal
@@ -76,6 +77,8 @@ class Child:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            # A child that does not end is sent SIGABRT: every thread's stack on stderr.
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
         self.lines: dict[str, list[bytes]] = {"out": [], "err": []}
         self._queue: queue.SimpleQueue[tuple[str, bytes]] = queue.SimpleQueue()
@@ -113,16 +116,27 @@ class Child:
             self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(EXIT_S)
+        except subprocess.TimeoutExpired:  # where it hangs, said (seen once under load)
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(10)
+            err = b"".join(self._drained()["err"]).decode(errors="replace")
+            said = f"not ended {EXIT_S} s after SIGTERM; its stacks:\n{err[-6000:]}"
+            raise AssertionError(said) from None
         finally:
             if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait(10)
+        lines = self._drained()
+        return b"".join(lines["out"]), b"".join(lines["err"])
+
+    def _drained(self) -> dict[str, list[bytes]]:
+        """Both streams as read to their end (the child has ended)."""
         for reader in self._readers:
             reader.join(10)
         while not self._queue.empty():
             name, line = self._queue.get()
             self.lines[name].append(line)
-        return b"".join(self.lines["out"]), b"".join(self.lines["err"])
+        return self.lines
 
 
 @pytest.fixture(autouse=True)
@@ -347,11 +361,11 @@ def test_the_tuis_fleet_rows_and_server_panel() -> None:
     panel's restart line, each made harmless before it is a cell."""
     from stepview.insight.fleet import FleetRow
     from stepview.model.server_window import ServerWindow
-    from stepview.ui.fleet.fleet_app import _cells
+    from stepview.ui.fleet.fleet_cells import server_cells
     from stepview.ui.main.server_panel import panel_lines
 
     row = FleetRow("http://gpu-a:1", "idle", model=HOSTILE, labels=(("zone", HOSTILE),))
-    drawn = "".join(str(cell) for cell in _cells(row))
+    drawn = "".join(str(cell) for cell in server_cells(row))
     window = ServerWindow("http://gpu-a:1", 60.0, plugin_hint=f"--model {HOSTILE}\nnext")
     drawn += "".join(line.plain for line in panel_lines(window))
     assert_shown_harmless(drawn.encode("utf-8", "surrogateescape"), b"", "the TUI's cells")

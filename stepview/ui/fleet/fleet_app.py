@@ -25,12 +25,10 @@ wherever a sort, a filter or a refresh moves it, so Enter opens the server the u
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Sequence
 from typing import ClassVar
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -38,22 +36,19 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Input, Static
 
 from stepview.insight.fleet import (
-    BUSIEST,
-    IDLEST,
     KV_SPREAD,
     WAITING_SPREAD,
     FleetRow,
     fleet_row,
     mark_imbalance,
-    shown_labels,
 )
 from stepview.insight.fleet_order import LISTED, matching, next_sort, ordered
-from stepview.model.snapshot import RankStatus, StepSnapshot
+from stepview.model.snapshot import StepSnapshot
 from stepview.model.source import SnapshotSource
 from stepview.model.targets import FixedRoster, Labels, Member, Roster
-from stepview.ui.display import one_line, percent, rate_value, seconds
+from stepview.ui.fleet.fleet_cells import Cells, rank_cells, server_cells, width
 from stepview.ui.main.filter_bar import FilterBar
-from stepview.ui.plain import PlainStatic, PlainTextApp, literal
+from stepview.ui.plain import PlainStatic, PlainTextApp
 from stepview.ui.terminal_driver import driver_class
 from stepview.ui.theme import THEME
 
@@ -61,16 +56,6 @@ COLUMNS = (
     *("server", "state", "model", "run", "waiting (why)", "KV", "tok/s"),
     *("TTFT p50", "TTFT p99", "pre/min"),
 )
-WAITING_WIDTH = 26
-MARKS = {BUSIEST: ("▲", "bold red"), IDLEST: ("▼", "bold green")}
-STATE_STYLES = {
-    "running": "bold green",
-    "idle": "dim",
-    "down": "bold red",
-    "not vLLM": "bold yellow",
-}
-LABELS_WIDTH = 32
-"""The labels' line under an address is cut (…) past this width, or the address's if wider."""
 NO_SERVER = "no server to watch yet: those listed join as they appear"
 NOTICES_SHOWN = 3
 """Changes of the fleet notified at once; more (a listing of 64 read at start) are counted."""
@@ -79,16 +64,6 @@ RULE = (
     f"or {KV_SPREAD:.0%}+ KV use"
 )
 FILTER_PLACEHOLDER = "address or label text (gpu-1, zone=b, :8001); enter keeps, esc clears"
-SERVER_CELLS = 4096
-"""Server cells (address, labels, mark) kept drawn: more than a fleet of a thousand shows."""
-
-FIGURE_CELLS = 8192
-"""Figure cells kept made, by their text (:func:`_text`)."""
-
-Cells = tuple[Text, ...]
-"""One table row's cells. Every cell is a :class:`Text`, never a ``str``: the table reads a
-``str`` as markup, and a model name or a label is another party's text (``[/x]`` in one ended
-the screen with a ``MarkupError``); a ``Text`` is also drawn without being parsed."""
 
 
 class FleetApp(PlainTextApp[str | None]):
@@ -212,12 +187,12 @@ class FleetApp(PlainTextApp[str | None]):
         drawn, self._drawn = self._drawn, {}
         for row in self.rows:
             kept = drawn.get(row.address)
-            server = kept[1] if kept is not None and kept[0] == row else _cells(row)
+            server = kept[1] if kept is not None and kept[0] == row else server_cells(row)
             self._drawn[row.address] = (row, server)
             cells.append(server)
             layout.append((row.address, 2 if "\n" in server[0].plain else 1))
             for rank in row.ranks:
-                cells.append(_rank_cells(rank))
+                cells.append(rank_cells(rank))
                 layout.append((row.address, 1))
         self._owners = [address for address, _ in layout]
         if tuple(layout) == self._layout:
@@ -246,7 +221,7 @@ class FleetApp(PlainTextApp[str | None]):
                 if value is was or value == was:
                     row.append(was)  # the table holds this one (see _reorder)
                     continue
-                wider = _width(value) > columns[column].content_width
+                wider = width(value) > columns[column].content_width
                 table.update_cell_at(Coordinate(number, column), value, update_width=wider)
                 row.append(value)
             held.append(tuple(row))
@@ -385,64 +360,6 @@ class FleetApp(PlainTextApp[str | None]):
 
     async def action_quit(self) -> None:
         self.exit(None)
-
-
-def _width(value: object) -> int:
-    """The cells ``value`` takes on screen (its widest line)."""
-    text = value.plain if isinstance(value, Text) else str(value)
-    return max(cell_len(line) for line in text.split("\n"))
-
-
-def _cells(row: FleetRow) -> Cells:
-    reasons = ", ".join(f"{reason} {count}" for reason, count in row.waiting_by_reason if count)
-    waiting = f"{row.waiting} ({reasons})" if reasons else str(row.waiting)
-    if len(waiting) > WAITING_WIDTH:  # so that the row fits 120 columns
-        waiting = waiting[: WAITING_WIDTH - 1] + "…"
-    return (
-        _server_cell(row.address, row.labels, row.mark),
-        _text(row.state, STATE_STYLES.get(row.state, "")),
-        _text(row.model or "-"),  # the server's text: literal() makes it safe
-        _text(str(row.running)),
-        _text(waiting),
-        _text(percent(row.kv_cache_usage)),
-        _text(rate_value(row.tokens_per_s)),
-        _text(seconds(row.ttft_p50)),
-        _text(seconds(row.ttft_p99)),
-        _text("-" if row.preemptions_per_min is None else f"{row.preemptions_per_min:.1f}"),
-    )
-
-
-_text = functools.lru_cache(maxsize=FIGURE_CELLS)(literal)
-"""A figure's cell, made once for each text: a fleet's figures repeat (``0``, ``-``,
-``running``, ``12%``), and a Text is not cheap to make (rich strips control codes from each):
-nine a row were most of a poll of a thousand servers. Never changed once made."""
-
-
-@functools.lru_cache(maxsize=SERVER_CELLS)
-def _server_cell(address: str, labels: Labels, mark: str) -> Text:
-    """The server's cell: its mark, its address, and its labels on a second, dim line. The
-    same for a server poll after poll, so made once (the labels' text is most of a row's
-    work: a thousand rows took 90 ms a poll)."""
-    symbol, style = MARKS.get(mark, ("", ""))
-    # The address and labels come from a listing or the server: another party's text.
-    server = Text.assemble((symbol or " ", style), " ", one_line(address))
-    shown = one_line(shown_labels(FleetRow(address, "", labels=labels)))
-    if shown:
-        width = max(len(address), LABELS_WIDTH)
-        if len(shown) > width:
-            shown = shown[: width - 1] + "…"
-        server.append(f"\n  {shown}", "dim")
-    return server
-
-
-def _rank_cells(rank: RankStatus) -> Cells:
-    """A data-parallel rank's row, under its server's."""
-    state = Text("up", "green") if rank.connected else Text("down", "bold red")
-    figures = (str(rank.running), str(rank.waiting), percent(rank.kv_cache_usage))
-    return (
-        Text(f"  └ rank {rank.rank}"), state, Text(""), *map(Text, figures),
-        *(Text("") for _ in range(4)),
-    )  # fmt: skip
 
 
 def _blocks(layout: tuple[tuple[str, int], ...]) -> list[tuple[str, int]]:
