@@ -48,6 +48,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
+import psutil
 
 from stepview.testing.vllm_server import (
     ROOT,
@@ -91,20 +92,30 @@ def _silent_reader(url: str) -> Iterator[None]:
         yield
 
 
-def _silent_reader_pairs(url: str, done: list[int], pairs: int, window: float) -> list[float]:
+def _silent_reader_pairs(
+    url: str, done: list[int], pairs: int, window: float, watch: psutil.Process
+) -> tuple[list[float], list[float]]:
     """The load's throughput with a silent reader connected over that without, per pair of
     ``window``-second windows, the order alternating (ABBA: a drift of the shared machine
-    falls on both sides alike)."""
-    ratios = []
+    falls on both sides alike); and the same ratio of the watch's CPU time (the server's
+    throughput is noisy here: what stepview itself spends says whether it could be the
+    cause)."""
+    ratios, cpu_ratios = [], []
     for i in range(pairs):
-        counts = {}
+        counts, cpu = {}, {}
         for silent in (False, True) if i % 2 == 0 else (True, False):
             with _silent_reader(url) if silent else contextlib.nullcontext():
-                start = done[0]
+                start, began = done[0], _cpu_s(watch)
                 time.sleep(window)
-                counts[silent] = done[0] - start
+                counts[silent], cpu[silent] = done[0] - start, _cpu_s(watch) - began
         ratios.append(counts[True] / counts[False] if counts[False] else float("nan"))
-    return ratios
+        cpu_ratios.append(cpu[True] / cpu[False] if cpu[False] else float("nan"))
+    return ratios, cpu_ratios
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The delays are those of the load alone; the pairs' (a silent reader half the
         # time) are printed apart.
         measured, measured_finished = len(delays), len(finished_delays)
-        ratios = _silent_reader_pairs(url, done, args.pairs, args.window)
+        ratios, cpu_ratios = _silent_reader_pairs(
+            url, done, args.pairs, args.window, psutil.Process(watch.pid)
+        )
         stop.set()
         for thread in threads:
             thread.join(60)
@@ -226,6 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "server throughput with a reader that reads nothing / without, per pair: "
             + " ".join(f"{ratio:.3f}" for ratio in ratios)
+        )
+        print(
+            "the watch's CPU time with a reader that reads nothing / without, per pair: "
+            + " ".join(f"{ratio:.3f}" for ratio in cpu_ratios)
+            + f" (median {statistics.median(cpu_ratios):.3f})"
         )
         print(
             f"event_delay: events={len(delays)} p50_ms={_percentile(delays, 0.5) * ms:.1f} "
