@@ -7,7 +7,8 @@ OTLP/gRPC receiver in the parent: :mod:`stepview.testing.otlp_receiver`) and onc
 each in a fresh process, in interleaved pairs (on/off, off/on, ...): runs of one variant
 differ by up to 25 % here from round to round, pairs much less. Throughput is output tokens
 per second of the driver's busy span; the figure is the median of the per-pair ratios
-on/off (the goal: 0.99 or more). The per-request cost is the time the sink spends on the
+on/off (the goal: 0.99 or more); beside it, the ratio of the process's CPU time per output token
+on/off. The per-request cost is the time the sink spends on the
 driver thread per finished request (building its spans and handing them to the processor's
 queue: :meth:`~stepview.otlp.sink.SpanSink.send`, timed with ``perf_counter_ns``); the
 export itself runs on the processor's thread, which the throughput figure includes.
@@ -79,16 +80,22 @@ def _child(on: bool, workload_path: Path, endpoint: str, workdir: Path) -> dict[
     )
     for request in requests:
         driver.send(request)
+    cpu = time.process_time()
     driver.start()
     while len(driver.latest().finished) < len(requests):
         if driver.latest().engine_state is EngineState.ERROR:
             raise SystemExit(f"engine failed: {driver.latest().phase}")
         time.sleep(POLL_S)
+    cpu = time.process_time() - cpu
     driver.stop(timeout=60.0)
     stats = driver.run_stats
     tokens = sum(view.output_tokens for view in driver.latest().finished)
     per_request = spent[0] / 1000 / spent[1] if spent[1] else 0.0
-    return {"tokens_per_s": tokens / stats.busy_span, "per_request_us": per_request}
+    return {
+        "tokens_per_s": tokens / stats.busy_span,
+        "per_request_us": per_request,
+        "cpu_us_per_token": cpu * 1e6 / tokens,
+    }
 
 
 def _run(on: bool, workload_path: Path, endpoint: str, workdir: Path) -> dict[str, float]:
@@ -129,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from stepview.testing.otlp_receiver import OtlpReceiver
 
     receiver = OtlpReceiver()
-    ratios, costs = [], []
+    ratios, costs, cpu_ratios = [], [], []
     try:
         with tempfile.TemporaryDirectory() as folder:
             workdir = Path(folder)
@@ -140,15 +147,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs = {on: _run(on, path, receiver.endpoint, workdir) for on in order}
                 ratios.append(runs[True]["tokens_per_s"] / runs[False]["tokens_per_s"])
                 costs.append(runs[True]["per_request_us"])
+                cpu_ratios.append(runs[True]["cpu_us_per_token"] / runs[False]["cpu_us_per_token"])
                 print(
                     f"pair {pair + 1}: on {runs[True]['tokens_per_s']:.0f} tok/s, "
                     f"off {runs[False]['tokens_per_s']:.0f} tok/s, "
-                    f"{runs[True]['per_request_us']:.0f} us per request",
+                    f"{runs[True]['per_request_us']:.0f} us per request, "
+                    f"CPU per token on/off {cpu_ratios[-1]:.3f}",
                     flush=True,
                 )
     finally:
         receiver.stop()
     print(f"spans received: {len(receiver.spans)}")
+    # The process's CPU per output token (every thread: the engine core's, the driver's, the
+    # SDK's exporter's) is steadier than the wall clock on a shared 2-core machine: what the
+    # export adds to the work, where tok/s also carries the machine's noise.
+    print(f"CPU per output token, on/off: {statistics.median(cpu_ratios):.3f} (median)")
     print(
         f"otlp_export: per_request_us={statistics.median(costs):.0f} "
         f"on/off={statistics.median(ratios):.3f} (median of {pairs} pairs)"
