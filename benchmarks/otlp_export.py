@@ -16,7 +16,7 @@ export itself runs on the processor's thread, which the throughput figure includ
 vLLM's own span export stays off in both (that is vLLM's cost, not stepview's). Last line:
 ``otlp_export: per_request_us=A on/off=B (median of N pairs)``.
 
-Usage: ``python -m benchmarks otlp_export [--pairs 5] [--requests 64] [--max-tokens 32]``
+Usage: ``python -m benchmarks otlp_export [--pairs 10] [--requests 128] [--max-tokens 32]``
 (``--quick``: 2 pairs of 16 requests); run it alone (``flock /tmp/stepview-heavy.lock``).
 """
 
@@ -120,8 +120,8 @@ def _run(on: bool, workload_path: Path, endpoint: str, workdir: Path) -> dict[st
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--requests", type=int, default=128)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--child", choices=("on", "off"))
