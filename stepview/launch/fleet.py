@@ -196,6 +196,7 @@ async def _fleet_tui(roster: FleetMembers, window: float, paces: FleetPaces) -> 
     server held meanwhile: if it leaves the fleet, its watch stops when the view is left; its
     records read each as a step while the view is open)."""
     from stepview.engine.watch.link.backlog import FLEET_READ_S
+    from stepview.insight.fleet_order import LISTED
     from stepview.ui.app import StepviewApp
     from stepview.ui.fleet.fleet_app import FleetApp
     from stepview.ui.fleet.server_app import BACK, FleetServerApp
@@ -214,13 +215,14 @@ async def _fleet_tui(roster: FleetMembers, window: float, paces: FleetPaces) -> 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     chosen: str | None = None
+    sort = LISTED  # kept from one fleet screen to the next: Esc comes back to the same order
     while not stopping:
-        fleet = FleetApp(roster, window=window, cursor=chosen)
+        fleet = FleetApp(roster, window=window, cursor=chosen, sort=sort)
         current[:] = [fleet]
         await fleet.run_async()
         if stopping or fleet.return_value is None:
             break
-        chosen = fleet.return_value
+        chosen, sort = fleet.return_value, fleet.sort
         member = roster.hold(chosen)
         if member is None:  # it left between Enter and here: the fleet again
             continue

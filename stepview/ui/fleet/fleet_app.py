@@ -68,7 +68,9 @@ FILTER_PLACEHOLDER = "address or label text (gpu-1, zone=b, :8001); enter keeps,
 
 class FleetApp(PlainTextApp[str | None]):
     """The servers of ``members`` (a roster, or fixed (address, source) pairs; the sources
-    started by the caller), as a table; ends with the address chosen (Enter), or ``None``."""
+    started by the caller), as a table; ends with the address chosen (Enter), or ``None``.
+    ``cursor`` and ``sort``: the server and the order to start on (the launcher's, after a
+    server's view: Esc there comes back to the fleet as the user left it)."""
 
     TITLE = "stepview fleet"
     ENABLE_COMMAND_PALETTE = False
@@ -101,6 +103,7 @@ class FleetApp(PlainTextApp[str | None]):
         *,
         window: float,
         cursor: str | None = None,
+        sort: str = LISTED,
     ) -> None:
         super().__init__(driver_class=driver_class(), ansi_color=True)
         self.roster = FixedRoster(members) if isinstance(members, Sequence) else members
@@ -109,7 +112,7 @@ class FleetApp(PlainTextApp[str | None]):
         """Every server's row as last polled, in the roster's order, marks included."""
         self.rows: list[FleetRow] = []
         """The rows on screen, sorted and filtered: everything drawn comes from them."""
-        self.sort = LISTED
+        self.sort = sort
         """The order of the rows (:data:`~stepview.insight.fleet_order.SORTS`), ``s`` cycles it."""
         self.filter = ""
         """The text the shown servers' address or labels hold (``/``); ``""``: all shown."""

@@ -191,3 +191,15 @@ async def test_letters_typed_in_the_filter_are_text_not_keys() -> None:
         await pilot.pause()
         assert app.filter == "qxs" and shown(app) == []
         assert "0 match “qxs”" in title(app)
+
+
+async def test_a_fleet_screen_starts_in_the_sort_it_is_given() -> None:
+    """The launcher makes a fleet screen anew after a server's view: Esc there comes back to
+    the order the user had chosen (it came back as listed), the cursor on the server left."""
+    sort = SORTS[2]
+    app = FleetApp(crowd(), window=60.0, cursor=crowd_address(5), sort=sort)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.sort == sort and f"· by {sort} ·" in title(app)
+        assert shown(app)[0] == FIRST[sort]
+        assert under_cursor(app) == crowd_address(5)
