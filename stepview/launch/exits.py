@@ -90,7 +90,10 @@ def stop_on_signals() -> Iterator[StopEvent]:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if not stop.is_set():
             stop.signum = signum
-        stop.set()
+        # Set from a thread of its own, never here: the handler runs in the main thread,
+        # which may be inside ``stop.wait`` holding the event's lock, and ``set`` takes that
+        # lock: a headless watch hung for good on SIGTERM (its stacks showed exactly that).
+        threading.Thread(target=stop.set, name="stepview-stop", daemon=True).start()
 
     previous = {
         sig: signal.signal(sig, on_signal)
