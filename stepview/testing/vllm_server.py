@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -37,10 +38,45 @@ PLUGIN = "stepview.engine.scheduler_plugin.StepviewScheduler"
 START_TIMEOUT_S = 600.0
 
 
+# Ports handed out below the kernel's ephemeral range start here.
+_PORTS_FROM = 20000
+_handed_out: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    """The first port the kernel hands out for ``bind(0)`` and outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port that nothing listens on, for a server started soon after.
+
+    Taken below the kernel's ephemeral range: a port found with ``bind(0)`` is free only until
+    the kernel hands it to the next ``bind(0)`` or outgoing connection of any process, and a
+    vLLM server that is starting opens many (CI lost a test server's plug-in port that way:
+    its watch waited for records that were never published). Below the range only a process
+    that names the port can take it; the pick is random and never repeats in this process,
+    so parallel test workers rarely meet and one process never does.
+    """
+    end = _ephemeral_start()
+    if end - _PORTS_FROM < 1000:  # a machine whose range starts low: the kernel's pick
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    while True:
+        port = random.randrange(_PORTS_FROM, end)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))  # every interface: free
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 def server_command(model: Path, port: int, plugin: bool = True) -> list[str]:
@@ -102,6 +138,7 @@ class ApiServer:
         # is a new scheduler autogroup, and there vLLM's worker, pinned to one core, was
         # starved beside a busy session (0.5 s of CPU in 22 s; starts took 4 to 20 minutes).
         with self.log.open("ab") as out:
+            since = out.tell()
             self.process = subprocess.Popen(
                 self.command, env=self.env, stdout=out, stderr=out, process_group=0
             )
@@ -116,6 +153,19 @@ class ApiServer:
                 self.kill()
                 raise RuntimeError(f"the server {why}; {self.log} ends:\n{self.log_tail()}")
             time.sleep(0.5)
+        refused = self._publish_refused(since)
+        if refused is not None:
+            self.kill()
+            raise RuntimeError(f"the server's plug-in is not publishing: {refused}")
+
+    def _publish_refused(self, since: int) -> str | None:
+        """The plug-in's line saying it could not publish (a taken port), if the log of this
+        start (from byte ``since``) has one: a server that answers but publishes nothing would
+        leave a watch waiting in vain."""
+        with self.log.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        return next((x for x in text.splitlines() if "stepview: cannot publish" in x), None)
 
     def log_tail(self, lines: int = 8) -> str:
         """The last lines of the server's log."""

@@ -49,3 +49,33 @@ def test_a_server_that_dies_says_how_its_log_ends(tmp_path: Path) -> None:
     api = ApiServer(command, dict(os.environ), free_port(), tmp_path / "log")
     with pytest.raises(RuntimeError, match=r"died \(exit 3\); .* ends:\nno such model"):
         api.start()
+
+
+# A "server" that answers /health and says what the plug-in says when its port is taken.
+TAKEN = (
+    "import http.server, sys;"
+    "print('ERROR stepview: cannot publish on STEPVIEW_PUBLISH=tcp://127.0.0.1:1 (rank 0): "
+    "Address already in use', flush=True);"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), "
+    "http.server.SimpleHTTPRequestHandler).serve_forever()"
+)
+
+
+def test_a_server_whose_plug_in_cannot_publish_fails_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    (tmp_path / "health").write_text("ok")  # what SimpleHTTPRequestHandler serves at /health
+    command = [sys.executable, "-c", TAKEN, str(port)]
+    api = ApiServer(command, dict(os.environ), port, tmp_path / "log")
+    monkeypatch.chdir(tmp_path)  # the server serves its working folder
+    with pytest.raises(RuntimeError, match=r"plug-in is not publishing: .*Address already in use"):
+        api.start()
+    assert api.process is None
+
+
+def test_free_ports_are_outside_the_kernels_ephemeral_range_and_never_repeat() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(port < low for port in ports)
