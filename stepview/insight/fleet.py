@@ -72,6 +72,7 @@ class FleetRow:
     mark: str = ""  # BUSIEST, IDLEST or ""
     labels: Labels = ()  # where it is listed with labels (file_sd, Prometheus)
     behind: float | None = None  # s its view is behind a plug-in server (None: /metrics)
+    read_at: float | None = None  # wall clock of the watch's last read of it (None: never)
 
     @property
     def up(self) -> bool:
@@ -204,6 +205,7 @@ def fleet_record(row: FleetRow) -> dict[str, Any]:
         "mark": row.mark or None,
         "labels": dict(row.labels),
         "behind_s": _round(row.behind, 2),
+        "read_at": _round(row.read_at, 3),
     }
     if row.ranks:
         record["ranks"] = [rank_record(rank) for rank in row.ranks]

@@ -258,6 +258,10 @@ class WatchedEngine(Engine, Protocol):
     def link(self) -> LinkState:
         """How the engine is doing now (cheap; read after every step and command)."""
 
+    def has_read(self) -> bool:
+        """True when what it has read holds a step to report, without reading more: a paced
+        watch's next turn is due at once then, else at its pace."""
+
 
 @runtime_checkable
 class RecordWait(Protocol):

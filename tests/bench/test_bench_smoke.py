@@ -162,7 +162,8 @@ def test_fleet_scale_quick() -> None:
     assert_has_line(lines, rf"all 4 servers up after {NUMBER} s; measured for 8 s")
     assert_has_line(
         lines, rf"fleet_scale rows: live=4 dead=0 threads={NUMBER} stale_s_p50={NUMBER} "
-        rf"stale_s_max={NUMBER}",
+        rf"stale_s_max={NUMBER} stale_s_max_plugin={NUMBER} stale_s_max_metrics={NUMBER} "
+        rf"read_age_s_p50={NUMBER} read_age_s_max={NUMBER}",
     )  # fmt: skip
     assert re.fullmatch(
         rf"fleet_scale: servers=4 cpu_pct_per_server={NUMBER} lag_s_p50={NUMBER} "

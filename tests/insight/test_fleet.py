@@ -103,6 +103,8 @@ def test_a_metrics_row_reads_the_scrape() -> None:
     assert record["labels"] == {}
     assert record["behind_s"] is None  # a /metrics watch reads no records: never behind
     assert fleet_record(replace(got, behind=1.234))["behind_s"] == 1.23
+    assert record["read_at"] is None  # never read yet
+    assert fleet_record(replace(got, read_at=1796231659.60349))["read_at"] == 1796231659.603
 
 
 def test_a_listed_servers_labels_go_with_its_row_and_record() -> None:

@@ -60,6 +60,8 @@ def test_a_file_sd_fleet_follows_its_file_headless(
         rows = round_of(watch, {a.url, b.url}, lambda record: record["state"] == "idle")
         assert rows[a.url]["labels"] == {"zone": f"z{a.port}"}
         assert rows[a.url]["model"] == "stepview-demo-tiny"
+        for row in rows.values():  # the moment of its figures: its page read before the line
+            assert row["read_at"] is not None and 0 <= row["time"] - row["read_at"] < 10, row
         listing(b, c)
         watch.err.wait_for(f"{a.url} left (no longer listed by {path})")
         watch.err.wait_for(f"{c.url} joined")

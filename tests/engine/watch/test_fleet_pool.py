@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -255,6 +256,40 @@ def test_a_pooled_driver_reads_at_the_fleets_pace_and_each_step_while_its_view_i
     assert unit.work(None) == FLEET_READ_MAX_S
     own.every = 0.0  # its full view: each step, whatever the fleet's size
     assert unit.work(None) == 0.05
+
+
+def test_a_paced_turn_that_stepped_comes_back_at_its_pace_not_at_once(tmp_path: Path) -> None:
+    """A turn that stepped came back at once ("more to read"), found what had come meanwhile,
+    stepped again, and so on: at a thousand servers each was read as often as the workers
+    could (900 turns a second for 750 servers whose pace asked for 750), never at its pace.
+    Now a turn comes back at once only when it read more than it reported."""
+    server = Server(ipc_address(tmp_path))
+    publishing = Publishing([server])  # a record every 20 ms
+    pace = ReadPace(every=0.25, scheduled=True)
+
+    def factory(phase: object) -> Engine:
+        return AttachedEngine(plugin_records(server.address), pace=pace)
+
+    driver = Driver(factory, read_only="no --api")
+    unit = PooledDriver(driver, pace)
+    try:
+        paced, deadline = 0, time.monotonic() + 60
+        while paced < 3:  # three steps, each with what came in its pace (a dozen records)
+            assert time.monotonic() < deadline, "it never stepped at its pace"
+            before = driver.latest().step
+            delay = unit.work(None)
+            assert delay is not None
+            if delay == 0:  # it read more than it reported: the next turn reports it
+                step = driver.latest().step
+                unit.work(None)
+                assert driver.latest().step > step
+            elif driver.latest().step > before:
+                assert delay == pace.every
+                paced += 1
+            time.sleep(delay)  # the pool's wait for the member's next turn
+    finally:
+        publishing.stop()
+        unit.end()
 
 
 def test_a_plugin_server_not_reached_is_looked_at_less_and_less_often() -> None:

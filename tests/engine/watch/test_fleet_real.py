@@ -90,15 +90,20 @@ def test_a_fleet_of_an_unmodified_and_a_plugged_server(
         assert rows[url]["per_request"] is False and rows[publish]["per_request"] is True
         assert rows[url]["model"] == "stepview-demo-tiny"  # the plug-in's needs its API
         assert all(r["state"] in ("idle", "running") for r in rows.values())
+        for row in rows.values():  # when its figures were read: a moment before the line
+            assert row["read_at"] is not None and 0 <= row["time"] - row["read_at"] < 30, row
 
         leaving.stop()
-        watch.out.wait_until(
-            lambda text: (
-                json.loads(text)["address"] == leaving.url and json.loads(text)["state"] == "down"
-            ),
-            timeout=60,
-            since=len(watch.out.seen),
-        )
+
+        def down(text: str) -> bool:
+            record = json.loads(text)
+            return bool(record["address"] == leaving.url and record["state"] == "down")
+
+        first = json.loads(watch.out.wait_until(down, timeout=60, since=len(watch.out.seen)))
+        again = json.loads(watch.out.wait_until(down, since=len(watch.out.seen)))
+        # Down, its row keeps the moment of its last read: its figures are that old.
+        assert first["read_at"] is not None and first["read_at"] == again["read_at"]
+        assert again["time"] > again["read_at"]
         watch.err.wait_for(f"DISCONNECTED from {leaving.url}")
         for address in (url, publish):  # the real ones carry on
             later = watch.out.wait_until(

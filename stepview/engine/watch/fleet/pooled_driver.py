@@ -16,6 +16,7 @@ the pace doubled after each look that found it so, up to :data:`LOOK_MAX_S`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -47,6 +48,9 @@ class PooledDriver:
         self.fleet = fleet
         self._opened = False
         self._unreached = 0  # looks in a row that found it not reached
+        self.read_at: float | None = None
+        """The wall clock of the last turn that read its records with the link up: what it
+        knew of the server then is what it shows (a fleet's headless line says it)."""
 
     @property
     def accepts_requests(self) -> bool:
@@ -79,14 +83,18 @@ class PooledDriver:
         if not self._opened:
             self._opened = True
             self.driver.open()
+        began = time.time()
         delay = self.driver.advance()
+        link = self.driver.link
+        reached = link is not None and link.state not in _UNREACHED
+        if reached:
+            self.read_at = began
         every = self.pace.every
         if delay is None or delay == 0 or not every:
-            return delay
+            return delay  # over, more read than reported yet, or each step (its full view)
         if self.fleet is not None:
             every = max(every, self.fleet.every)
-        link = self.driver.link
-        if link is not None and link.state in _UNREACHED:
+        if not reached:
             self._unreached += 1
             return min(every * 2.0**self._unreached, max(every, LOOK_MAX_S))
         self._unreached = 0

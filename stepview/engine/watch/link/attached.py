@@ -218,6 +218,10 @@ class AttachedEngine:
             self._receive()
             return bool(self._answers or self._ended) or self._next_ready()
 
+    def has_read(self) -> bool:
+        with self._turn:
+            return bool(self._answers or self._ended) or self._next_ready()
+
     def wait_for_records(self, timeout: float, wake: int) -> None:
         """An idle driver's wait (:class:`~stepview.model.engine_api.RecordWait`): over
         when a record arrives, for an event to leave within its step. A paced watch (a

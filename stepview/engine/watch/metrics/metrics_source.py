@@ -51,6 +51,10 @@ class MetricsSource:
         self._paused = False
         self._steps = 0  # single steps asked for while paused
         self._began = 0.0  # when the pool's last read began (monotonic)
+        self._asked_at = 0.0  # ... on the wall clock
+        self.read_at: float | None = None
+        """The wall clock of the last read that got a page of vLLM's: the moment its figures
+        describe (a fleet's headless line says it)."""
         self._failures = 0  # reads failed in a row, for the pool's back-off
         self._thread = threading.Thread(target=self._run, name="stepview-metrics", daemon=True)
 
@@ -85,12 +89,15 @@ class MetricsSource:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            began = time.monotonic()
-            self._show(self.watch.scrape())
+            began, asked_at = time.monotonic(), time.time()
+            self._show(self.watch.scrape(), asked_at)
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
-    def _show(self, scraped: StepSnapshot) -> None:
-        """A scrape's snapshot, shown unless the view is held (or as a single step)."""
+    def _show(self, scraped: StepSnapshot, asked_at: float) -> None:
+        """A scrape's snapshot (of a read asked at ``asked_at``, wall clock), shown unless the
+        view is held (or as a single step)."""
+        if scraped.engine_state not in (EngineState.STARTING, EngineState.DISCONNECTED):
+            self.read_at = asked_at
         with self._lock:
             shown: StepSnapshot | None = scraped
             if self._paused and self._steps:
@@ -107,7 +114,7 @@ class MetricsSource:
 
     async def fetch(self) -> tuple[float, str | ApiError]:
         """The page read on the pool's event loop (no thread waits for it), with its time."""
-        self._began = time.monotonic()
+        self._began, self._asked_at = time.monotonic(), time.time()
         clock = self.watch.moment()
         try:
             return clock, await get_text(self.watch.api, "/metrics", SCRAPE_TIMEOUT_S)
@@ -122,7 +129,7 @@ class MetricsSource:
         if self._stop.is_set():
             return None
         scraped = self.watch.absorb(*fetched)
-        self._show(scraped)
+        self._show(scraped, self._asked_at)
         if scraped.engine_state in (EngineState.STARTING, EngineState.DISCONNECTED):
             self._failures += 1
             return min(self.interval * 2.0**self._failures, max(self.interval, RETRY_MAX_S))
