@@ -14,7 +14,9 @@ CPU seconds (psutil: user and system, children included) per server per wall sec
 percent of one core; how far behind its plug-in servers its views are, as the watch itself
 says in each line (``behind_s``: seconds between a record's time and its reading, beyond the
 first record's, the figure behind the status bar's "view N s behind the server"), p50 and
-max over every line of the window; and its RSS at the end. The last line is ``fleet_scale:
+max over every line of the window; how old each live row's figures were at each line (the
+line's ``time`` less its ``read_at``, by kind: ``read_age_s_*`` on the ``fleet_scale rows:``
+line); and its RSS at the end. The last line is ``fleet_scale:
 servers=64 cpu_pct_per_server=X lag_s_p50=A lag_s_max=B rss_mb=R cpu_pct=C up=U``, where C
 is the whole watch's share of one core and U how many servers its last lines showed up.
 ``--quick``: 4 servers for 8 s, a smoke test. Run it alone: the simulated fleet takes a core.
@@ -126,17 +128,18 @@ class SimulatedFleet:
         self.stats = json.loads(said[-1]) if said else {}
 
 
-STILL = frozenset({"address", "time", "labels", "mark", "behind_s"})
+STILL = frozenset({"address", "time", "labels", "mark", "behind_s", "read_at"})
 """A line's fields that are not the server's figures."""
 
 
-def stale(lines: Sequence[dict[str, Any]], live: set[str]) -> list[float]:
+def stale(lines: Sequence[dict[str, Any]], live: set[str]) -> dict[str, list[float]]:
     """How long each live row had shown the same figures, at each of its lines: the seconds
     between the line and the first line that showed them (0 when they moved since the last:
     a simulated server's figures move every step, every page every half second). A line a
-    second: whole seconds."""
+    second: whole seconds. By the kind of server (``plugin``: records over tcp; ``metrics``:
+    a ``/metrics`` page), since the two are read by different work."""
     since: dict[str, tuple[str, float]] = {}
-    ages = []
+    ages: dict[str, list[float]] = {"plugin": [], "metrics": []}
     for line in lines:
         address = line["address"]
         if address not in live:
@@ -146,8 +149,24 @@ def stale(lines: Sequence[dict[str, Any]], live: set[str]) -> list[float]:
         first = since.get(address)
         if first is None or first[0] != shown:
             since[address] = first = (shown, at)
-        ages.append(at - first[1])
+        ages["metrics" if address.startswith("http") else "plugin"].append(at - first[1])
     return ages
+
+
+def ages(lines: Sequence[dict[str, Any]], live: set[str]) -> dict[str, list[float]]:
+    """How old each live row's figures were at each of its lines: the line's time less the
+    watch's last read of that server (its ``read_at``; a row never read counts from the
+    window's first line), by kind as in :func:`stale`. Exact where :func:`stale` has a
+    line's resolution: a row is behind its server by this plus the record's delivery
+    (``behind_s``, plug-in servers) or the page's own age."""
+    out: dict[str, list[float]] = {"plugin": [], "metrics": []}
+    start = lines[0]["time"] if lines else 0.0
+    for line in lines:
+        address = line["address"]
+        if address in live:
+            read = line.get("read_at") or start
+            out["metrics" if address.startswith("http") else "plugin"].append(line["time"] - read)
+    return out
 
 
 def measure(
@@ -219,6 +238,7 @@ def measure(
         "rss_mb": rss,
         "threads": threads,
         "stale": stale(window, set(listed) - gone),
+        "ages": ages(window, set(listed) - gone),
         "up": up,
         "simulated": simulated,
     }
@@ -242,7 +262,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         nice = ("--nice", "0") if args.quick else ()
         dead = round(servers * args.dead)
         got = measure(servers, seconds, args.steps_per_s, Path(tmp), nice, dead)
-    behind, simulated, ages = got["behind"], got["simulated"], got["stale"]
+    behind, simulated, kinds = got["behind"], got["simulated"], got["stale"]
+    unchanged = [age for each in kinds.values() for age in each]
+    worst = " ".join(f"stale_s_max_{kind}={max(each):.1f}" for kind, each in kinds.items() if each)
+    read = got["ages"]
+    old = [age for each in read.values() for age in each]
+    for kind, each in read.items():
+        if each:
+            p99 = statistics.quantiles(each, n=100)[98] if len(each) > 1 else each[0]
+            print(
+                f"{kind} rows: figures read {statistics.median(each):.2f} s before their line "
+                f"(p50), {p99:.2f} s (p99), {max(each):.2f} s at most"
+            )
     live = f"all {servers}" if not dead else f"the {servers - dead} live of {servers}"
     print(f"{live} servers up after {got['reached_s']:.1f} s; measured for {seconds:.0f} s")
     print(
@@ -253,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(behind)} lines with behind_s; p99 {p99:.2f} s")
     print(
         f"fleet_scale rows: live={servers - dead} dead={dead} threads={got['threads']} "
-        f"stale_s_p50={statistics.median(ages):.1f} stale_s_max={max(ages):.1f}"
+        f"stale_s_p50={statistics.median(unchanged):.1f} stale_s_max={max(unchanged):.1f} "
+        f"{worst} read_age_s_p50={statistics.median(old):.2f} read_age_s_max={max(old):.2f}"
     )
     print(
         f"fleet_scale: servers={servers} cpu_pct_per_server={got['cpu_pct'] / servers:.2f} "

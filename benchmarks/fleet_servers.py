@@ -223,8 +223,11 @@ class PluginServer:
         self.core = SyntheticCore(
             10**9, 1, seed,
             running_max=2 + index % 7, waiting_min=1 + index % 2, preempt_one_in=25,
-            name=f"s{index}",
+            name=f"s{index}", block=1,
         )  # fmt: skip
+        # Blocks of one token: its KV use moves with every step, so a row that shows the
+        # same figures at two lines was not read in between (fleet_scale's "stale"); with
+        # vLLM's 16, two running requests kept the same figures for seconds.
         self.records = 0
 
     def step(self) -> None:

@@ -52,13 +52,13 @@ class Held:
     introduced: bool = False
     will_preempt: bool = False
 
-    def facts(self, scheduled: int) -> RequestFacts:
+    def facts(self, scheduled: int, block: int) -> RequestFacts:
         intro = None
         if not self.introduced:
             intro = RequestIntro(self.prompt, temperature=0.0, seed=1, ignore_eos=True)
             self.introduced = True
         new, self.sent = self.outputs[self.sent :], len(self.outputs)
-        blocks = -(-self.computed // BLOCK)
+        blocks = -(-self.computed // block)
         return RequestFacts(
             self.req_id, self.state, len(self.prompt), self.computed, len(self.outputs),
             self.preemptions, scheduled, blocks, 0, self.arrival, 0, self.target,
@@ -79,15 +79,18 @@ class SyntheticCore:
         waiting_min: int = WAITING_MIN,
         preempt_one_in: int = PREEMPT_ONE_IN,
         name: str = "soak",
+        block: int = BLOCK,
     ) -> None:
         """``total`` requests in all; ``running_max`` at a time (vLLM's max_num_seqs); at
-        least ``waiting_min`` queued behind them while requests remain to be made."""
+        least ``waiting_min`` queued behind them while requests remain to be made; KV blocks
+        of ``block`` tokens (1: its KV use moves with every token)."""
         self.total = total
         self.per_step = tokens_per_step
         self.running_max = running_max
         self.waiting_min = waiting_min
         self.preempt_one_in = preempt_one_in
         self.name = name
+        self.block = block
         self.random = random.Random(seed)
         self.vocabulary = [self.random.randrange(49152) for _ in range(4096)]
         self.made = 0
@@ -157,12 +160,13 @@ class SyntheticCore:
             for held in (*self.running, *self.waiting):
                 held.introduced, held.sent = False, 0
                 changed.setdefault(held.req_id, (held, 0))
-        requests = [held.facts(scheduled) for held, scheduled in changed.values()]
-        used = sum(-(-h.computed // BLOCK) for h in self.running)
+        block = self.block
+        requests = [held.facts(scheduled, block) for held, scheduled in changed.values()]
+        used = sum(-(-h.computed // block) for h in self.running)
         return StepFacts(
             self.step, self.step, time.time(), self.started, 0, self.seq, full,
             8192, prefill, decode, self.running_max, len(self.running), len(self.waiting),
-            KV_BLOCKS - used, KV_BLOCKS, BLOCK, preempted, [e.req_id for e in ended],
+            KV_BLOCKS - used, KV_BLOCKS, block, preempted, [e.req_id for e in ended],
             requests, not self.running and not self.waiting, ended,
             self.waiting[0].req_id if self.waiting else None,
         )  # fmt: skip
