@@ -280,6 +280,13 @@ class Watcher:
         return {v.request_id: v for v in self.ledger.finished()}
 
 
+def result_ids(path: Path) -> list[str]:
+    """The ids in a results file a watch is writing: its whole lines only (the last one may
+    be half written as it is read, and a half line is no result yet)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line)["id"] for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
 def watch_command(address: str, folder: Path) -> list[str]:
     """``stepview --attach ADDRESS --headless --json`` as a child process runs it."""
     log = str(folder / "stepview.log")

@@ -9,7 +9,6 @@ results file are the requests the client completed, each once, and none is count
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -21,17 +20,12 @@ import pytest
 
 from stepview.engine.watch.link.adopting import short_id
 from stepview.testing.vllm_server import ROOT, complete
-from tests.engine.watch.attach_helpers import watch_command, watching
+from tests.engine.watch.attach_helpers import result_ids, watch_command, watching
 from tests.servers import Served
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
 STOPPED_S = 5.0  # past the heartbeats' 3 s: the server's plug-in drops the stopped watch
-
-
-def _results(path: Path) -> list[str]:
-    lines = path.read_text().splitlines() if path.exists() else []
-    return [json.loads(line)["id"] for line in lines]
 
 
 def test_a_watch_stopped_during_a_burst_has_every_request_the_client_completed(
@@ -56,7 +50,7 @@ def test_a_watch_stopped_during_a_burst_has_every_request_the_client_completed(
         kick = time.monotonic() + 2.0
         while not condition():
             now = time.monotonic()
-            assert now < deadline, f"{what}: {len(_results(results))} written"
+            assert now < deadline, f"{what}: {len(result_ids(results))} written"
             if now >= kick:
                 one(10_000 + int(now))
                 kick = now + 2.0
@@ -66,7 +60,7 @@ def test_a_watch_stopped_during_a_burst_has_every_request_the_client_completed(
     command = [*watch_command(plugged_server.publish, tmp_path), "--results", str(results)]
     with watching(command, env) as watch:
         watch.err.wait_for("stepview: watching", timeout=60)
-        until(lambda: bool(_results(results)), "the watch never wrote a result")
+        until(lambda: bool(result_ids(results)), "the watch never wrote a result")
         watch.child.send_signal(signal.SIGSTOP)
         stopped = time.monotonic()
         try:
@@ -78,11 +72,11 @@ def test_a_watch_stopped_during_a_burst_has_every_request_the_client_completed(
                 i += 1
         finally:
             watch.child.send_signal(signal.SIGCONT)
-        until(lambda: set(completed) <= set(_results(results)), "requests missing")
+        until(lambda: set(completed) <= set(result_ids(results)), "requests missing")
         watch.child.send_signal(signal.SIGINT)
         assert watch.child.wait(60) == 0
         stderr = watch.err.rest()
-    written = _results(results)
+    written = result_ids(results)
     assert len(written) == len(set(written))  # each once
     assert set(written) == set(completed)  # every request the client completed, nothing else
     assert not [line for line in stderr if "unseen" in line], stderr

@@ -12,7 +12,6 @@ only that.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -33,6 +32,7 @@ from tests.engine.watch.attach_helpers import (
     ipc_address,
     record,
     request,
+    result_ids,
     wait_until,
     watch_command,
     watching,
@@ -151,8 +151,7 @@ def test_a_headless_watch_stopped_past_its_link_loses_no_request(tmp_path: Path)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
 
     def written() -> list[str]:
-        lines = results.read_text().splitlines() if results.exists() else []
-        return [json.loads(line)["id"] for line in lines]
+        return result_ids(results)
 
     def polled(condition: Callable[[], bool], what: str, step: bool = False) -> None:
         """Poll ``condition`` (a child's file, the publisher's link); with ``step``, the core
