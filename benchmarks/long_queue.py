@@ -14,7 +14,10 @@ through the load and reports its maximum, and the catch-up: from the last answer
 gave to the moment stepview's results file holds every request. Throughput is completion
 tokens over first send to last answer; the figure is the median of the per-pair ratios
 (attached over the plugin round next to it). The last line is
-``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z`` (medians over pairs).
+``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z`` (medians over pairs). A
+results file that stops growing short of the load (:data:`STALLED_S`) is a finding, not a
+crash: the pair's line says how many requests the watch never wrote, and so does a line
+before the last. SIGTERM ends it as Ctrl+C does: the server and the tmux pane go with it.
 
 Run it alone on the machine (``flock /tmp/stepview-engine.lock ...``). ``--server URL
 --publish ADDRESS`` uses a server already running (:mod:`benchmarks.given_server`; its own
@@ -28,7 +31,9 @@ import argparse
 import asyncio
 import shlex
 import shutil
+import signal
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +54,8 @@ from stepview.testing.vllm_server import (
 
 BEHIND = "stepview_view_behind_seconds"
 POLL_S = 0.25
+STALLED_S = 60.0
+"""A results file that has not grown for this long after the last answer has all it will get."""
 
 
 async def _send_all(port: int, prompts: Sequence[str], max_tokens: int) -> int:
@@ -145,30 +152,38 @@ def attach(publish: str, port: int, workdir: Path, metrics_port: int) -> tuple[T
     return tmux, results
 
 
+def wait_for_results(results: Path, wanted: int, since: float) -> tuple[float, int]:
+    """Seconds from ``since`` to the last result written, and how many of ``wanted`` never
+    were (the file did not grow for :data:`STALLED_S`)."""
+    have, grew = _lines(results), time.perf_counter()
+    while have < wanted and time.perf_counter() - grew < STALLED_S:
+        time.sleep(0.05)  # polling a file the watch writes
+        now = _lines(results)
+        if now > have:
+            have, grew = now, time.perf_counter()
+    return grew - since, wanted - have
+
+
 def attached_round(
     server: ApiServer, publish: str, round_no: int, args: argparse.Namespace, workdir: Path
-) -> tuple[float, float, float]:
-    """Tokens per second, the most the view fell behind, and its catch-up after the load."""
+) -> tuple[float, float, float, int]:
+    """Tokens per second, the most the view fell behind, its catch-up after the load, and
+    the requests it never wrote."""
     metrics_port = free_port()
     tmux, results = attach(publish, server.port, workdir, metrics_port)
     try:
         watch = BehindWatch(metrics_port)
         tokens, span = send_load(server.port, round_no, args.requests, args.max_tokens)
         answered = time.perf_counter()
-        deadline = answered + 600
-        while _lines(results) < args.requests:
-            if time.perf_counter() > deadline:
-                raise RuntimeError(f"stepview has {_lines(results)} of {args.requests} results")
-            time.sleep(0.05)
-        catch_up = time.perf_counter() - answered
+        catch_up, missing = wait_for_results(results, args.requests, answered)
         behind = watch.stop()
         tmux.press("q")
-        deadline = answered + 660
+        deadline = time.perf_counter() + 60
         while tmux.alive() and time.perf_counter() < deadline:
             time.sleep(0.1)
     finally:
         tmux.kill()
-    return tokens / span, behind, catch_up
+    return tokens / span, behind, catch_up, missing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,7 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{seqs}, {args.pairs} ABAB pair(s), one server with the plug-in",
         flush=True,
     )
-    ratios, behinds, catch_ups = [], [], []
+    ratios, behinds, catch_ups, missed = [], [], [], []
+    # SIGTERM as Ctrl+C: the finally below takes the server (and a round's tmux) with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         server.start()
         complete(port, "warm up", 4)
@@ -213,20 +230,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             round_no += 1
             workdir = root / f"r{round_no}"
             workdir.mkdir()
-            watched, behind, catch_up = attached_round(server, publish, round_no, args, workdir)
+            watched, behind, catch_up, missing = attached_round(
+                server, publish, round_no, args, workdir
+            )
             ratios.append(watched / alone)
             behinds.append(behind)
             catch_ups.append(catch_up)
+            missed.append(missing)
+            written = (
+                f"all results {catch_up:.2f} s after the last answer"
+                if not missing
+                else f"{missing} results never written (the last {catch_up:.2f} s after "
+                f"the last answer; see {workdir})"
+            )
             print(
                 f"  pair {pair + 1}: plugin {alone:.0f} tok/s, attached {watched:.0f} tok/s "
-                f"(ratio {watched / alone:.3f}); view at most {behind:.2f} s behind, "
-                f"all results {catch_up:.2f} s after the last answer",
+                f"(ratio {watched / alone:.3f}); view at most {behind:.2f} s behind, {written}",
                 flush=True,
             )
     finally:
         server.kill()
-        shutil.rmtree(root, ignore_errors=True)
+        if not any(missed):  # (a round that lost results keeps its files to look at)
+            shutil.rmtree(root, ignore_errors=True)
     print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
+    if any(missed):
+        print(f"results never written, per pair: {', '.join(map(str, missed))} (see {root})")
     print(
         f"long queue: attached/plugin={statistics.median(ratios):.3f} "
         f"behind_max_s={statistics.median(behinds):.2f} "

@@ -19,6 +19,11 @@ one step, that record was the step's delay). Each ending also goes to the publis
 (:mod:`~stepview.engine.plugin.end_log`), for a watch that loses records: while someone
 listens, and for a linger after the last one left (ends only: no record is built then).
 
+An idle core calls no hook: the plug-in's stack watch (:mod:`~stepview.engine.plugin.stacks`)
+takes the scheduling thread's part then, twice a second (:meth:`CoreCapture.while_idle`). The
+capture's state is used under :attr:`CoreCapture.lock` by both (an uncontended lock: ~0.1 us
+a hook, on the scheduling thread).
+
 Apart from the scheduler class (:mod:`~stepview.engine.plugin.scheduler`) so that its rules
 run over a fake scheduler in tests.
 """
@@ -26,6 +31,7 @@ run over a fake scheduler in tests.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -54,6 +60,9 @@ class CoreCapture:
 
     def __init__(self, scheduler: Any) -> None:
         self.sink: FactsSink | None = None  # set by the owner once the capture works
+        # Held by the scheduler's hooks, and by the stack watch while the core idles. Re-entrant:
+        # vLLM's update_from_output and add_request call finish_requests, a hook too.
+        self.lock = threading.RLock()
         self.failure: str | None = None
         self.step = 0
         self.iteration = 0
@@ -250,6 +259,29 @@ class CoreCapture:
                 sink.deliver(self.capture(scheduler, {}, finished, [], True))
         except Exception as exc:  # never into vLLM
             self._switch_off(exc)
+
+    def while_idle(self, scheduler: Any) -> None:
+        """The scheduling thread's part while the core holds no request (the stack watch's
+        thread, twice a second; see :meth:`FactsPublisher.idle_turn
+        <stepview.engine.plugin.publisher.FactsPublisher.idle_turn>`): an idle core calls no
+        hook, and a watch that lost the last records, or one that just subscribed, would
+        otherwise hear nothing until the next request."""
+        turn = getattr(self.sink, "idle_turn", None)  # a publisher's; a listener loses nothing
+        if turn is None:
+            return
+        with self.lock:
+            try:
+                if self.sink is None or any(scheduler.get_request_counts()):
+                    return  # a request came meanwhile: its step does all this
+                turn(lambda: self._idle_record(scheduler))
+            except Exception as exc:  # never into vLLM
+                self._switch_off(exc)
+
+    def _idle_record(self, scheduler: Any) -> StepFacts:
+        """A record of the idle core for a (re)subscriber: it holds nothing; whoever listens
+        from now on is told of every request that comes."""
+        self._listening = True
+        return self.capture(scheduler, {}, [], [], True)
 
     def _switch_off(self, exc: Exception) -> None:
         """Stop capturing for good and say so once: vLLM keeps running as if unplugged."""

@@ -12,6 +12,13 @@ steps together (``every``), since waking zmq's I/O thread is most of what a send
 other end, the addresses and the wire format are shared with stepview's side
 (:mod:`stepview.engine.records.channel`). A subscription to the catch-up topic is a question
 to the log of what ended (:mod:`~stepview.engine.plugin.end_log`), answered to that subscriber.
+
+An idle core runs no step, so the stack watch's thread takes the scheduling thread's part then
+(:meth:`FactsPublisher.idle_turn`): questions are answered, a new subscriber gets its record,
+and the idle record goes again, after :data:`IDLE_REPEAT_S`, then less and less often (up to
+:data:`IDLE_REPEAT_MAX_S`). zmq may have dropped it for a watch that was behind, and without a
+later record nothing tells that watch so: it showed a busy server for as long as the server
+stayed idle. Sent again, it is read once (its ``seq`` says it came before) or reveals the gap.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -37,6 +45,11 @@ from stepview.engine.records.stacks import StacksWire, asked_nonce, encode_stack
 _TOPIC_LEN = len(FACTS_TOPIC)
 # At most this many records in one message (a burst of steps without a pause).
 MAX_BATCH = 64
+IDLE_REPEAT_S = 1.0
+"""While the core is idle and someone listens, its idle record goes again after this long, then
+after twice as long each time, up to :data:`IDLE_REPEAT_MAX_S` (a fleet of idle servers sends
+its watch next to nothing)."""
+IDLE_REPEAT_MAX_S = 8.0
 
 
 class FactsPublisher:
@@ -87,6 +100,9 @@ class FactsPublisher:
         # watch reads subscriptions too, and the log changes under the scheduling thread.
         self._questions: list[bytes] = []
         self.answered = 0  # questions to the log answered, since the start
+        self._idle: bytes | None = None  # the idle record, while it is the last one sent
+        self._idle_at = 0.0  # when a message last went
+        self._idle_every = IDLE_REPEAT_S  # the wait before the idle record goes again
 
     def wanted(self) -> bool:
         now = time.monotonic()
@@ -173,12 +189,43 @@ class FactsPublisher:
         # One frame, topic then the records: a second frame would cost ~4x the whole send.
         # The buffer is reused: pyzmq copies a message this small before send() returns.
         buffer = self._buffer
-        encode_batch_into(self._pending, buffer, _TOPIC_LEN)
-        self._pending.clear()
+        pending = self._pending
+        encode_batch_into(pending, buffer, _TOPIC_LEN)
+        last = pending[-1]
+        pending.clear()
         # XPUB drops a message for a subscriber whose queue is full instead of blocking (or
         # raising, unless ZMQ_XPUB_NODROP is set, which it is not).
         with self._lock:
             self._sock.send(buffer, zmq.NOBLOCK, copy=True)
+        self._idle = None
+        if last.idle:  # kept to send again while the core idles (encoded once per burst)
+            idle = bytearray(FACTS_TOPIC)
+            encode_batch_into([last], idle, _TOPIC_LEN)
+            self._idle = bytes(idle)
+            self._idle_every = IDLE_REPEAT_S
+        self._idle_at = time.monotonic()
+
+    def idle_turn(self, fresh_record: Callable[[], StepFacts]) -> None:
+        """The scheduling thread's part, while the core holds no request (the stack watch's
+        thread, under the capture's lock): answer the questions to the log, send a
+        (re)subscriber ``fresh_record()``, and send the idle record again while anyone
+        listens (module docstring)."""
+        with self._lock:
+            if self._sock.closed:
+                return
+            self._read_subscriptions()
+            questions, self._questions = self._questions, []
+            for topic in questions:
+                self._answer(topic)
+        if not self._subscribed:
+            return
+        if self.fresh:
+            self.deliver(fresh_record())  # a full record: it goes at once
+        elif self._idle is not None and time.monotonic() - self._idle_at >= self._idle_every:
+            with self._lock, contextlib.suppress(zmq.ZMQError):
+                self._sock.send(self._idle, zmq.NOBLOCK, copy=True)
+            self._idle_at = time.monotonic()
+            self._idle_every = min(2 * self._idle_every, IDLE_REPEAT_MAX_S)
 
     def take_asks(self) -> list[str]:
         """The asks for the core's stacks received since the last call (the stack watch's

@@ -71,26 +71,38 @@ class StepviewScheduler(Scheduler):
             else watch_stacks(self, capture, sink, isinstance(sink, ListenerSink))
         )
 
+    # Each hook holds the capture's (re-entrant) lock: while the core is idle, the stack watch
+    # answers watches from its own thread (CoreCapture.while_idle), and the scheduler must not
+    # change under it. Uncontended while the core works: the watch takes it only when idle.
+
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         throttle = kwargs.get("throttle_prefills", args[0] if args else False)
-        self._stepview.before_schedule(self, bool(throttle))
-        output = super().schedule(*args, **kwargs)
-        self._stepview.after_schedule(self, output)
+        capture = self._stepview
+        with capture.lock:
+            capture.before_schedule(self, bool(throttle))
+            output = super().schedule(*args, **kwargs)
+            capture.after_schedule(self, output)
         return output
 
     def add_request(self, request: Any) -> None:
-        super().add_request(request)
-        self._stepview.arrived(request.request_id)
+        capture = self._stepview
+        with capture.lock:
+            super().add_request(request)
+            capture.arrived(request.request_id)
 
     def update_from_output(self, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
-        before = self._stepview.before_update(self, scheduler_output)
-        outputs = super().update_from_output(scheduler_output, *args, **kwargs)
-        self._stepview.after_update(self, before, scheduler_output, outputs)
+        capture = self._stepview
+        with capture.lock:
+            before = capture.before_update(self, scheduler_output)
+            outputs = super().update_from_output(scheduler_output, *args, **kwargs)
+            capture.after_update(self, before, scheduler_output, outputs)
         return outputs
 
     def finish_requests(self, *args: Any, **kwargs: Any) -> Any:
-        aborted = super().finish_requests(*args, **kwargs)
-        self._stepview.after_abort(self, aborted)
+        capture = self._stepview
+        with capture.lock:
+            aborted = super().finish_requests(*args, **kwargs)
+            capture.after_abort(self, aborted)
         return aborted
 
     def shutdown(self) -> None:

@@ -28,8 +28,9 @@ benchmark prints that too).
 
 A watch asks a server's core for its stacks on the channel (an XPUB subscription, read here
 under the publisher's lock): the answer goes out on the stacks topic from this thread, so the
-step thread need not run. The files, the topic and the wire are
-:mod:`stepview.engine.records.stacks`.
+step thread need not run. While the core is idle, the same wake takes the scheduling thread's
+part for the watches (``idle``: :meth:`~stepview.engine.plugin.capture.CoreCapture.while_idle`).
+The files, the topic and the wire are :mod:`stepview.engine.records.stacks`.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class StackWatch:
     is not paused (read from this thread: plain reads of the scheduler, atomic under the GIL);
     ``publisher`` (a server's) sends stacks to watches and passes their asks on; ``rank``,
     ``started`` say which core. ``folder`` is ``STEPVIEW_STACKS_DIR`` (with the signal
-    answered), or ``None``: a private temporary folder, removed at :meth:`close`.
+    answered), or ``None``: a private temporary folder, removed at :meth:`close`. ``idle()``
+    runs at each wake while the core is not busy (the capture's turn for the watches).
     """
 
     def __init__(
@@ -88,11 +90,13 @@ class StackWatch:
         rank: int = 0,
         started: float = 0.0,
         wake: float = WAKE_S,
+        idle: Callable[[], None] | None = None,
     ) -> None:
         self.pid = os.getpid()
         self._counter = counter
         self._busy = busy
         self._publisher = publisher
+        self._idle = idle
         self._after = after
         self._wake = wake
         self._rearm = max(1.0, after / 2)
@@ -191,6 +195,8 @@ class StackWatch:
             asks = publisher.take_asks()
             if asks:
                 self._send(ASKED, dump_all_threads(), "", asks)
+        if not busy and self._idle is not None:
+            self._idle()
         if threading.active_count() != len(self._names):
             self._names = thread_names()
             self._write_ready()
@@ -291,6 +297,7 @@ def watch_stacks(scheduler: Any, capture: Any, sink: Any, local: bool) -> StackW
             after=after,
             rank=capture.rank,
             started=capture.started,
+            idle=None if publisher is None else lambda: capture.while_idle(scheduler),
         )
         watch.start(answer_signal=folder is not None)
         log.info("stepview: engine core %d writes its stacks in %s", watch.pid, watch.folder)

@@ -39,7 +39,10 @@ class RecordStream:
     dropped, a full record that does not follow), the point to catch up from
     (:mod:`~stepview.engine.records.catch_up`). A full record sent in parts
     (:attr:`~stepview.engine.records.facts.StepFacts.to_come`) is read as one, when its last
-    part is in (:meth:`take`).
+    part is in (:meth:`take`). A record that comes again (an idle core sends its last
+    message again, :mod:`~stepview.engine.plugin.publisher`) is known by its ``seq`` and
+    read once; sent again while a full record is awaited, it asks again, as a record of
+    change does: an idle core sends nothing else.
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class RecordStream:
         self._next: int | None = None  # the seq the next record must have; None: wait for full
         self._core: float | None = None
         self._prev: tuple[float, int] | None = None  # the last record accepted
+        self._seen: tuple[float, int] | None = None  # the newest record received, read or not
         self._parts: list[StepFacts] = []  # of a full record, accepted, its last one not yet
         self.ended: list[EndedFacts] = []  # of records that could not be read
         self.lost = 0  # records dropped while waiting for a full one
@@ -68,7 +72,10 @@ class RecordStream:
         """The record to read for ``facts`` (received in order of arrival): itself; the
         whole full record when it is its last part (the parts merged, :func:`merge_many`:
         every request as of that part, what left meanwhile left); ``None`` for a part before
-        the last, and for a record that cannot be read (:meth:`accept`)."""
+        the last, for a record that cannot be read (:meth:`accept`) and for one received
+        before (:meth:`again`)."""
+        if self.again(facts):
+            return None
         parts = self._parts
         if parts and not (facts.seq == self._next and facts.core_started == self._core):
             self._parts = []  # a gap: the parts so far can never be whole
@@ -115,6 +122,17 @@ class RecordStream:
         if self._core is not None:  # ends before the first picture were never anyone's here
             self.ended.extend(facts.ended)
         return False
+
+    def again(self, facts: StepFacts) -> bool:
+        """Whether ``facts`` came before (sent again by an idle core): if so it is neither
+        read nor counted again, and, while a full record is awaited, it asks again."""
+        seen = self._seen
+        if seen is None or facts.core_started != seen[0] or facts.seq > seen[1]:
+            self._seen = (facts.core_started, facts.seq)
+            return False
+        if self._next is None and self._clock() - self._asked_at >= ASK_FULL_AGAIN_S:
+            self._ask_full()
+        return True
 
     def _ask_full(self) -> None:
         self._asked_at = self._clock()

@@ -174,6 +174,9 @@ def test_same_records_in_process_and_in_a_core_process(
     runs: dict[str, tuple[list[StepFacts], list[StepResult]]],
 ) -> None:
     local, remote = runs["in-process"][0], runs["multiprocess"][0]
+    # A subscriber that came before any request may first get the idle core's picture
+    # (step 0, sent by the plug-in's own thread): the steps' records follow it.
+    remote = [f for f in remote if not (f.idle and f.step == 0)]
     steps = [f.step for f in remote]
     assert steps[:-1] == list(range(1, len(remote)))  # every step, none missed
     assert remote[-1].idle and remote[-1].requests == [] and steps[-1] == steps[-2]

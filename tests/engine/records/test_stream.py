@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from stepview.engine.records.facts import StepFacts
+from stepview.engine.records.facts import EndedFacts, StepFacts
 from stepview.engine.records.stream import ASK_FULL_AGAIN_S, RecordStream
 from tests.engine.watch.attach_helpers import record
 
@@ -59,3 +59,32 @@ def test_the_full_record_after_a_gap_does_not_say_the_gap_again() -> None:
     assert stream.missed is None  # the same gap: nothing more to ask about
     assert stream.take(record(12)) is not None  # a full record that does not follow
     assert stream.missed == (1.0, 9)  # records 10 and 11 went by unseen
+
+
+def test_a_record_sent_again_is_read_once_or_says_what_was_missed() -> None:
+    """An idle core sends its idle record again (zmq may have dropped it, and no later record
+    would say so). One the stream has is read once and counted nowhere; one it had missed,
+    along with records before it, is the gap it never saw; sent again while the full record
+    it asked for is awaited, it asks again, as a record of change does (an idle core sends
+    nothing else)."""
+    now = [0.0]
+    asked: list[float] = []
+    stream = RecordStream(lambda: asked.append(now[0]), clock=lambda: now[0])
+    end = EndedFacts("a-0123abcd", 1, [7], "length", None, 0.0)
+    assert stream.take(record(1)) is not None and stream.take(_change(2)) is not None
+    idle = msgspec.structs.replace(_change(3), idle=True, ended=[end])
+    assert stream.take(idle) is not None
+    for _ in range(3):  # again and again: read already
+        assert stream.take(idle) is None
+    assert (stream.lost, stream.ended, stream.missed, asked) == (0, [], None, [])
+    assert stream.take(_change(4)) is not None  # the core's next step reads on
+
+    missed = RecordStream(lambda: asked.append(now[0]), clock=lambda: now[0])
+    assert missed.take(record(1)) is not None  # then 2 and the idle 3 were dropped
+    assert missed.take(idle) is None  # sent again: the gap shows
+    assert (missed.missed, missed.lost, missed.ended, asked) == ((1.0, 1), 1, [end], [0.0])
+    assert missed.take(idle) is None and asked == [0.0]  # (asked a moment ago)
+    now[0] += ASK_FULL_AGAIN_S
+    assert missed.take(idle) is None and asked == [0.0, ASK_FULL_AGAIN_S]  # asked again
+    assert (missed.lost, missed.ended) == (1, [end])  # its ends kept once
+    assert missed.take(record(4)) is not None  # the idle core's full record

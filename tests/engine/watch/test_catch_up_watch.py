@@ -22,6 +22,7 @@ import pytest
 
 from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
+from stepview.engine.plugin.stacks import StackWatch, core_busy
 from stepview.engine.records import channel
 from stepview.engine.watch.link import catching_up
 from stepview.engine.watch.link.attached import AttachedEngine
@@ -76,8 +77,9 @@ KEEPER = 1_000_000  # a request that decodes on: the core steps, and no other re
 
 
 def _run_until_seen(core: FakeCore, watcher: Watcher, numbers: range) -> None:
-    """Step the core (a live server: an idle engine core answers no question) and read the
-    watch, until every request in ``numbers`` ended in the watch or was counted unseen."""
+    """Step the core (a busy server: its own steps answer; an idle core's stack watch is
+    tested on its own below) and read the watch, until every request in ``numbers`` ended
+    in the watch or was counted unseen."""
     if KEEPER not in core.lengths:
         core.add(KEEPER, 1 << 40)
     wanted = {f"req{n}" for n in numbers}
@@ -123,6 +125,54 @@ def test_records_dropped_by_zmq_are_caught_up_from_the_log_and_no_request_is_los
 
 
 @pytest.mark.usefixtures("tiny_queues")
+def test_an_idle_core_tells_a_watch_that_lost_its_last_records(
+    attached: tuple[FakeCore, AttachedEngine, Watcher], tmp_path: Path
+) -> None:
+    """zmq drops the end of a burst, the core's idle record among it, and the core goes idle:
+    no step comes to tell the watch, which showed the burst's requests as held for as long as
+    the server stayed idle. The plug-in's stack watch now takes the core's part while it idles
+    (it sends the last message again and answers what that makes the watch ask): every
+    request ends in the watch, with its own tokens and reason, none unseen."""
+    core, engine, watcher = attached
+    publisher = core.capture.sink
+    assert isinstance(publisher, FactsPublisher)
+    deadline = time.monotonic() + 10
+    while not publisher.wanted():
+        assert time.monotonic() < deadline, "the watch never subscribed"
+        time.sleep(0.01)  # polling: the publisher reads subscriptions, nothing to wait on
+    core.burst(0, BURST)  # the watch reads nothing meanwhile; the core ends idle
+    capture, scheduler = core.capture, core.scheduler
+    stacks = StackWatch(
+        lambda: capture.step,
+        core_busy(scheduler),
+        publisher=publisher,
+        folder=tmp_path,
+        after=0,
+        wake=0.05,
+        idle=lambda: capture.while_idle(scheduler),
+    )
+    stacks.start(answer_signal=False)
+    try:
+        wanted = {f"req{n}" for n in range(BURST)}
+        deadline = time.monotonic() + 30
+        while len(wanted & set(watcher.finished())) + engine.link().unseen < BURST:
+            assert time.monotonic() < deadline, "the watch never learnt the burst had ended"
+            _read(watcher)
+            time.sleep(0.02)  # the watch's own pace: the idle core speaks twice a second
+    finally:
+        stacks.close()
+    watched = engine._cores[0]
+    assert watched.stream.lost > 0  # records were lost (the idle one too: nothing else came)
+    finished = watcher.finished()
+    for n in range(BURST):
+        (completion,) = finished[f"req{n}"].completions
+        assert list(completion.token_ids) == tokens_of(n, 3), n
+        assert completion.finish_reason == "length", n
+    assert engine.link().unseen == 0
+    assert not watcher.active()
+
+
+@pytest.mark.usefixtures("tiny_queues")
 def test_with_a_log_too_small_only_what_fell_out_of_it_is_counted_unseen(
     attached: tuple[FakeCore, AttachedEngine, Watcher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,8 +205,8 @@ def test_a_headless_watch_stopped_past_its_link_loses_no_request(tmp_path: Path)
 
     def polled(condition: Callable[[], bool], what: str, step: bool = False) -> None:
         """Poll ``condition`` (a child's file, the publisher's link); with ``step``, the core
-        steps meanwhile, a one-token request arriving each time (a live server: an idle
-        engine core answers no question)."""
+        steps meanwhile, a one-token request arriving each time (a busy server; the test has
+        no stack watch to answer for an idle core)."""
         deadline = time.monotonic() + 60
         while not condition():
             assert time.monotonic() < deadline, what
