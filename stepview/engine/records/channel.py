@@ -12,7 +12,7 @@ only attaches to a server can use it.
   drops messages for that subscriber (a slow stepview loses records, the engine never waits).
 * :class:`FactsSubscriber`, in stepview, connects a **SUB** socket. zmq connects in the
   background and reconnects by itself; zmq's heartbeats (``ZMQ_HEARTBEAT_*``) notice a peer
-  that stopped answering even when no data flows (an idle engine core sends nothing), and
+  that stopped answering even when no data flows (an idle engine core sends next to nothing), and
   zmq's socket monitor reports connects and disconnects. :attr:`FactsSubscriber.state` is
   built from those monitor events only: no home-made keep-alive on top.
 

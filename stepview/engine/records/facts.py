@@ -177,7 +177,9 @@ class StepFacts(msgspec.Struct, array_like=True, frozen=True, gc=False):
     a client matches a step's outputs with the record of the same step.
     ``idle`` marks the record sent when the scheduler has just emptied (after the last
     requests finished or were aborted): an idle engine core does not schedule, so without it
-    a subscriber would never learn that those requests left.
+    a subscriber would never learn that those requests left. While the core stays idle the
+    plug-in sends it again now and then (the same ``seq``: read once), and it is the first
+    record of a subscriber that comes to an idle core.
 
     ``requests`` holds the facts of every request that changed since the previous record, or,
     when ``full``, of every request the core holds. ``finished`` are the ids that left the
