@@ -21,7 +21,7 @@ listens, and for a linger after the last one left (ends only: no record is built
 
 An idle core calls no hook: the plug-in's stack watch (:mod:`~stepview.engine.plugin.stacks`)
 takes the scheduling thread's part then, twice a second (:meth:`CoreCapture.while_idle`). The
-capture's state is used under :attr:`CoreCapture.lock` by both (an uncontended lock: ~0.1 us
+capture's state is used under :attr:`CoreCapture.lock` by both (an uncontended lock: ~0.2 us
 a hook, on the scheduling thread).
 
 Apart from the scheduler class (:mod:`~stepview.engine.plugin.scheduler`) so that its rules
