@@ -21,7 +21,7 @@ lane that takes only the units without vLLM. Those (the quick loop's tests: pilo
 screens, fake servers, fakes of the engine) spend about half their time waiting (Textual's
 pilot waits for the app to go idle after every key; measured: 131 s of CPU in 291 s), so a
 third worker runs them in the gaps the engines leave instead of taking turns with them. The
-quick loop, without vLLM, runs four workers, every one of them light work.
+quick loop, without vLLM, runs six workers (two cores), every one of them light work.
 
 Units are handed out longest first (longest-processing-time scheduling: the fewest minutes
 with one worker idle at the end): the groups, then modules that run real vLLM, then the rest;
