@@ -94,14 +94,20 @@ def _run_until_seen(core: FakeCore, watcher: Watcher, numbers: range) -> None:
         time.sleep(0.002)  # a step's time: a core stepping flat out outruns any watch
 
 
-def _behind_then_back(core: FakeCore, watcher: Watcher) -> None:
-    """The watch reads along, then nothing while a burst comes and goes, then catches up."""
+def _subscribed(core: FakeCore) -> FactsPublisher:
+    """The core's publisher, once the watch's subscription has reached it."""
     publisher = core.capture.sink
     assert isinstance(publisher, FactsPublisher)
     deadline = time.monotonic() + 10
     while not publisher.wanted():
         assert time.monotonic() < deadline, "the watch never subscribed"
         time.sleep(0.01)  # polling: the publisher reads subscriptions, nothing to wait on
+    return publisher
+
+
+def _behind_then_back(core: FakeCore, watcher: Watcher) -> None:
+    """The watch reads along, then nothing while a burst comes and goes, then catches up."""
+    _subscribed(core)
     core.add(0)
     _run_until_seen(core, watcher, range(1))
     core.burst(1, BURST)  # the watch reads nothing meanwhile
@@ -131,15 +137,10 @@ def test_an_idle_core_tells_a_watch_that_lost_its_last_records(
     """zmq drops the end of a burst, the core's idle record among it, and the core goes idle:
     no step comes to tell the watch, which showed the burst's requests as held for as long as
     the server stayed idle. The plug-in's stack watch now takes the core's part while it idles
-    (it sends the last message again and answers what that makes the watch ask): every
+    (it sends the idle record again and answers what that makes the watch ask): every
     request ends in the watch, with its own tokens and reason, none unseen."""
     core, engine, watcher = attached
-    publisher = core.capture.sink
-    assert isinstance(publisher, FactsPublisher)
-    deadline = time.monotonic() + 10
-    while not publisher.wanted():
-        assert time.monotonic() < deadline, "the watch never subscribed"
-        time.sleep(0.01)  # polling: the publisher reads subscriptions, nothing to wait on
+    publisher = _subscribed(core)
     core.burst(0, BURST)  # the watch reads nothing meanwhile; the core ends idle
     capture, scheduler = core.capture, core.scheduler
     stacks = StackWatch(
