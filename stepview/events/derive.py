@@ -85,6 +85,10 @@ class EventDeriver:
                 continue
             seen[view.request_id] = view
             self._changed(when, before, view, reasons, out)
+        for view in finished:
+            # Off its queue before the queue's news: a watch that reads several steps as one
+            # can see a request waiting, then finished where its queue's reason changed.
+            self._off_queues(view.request_id)
         self._queues(when, reasons, out)
         for view in finished:
             before = seen.pop(view.request_id, None)
