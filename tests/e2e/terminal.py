@@ -158,6 +158,10 @@ class Terminal:
         of the temporary path in it (xdist's are longer); not for a full-screen app's rows."""
         return self.tmux("capture-pane", "-p", "-J", "-t", "main")
 
+    def cursor_row(self) -> int:
+        """The row of the terminal's cursor (Textual keeps it in the focused text field)."""
+        return int(self.flag("cursor_y"))
+
     def flag(self, name: str) -> str:
         """A pane format variable (``alternate_on``, ``cursor_flag``, ``mouse_any_flag``...)."""
         return self.tmux("display-message", "-p", "-t", "main", f"#{{{name}}}").strip()
