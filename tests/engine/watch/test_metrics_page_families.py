@@ -76,3 +76,20 @@ def test_only_the_families_read_reach_the_parser(name: str) -> None:
 def test_a_vllm_page_without_the_families_read_is_still_vllm() -> None:
     page = read_page('# TYPE vllm:future_gauge gauge\nvllm:future_gauge{engine="0"} 1.0\n')
     assert page.gauge(("vllm:num_requests_running",)) is None
+
+
+@pytest.mark.parametrize("page", ["idle", "dp2-busy"])
+@pytest.mark.parametrize("value", ["+Inf", "-Inf", "NaN"])
+def test_a_figure_that_is_not_a_number_is_a_page_that_does_not_parse(page: str, value: str) -> None:
+    """Found by the fuzzer: ``+Inf`` requests running on one rank of two ended the watch's read
+    with an ``OverflowError`` (``int(inf)``) instead of the page's ``ValueError``."""
+    text = re.sub(
+        r'^(vllm:num_requests_running\{engine="0"[^}]*\}) \S+$',
+        rf"\1 {value}",
+        capture(page),
+        count=1,
+        flags=re.MULTILINE,
+    )
+    assert text != capture(page)
+    with pytest.raises(ValueError, match=r"vllm:num_requests_running is .*, not a figure"):
+        read_page(text)

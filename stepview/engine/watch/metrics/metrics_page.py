@@ -164,6 +164,8 @@ def read_page(text: str) -> MetricsPage:
     by_engine: dict[str, dict[str, float]] = defaultdict(dict)  # engine label -> gauges
     model = ""
     for name, kind, sample, labels, value in page_samples(lines):
+        if not math.isfinite(value):  # a count of +Inf requests: garbled, not vLLM's
+            raise ValueError(f"{sample} is {value}, not a figure")
         model = model or labels.get("model_name", "")
         if name in WAITING_BY_REASON or name in FINISHED:
             label = "reason" if name in WAITING_BY_REASON else "finished_reason"
