@@ -56,6 +56,7 @@ class FakeApi:
         self.answer: dict[str, Any] = {}
         self.api_key: str | None = None  # set: /v1 routes want it, as vLLM's --api-key does
         self.authorizations: list[str | None] = []  # each call's Authorization header
+        self.root = ""  # the folder /v1/models says the model was loaded from (vLLM's root)
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -87,7 +88,10 @@ class FakeApi:
                 if self._refused():
                     return
                 if self.path == "/v1/models":
-                    self._send(200, {"data": [{"id": MODEL, "max_model_len": 512}]})
+                    model: dict[str, Any] = {"id": MODEL, "max_model_len": 512}
+                    if api.root:
+                        model["root"] = api.root
+                    self._send(200, {"data": [model]})
                 elif self.path == "/version":
                     self._send(200, {"version": "0.32.0"})
                 else:

@@ -24,9 +24,10 @@ per step; this package subscribes to them and is the driver's
 ``link_state``
     how the link reads to the user: what each core's plug-in says of itself (off, its
     vLLM), waiting, disconnected with requests held, behind.
-``detokenize``
+``detokenize`` / ``local_text``
     the watched requests' token ids turned into text by the server's own ``/detokenize``
-    (prompts as adopted, completions as they end).
+    (prompts as adopted, completions as they end); on the server's machine, by the tokenizer
+    the server loaded, once it agreed with the server.
 ``server_stacks``
     the engine cores' thread stacks for a flight recording: asked of each core's plug-in on
     the records' channel, or why none came.

@@ -56,6 +56,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from functools import partial
 
 from stepview.engine.records.channel import ChannelState, ZmqContext, wait_for_any
 from stepview.engine.records.facts import StepFacts
@@ -70,6 +71,7 @@ from stepview.engine.watch.link.backlog import MAX_BACKLOG, Backlog, ReadPace, f
 from stepview.engine.watch.link.core_steps import CoreStep, merged, vllm_stamps
 from stepview.engine.watch.link.detokenize import Descriptions, Detokenizer
 from stepview.engine.watch.link.link_state import PluginWord, link_state
+from stepview.engine.watch.link.local_text import served_tokenizer
 from stepview.engine.watch.link.server_stacks import ServerStacks
 from stepview.engine.watch.link.watched_core import LEFT, WatchedCore
 from stepview.model.address import PluginRecords
@@ -157,7 +159,10 @@ class AttachedEngine:
         self._awaiting: set[str] = set()  # stepview ids sent via the API, no answer yet
         self._info = EngineInfo(model=f"vLLM server at {address}", attached=address)
         self._served: ServedModel | None = None  # the API's answer, handed over once
-        self._described = None if api is None else Descriptions(Detokenizer(api, clock))
+        self._described = None
+        if api is not None:
+            find = partial(served_tokenizer, api)
+            self._described = Descriptions(Detokenizer(api, clock, local=find))
         if api is not None:
             threading.Thread(
                 target=self._look_up_model, args=(api,), name="stepview-api-model", daemon=True

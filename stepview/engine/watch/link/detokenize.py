@@ -34,6 +34,10 @@ When the text is known:
   it was known when the request finished. Every record is read once either way, so no
   result is lost or written twice.
 
+On the server's machine the questions soon stop going to the server: a tokenizer read from
+the model's folder (:mod:`~stepview.engine.watch.link.local_text`) decodes beside the first
+answers, and once it agreed with them answers every question itself, at once (nothing is held).
+
 The text is vLLM's decoding: special tokens included (a prompt's BOS, a chat template's
 markers: what the model was given), as ``/detokenize`` has no ``skip_special_tokens``; a
 sample that stopped on a stop token (EOS, or one of its ``stop_token_ids``) is decoded
@@ -52,6 +56,7 @@ from typing import NamedTuple
 
 from stepview.engine.records.facts import EndedFacts, StepFacts
 from stepview.engine.watch.api.server_api import ApiError, ServerApi, drained
+from stepview.engine.watch.link.local_text import AGREED, TextDecoder
 from stepview.engine.watch.link.watched_core import WatchedCore
 from stepview.model.engine_api import (
     ArrivedRequest,
@@ -87,10 +92,21 @@ class Detokenizer:
     and the results would lose the text of every request of the burst.
     """
 
-    def __init__(self, api: ServerApi, clock: Callable[[], float]) -> None:
-        """``clock``: the attached engine's, the one records are held by."""
+    def __init__(
+        self,
+        api: ServerApi,
+        clock: Callable[[], float],
+        local: Callable[[], TextDecoder | None] | None = None,
+    ) -> None:
+        """``clock``: the attached engine's, the one records are held by; ``local``: finds a
+        decoder on this machine (:mod:`~stepview.engine.watch.link.local_text`), called once
+        on the thread, used once it agreed with the server."""
         self._api = api
         self._clock = clock
+        self._find_local = local
+        self._candidate: TextDecoder | None = None  # decodes beside the server, until it agreed
+        self._agreed = 0
+        self.local: TextDecoder | None = None  # answers every question, once it agreed
         self._urgent: deque[tuple[Question, list[int]]] = deque()  # a held record's
         self._later: deque[tuple[Question, list[int]]] = deque()  # prompts of the others
         self._ready = threading.Condition()
@@ -115,6 +131,12 @@ class Detokenizer:
         with self._ready:
             if self._closed:
                 return False
+            local = self.local
+            if local is not None:  # microseconds, on the caller's thread: nothing is held
+                self._answers.put((question, local.decode(token_ids)))
+                self.answered_at = self._clock()
+                self.done += 1
+                return True
             if len(self._urgent) + len(self._later) >= MAX_QUEUED:
                 dropped, _ = (self._later or self._urgent).popleft()
                 self._answers.put((dropped, None))
@@ -153,6 +175,11 @@ class Detokenizer:
             self._ready.notify()
 
     def _run(self) -> None:
+        if self._find_local is not None:
+            try:
+                self._candidate = self._find_local()
+            except Exception as exc:  # the model's folder unknown (the server did not say)
+                log.debug("stepview: no tokenizer to decode with here: %r", exc)
         while True:
             with self._ready:
                 while not (self._urgent or self._later or self._closed):
@@ -160,9 +187,47 @@ class Detokenizer:
                 if self._closed:
                     return
                 question, token_ids = (self._urgent or self._later).popleft()
-            self._answers.put((question, self._decode(token_ids)))
-            self.answered_at = self._clock()
+            text = self._decode(token_ids)
+            with self._ready:
+                self._answers.put((question, text))
+                self.answered_at = self._clock()
+                self.done += 1
+                if text is not None and self._candidate is not None:
+                    self._compare(token_ids, text)
+
+    def _compare(self, token_ids: list[int], text: str) -> None:
+        """Decode here what the server just decoded; after :data:`AGREED` answers alike,
+        answer every question here from now on (those queued too). Holds ``_ready``."""
+        candidate = self._candidate
+        assert candidate is not None
+        try:
+            same = candidate.decode(token_ids) == text
+        except Exception:  # an id this tokenizer does not know: not the server's tokenizer
+            same = False
+        if not same:
+            self._candidate = None
+            log.info(
+                "stepview: the tokenizer in %s decodes differently from %s/detokenize: "
+                "other clients' text is asked of the server",
+                candidate.where,
+                self._api.base_url,
+            )
+            return
+        self._agreed += 1
+        if self._agreed < AGREED:
+            return
+        self.local, self._candidate = candidate, None
+        log.info(
+            "stepview: other clients' text is decoded here with the tokenizer in %s "
+            "(it agreed with %s/detokenize); the server is not asked any more",
+            candidate.where,
+            self._api.base_url,
+        )
+        for queued, ids in (*self._urgent, *self._later):
+            self._answers.put((queued, candidate.decode(ids)))
             self.done += 1
+        self._urgent.clear()
+        self._later.clear()
 
     def _decode(self, token_ids: list[int]) -> str | None:
         """The server's text for ``token_ids``; ``None`` (said once in the log) if it failed."""

@@ -1,0 +1,138 @@
+"""``--attach ... --api`` on the server's machine: other clients' text decoded here, once it agreed.
+
+The fake API (:mod:`tests.engine.watch.fake_api`) decodes token ``t`` as `` wT`` and says, as
+vLLM's ``/v1/models`` does, which folder its model was loaded from; there the test writes a
+real ``tokenizers`` tokenizer. One that decodes as the server does is used after
+:data:`~stepview.engine.watch.link.local_text.AGREED` texts alike, and the server is asked
+nothing more; one that decodes otherwise is dropped, and the server is asked for every text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, decoders, models
+
+from stepview.engine.records.facts import EndedFacts
+from stepview.engine.watch.api.server_api import ServerApi
+from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.local_text import AGREED, local_text
+from stepview.model.address import plugin_records
+from stepview.model.snapshot import RequestView
+from tests.engine.watch.attach_helpers import Clock, Server, Watcher, record, request
+from tests.engine.watch.fake_api import FakeApi, fake_text
+
+LOGGER = "stepview.engine.watch.link.detokenize"
+# Three other clients' requests (one with two samples): 4 texts to ask, 2 prompts and 3
+# completions, more than AGREED.
+A = "cmpl-0123456789abcdef-0-0123abcd"
+B0 = "0_cmpl-fedcba9876543210-0-89abcdef"
+B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
+
+
+def write_tokenizer(folder: Path, word: str) -> Path:
+    """A tokenizer in ``folder`` whose token ``t`` reads `` {word}{t}`` (the server's: ``w``)."""
+    vocab = {f" {word}{t}": t for t in range(200)} | {"[UNK]": 200}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.decoder = decoders.Fuse()  # the tokens' strings end to end, as byte-level BPE
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"clean_up_tokenization_spaces": False})
+    )
+    return folder
+
+
+@pytest.fixture
+def attach(server: Server, api: ServerApi, clock: Clock) -> Iterator[Callable[[], AttachedEngine]]:
+    """Attaches once called: after the test has said where the model's folder is (the engine
+    asks ``/v1/models`` as it starts)."""
+    engines: list[AttachedEngine] = []
+
+    def attach_() -> AttachedEngine:
+        engines.append(AttachedEngine(plugin_records(server.address), api=api, clock=clock))
+        server.wait_subscribed()
+        return engines[-1]
+
+    yield attach_
+    for engine in engines:
+        engine.shutdown()
+
+
+def run_three(server: Server, engine: AttachedEngine) -> dict[str, RequestView]:
+    """The three requests arrive, run a step and end; their finished views."""
+    watcher = Watcher(engine)
+    running = (
+        request(A, prompt=4, outputs=1, new=[7]),
+        request(B0, prompt=3),
+        request(B1, prompt=3),
+    )
+    server.send(record(1, *running))
+    watcher.step()
+    ends = [
+        EndedFacts(A, 3, [7, 8], "length"),
+        EndedFacts(B0, 2, [5, 6], "length"),
+        EndedFacts(B1, 2, [9, 10], "length"),
+    ]
+    server.send(record(2, idle=True, finished=[A, B0, B1], ended=ends))
+    watcher.step()  # held until every text is in (the clock stands still)
+    return watcher.finished()
+
+
+def texts(finished: dict[str, RequestView]) -> dict[str, tuple[str, list[str | None]]]:
+    return {rid: (v.prompt, [c.text for c in v.completions]) for rid, v in finished.items()}
+
+
+EXPECTED = {
+    "01234567": (fake_text(range(100, 104)), [fake_text([7, 8])]),
+    "fedcba98": (fake_text(range(100, 103)), [fake_text([5, 6]), fake_text([9, 10])]),
+}
+
+
+def test_a_tokenizer_that_agrees_with_the_server_decodes_the_rest_here(
+    tmp_path: Path,
+    server: Server,
+    fake_api: FakeApi,
+    attach: Callable[[], AttachedEngine],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake_api.root = str(write_tokenizer(tmp_path / "model", "w"))
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    assert texts(run_three(server, attach())) == EXPECTED
+    assert len(fake_api.detokenized) == AGREED  # the rest were decoded here
+    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(said) == 1 and "decoded here with the tokenizer in" in said[0]
+
+
+def test_a_tokenizer_that_decodes_otherwise_is_dropped_and_the_server_asked(
+    tmp_path: Path,
+    server: Server,
+    fake_api: FakeApi,
+    attach: Callable[[], AttachedEngine],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake_api.root = str(write_tokenizer(tmp_path / "other", "x"))
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    assert texts(run_three(server, attach())) == EXPECTED  # the server's text, every one
+    assert len(fake_api.detokenized) == 5
+    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(said) == 1 and "decodes differently" in said[0]
+
+
+def test_only_a_readable_tokenizer_folder_without_clean_up_is_used(tmp_path: Path) -> None:
+    folder = write_tokenizer(tmp_path / "model", "w")
+    found = local_text(str(folder))
+    assert found is not None and found.decode([1, 2]) == " w1 w2"
+    assert local_text("") is None
+    assert local_text(str(tmp_path / "absent")) is None  # another machine's folder, a hub id
+    (folder / "tokenizer_config.json").write_text('{"clean_up_tokenization_spaces": true}')
+    assert local_text(str(folder)) is None  # transformers' clean-up is not redone here
+    (folder / "tokenizer_config.json").write_text("{not json")
+    assert local_text(str(folder)) is None
+    (folder / "tokenizer_config.json").unlink()
+    (folder / "tokenizer.json").write_text("{}")
+    assert local_text(str(folder)) is None  # not a tokenizer
