@@ -36,9 +36,9 @@ class FakeApi:
     ``release`` holds completions' answers; ``decoding`` holds ``/detokenize`` answers
     (set: answered at once), and ``one_by_one``, when given, lets them through one per
     ``release()``; ``has_detokenize`` False plays a server without that route;
-    ``detokenize_status`` other than 200 answers with that error; ``hang_up`` closes each
-    connection right after a ``/detokenize`` answer without saying so, as uvicorn closes a
-    kept-alive connection that stayed idle.
+    ``detokenize_status`` other than 200 answers with that error, ``failing`` the next N calls
+    with 503; ``hang_up`` closes each connection right after a ``/detokenize`` answer without
+    saying so, as uvicorn closes a kept-alive connection that stayed idle.
     """
 
     def __init__(self) -> None:
@@ -57,6 +57,7 @@ class FakeApi:
         self.api_key: str | None = None  # set: /v1 routes want it, as vLLM's --api-key does
         self.authorizations: list[str | None] = []  # each call's Authorization header
         self.root = ""  # the folder /v1/models says the model was loaded from (vLLM's root)
+        self.failing = 0  # /detokenize calls still to answer 503 (a server in trouble)
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -126,8 +127,9 @@ class FakeApi:
                 if body.get("model") not in (None, MODEL):
                     message = f"The model `{body['model']}` does not exist."
                     self._send(404, _error(message, "NotFoundError", 404))
-                elif api.detokenize_status != 200:
-                    status = api.detokenize_status
+                elif api.detokenize_status != 200 or api.failing > 0:
+                    api.failing -= 1
+                    status = 503 if api.detokenize_status == 200 else api.detokenize_status
                     self._send(status, _error("it went wrong", "InternalServerError", status))
                 else:
                     self._send(200, {"prompt": fake_text(body["tokens"])})

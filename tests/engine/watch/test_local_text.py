@@ -2,9 +2,11 @@
 
 The fake API (:mod:`tests.engine.watch.fake_api`) decodes token ``t`` as `` wT`` and says, as
 vLLM's ``/v1/models`` does, which folder its model was loaded from; there the test writes a
-real ``tokenizers`` tokenizer. One that decodes as the server does is used after
-:data:`~stepview.engine.watch.link.local_text.AGREED` texts alike, and the server is asked
-nothing more; one that decodes otherwise is dropped, and the server is asked for every text.
+real ``tokenizers`` tokenizer. One that decodes as the server does is used once
+:data:`~stepview.engine.watch.link.local_text.AGREED` probes, decoded both ways as the watch
+starts, came out alike (or, if the server could not answer them, as many real texts), and the
+server is asked nothing more; one that decodes otherwise is dropped, and the server is asked
+for every text.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
 
 def write_tokenizer(folder: Path, word: str) -> Path:
     """A tokenizer in ``folder`` whose token ``t`` reads `` {word}{t}`` (the server's: ``w``)."""
-    vocab = {f" {word}{t}": t for t in range(200)} | {"[UNK]": 200}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    vocab = {f" {word}{t}": t for t in range(200)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=None))
     tokenizer.decoder = decoders.Fuse()  # the tokens' strings end to end, as byte-level BPE
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(folder / "tokenizer.json"))
@@ -93,34 +95,39 @@ EXPECTED = {
 }
 
 
-def test_a_tokenizer_that_agrees_with_the_server_decodes_the_rest_here(
+@pytest.mark.parametrize(
+    ("word", "failing", "calls", "said"),
+    [
+        # Decoded both ways as the watch started (the probes); no text asked of the server.
+        ("w", 0, AGREED, "decoded here with the tokenizer in"),
+        # The server could not answer the first probe: its first three texts are compared.
+        ("w", 1, 1 + AGREED, "decoded here with the tokenizer in"),
+        # A tokenizer that decodes otherwise: one probe, then every text asked of the server.
+        ("x", 0, 1 + 5, "decodes differently"),
+    ],
+    ids=["agrees", "agrees-on-texts", "differs"],
+)
+def test_a_tokenizer_is_used_here_once_it_agreed_with_the_server(
     tmp_path: Path,
     server: Server,
     fake_api: FakeApi,
     attach: Callable[[], AttachedEngine],
     caplog: pytest.LogCaptureFixture,
+    word: str,
+    failing: int,
+    calls: int,
+    said: str,
 ) -> None:
-    fake_api.root = str(write_tokenizer(tmp_path / "model", "w"))
-    caplog.set_level(logging.INFO, logger=LOGGER)
-    assert texts(run_three(server, attach())) == EXPECTED
-    assert len(fake_api.detokenized) == AGREED  # the rest were decoded here
-    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
-    assert len(said) == 1 and "decoded here with the tokenizer in" in said[0]
-
-
-def test_a_tokenizer_that_decodes_otherwise_is_dropped_and_the_server_asked(
-    tmp_path: Path,
-    server: Server,
-    fake_api: FakeApi,
-    attach: Callable[[], AttachedEngine],
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    fake_api.root = str(write_tokenizer(tmp_path / "other", "x"))
+    folder = write_tokenizer(tmp_path / "model", word)
+    fake_api.root = str(folder)
+    fake_api.failing = failing
     caplog.set_level(logging.INFO, logger=LOGGER)
     assert texts(run_three(server, attach())) == EXPECTED  # the server's text, every one
-    assert len(fake_api.detokenized) == 5
-    said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
-    assert len(said) == 1 and "decodes differently" in said[0]
+    assert len(fake_api.detokenized) == calls
+    if calls == AGREED:
+        assert fake_api.detokenized == local_text(str(folder)).probes()  # type: ignore[union-attr]
+    logged = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert len(logged) == 1 and said in logged[0]
 
 
 def test_only_a_readable_tokenizer_folder_without_clean_up_is_used(tmp_path: Path) -> None:

@@ -119,6 +119,12 @@ class Detokenizer:
         # queued for :meth:`answers`: what a test waits on (written by the thread only).
         self.done = 0
         self.answered_at: float | None = None  # when the thread was last done with one
+        if local is not None:  # at once: the probes go while the server is likely quiet
+            self._start()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="stepview-detokenize", daemon=True)
+        self._thread.start()
 
     def ask(self, question: Question, token_ids: Sequence[int], *, urgent: bool = False) -> bool:
         """Queue a question (never waits); False when nothing is asked any more.
@@ -143,10 +149,7 @@ class Detokenizer:
             (self._urgent if urgent else self._later).append((question, list(token_ids)))
             self._ready.notify()
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="stepview-detokenize", daemon=True
-                )
-                self._thread.start()
+                self._start()
         return True
 
     def hurry(self, request_ids: Collection[str]) -> None:
@@ -161,6 +164,15 @@ class Detokenizer:
         with self._ready:
             self._later = parted(self._later, request_ids)[0]
             self._urgent = parted(self._urgent, request_ids)[0]
+
+    def _differs(self, candidate: TextDecoder) -> None:
+        self._candidate = None
+        log.info(
+            "stepview: the tokenizer in %s decodes differently from %s/detokenize: "
+            "other clients' text is asked of the server",
+            candidate.where,
+            self._api.base_url,
+        )
 
     def answers(self) -> list[tuple[Question, str | None]]:
         """Every answer since the last call (``None``: unknown); never waits."""
@@ -180,6 +192,7 @@ class Detokenizer:
                 self._candidate = self._find_local()
             except Exception as exc:  # the model's folder unknown (the server did not say)
                 log.debug("stepview: no tokenizer to decode with here: %r", exc)
+            self._probe()
         while True:
             with self._ready:
                 while not (self._urgent or self._later or self._closed):
@@ -195,6 +208,30 @@ class Detokenizer:
                 if text is not None and self._candidate is not None:
                     self._compare(token_ids, text)
 
+    def _probe(self) -> None:
+        """Compare the candidate with the server on its probes, before any question (see
+        :mod:`~stepview.engine.watch.link.local_text`); a server that cannot answer now has
+        the first questions compared instead."""
+        candidate = self._candidate
+        if candidate is None:
+            return
+        for token_ids in candidate.probes():
+            try:
+                text = self._api.detokenize(token_ids)
+            except ApiError as exc:
+                if exc.status not in (400, 422):  # unreachable, no /detokenize, its trouble
+                    return  # the questions will tell
+                text = None  # ids its tokenizer does not have: not the one read here
+            except Exception:  # a malformed answer
+                text = None
+            with self._ready:
+                if text is None:
+                    self._differs(candidate)
+                else:
+                    self._compare(token_ids, text)
+                if self._candidate is None:
+                    return
+
     def _compare(self, token_ids: list[int], text: str) -> None:
         """Decode here what the server just decoded; after :data:`AGREED` answers alike,
         answer every question here from now on (those queued too). Holds ``_ready``."""
@@ -205,13 +242,7 @@ class Detokenizer:
         except Exception:  # an id this tokenizer does not know: not the server's tokenizer
             same = False
         if not same:
-            self._candidate = None
-            log.info(
-                "stepview: the tokenizer in %s decodes differently from %s/detokenize: "
-                "other clients' text is asked of the server",
-                candidate.where,
-                self._api.base_url,
-            )
+            self._differs(candidate)
             return
         self._agreed += 1
         if self._agreed < AGREED:

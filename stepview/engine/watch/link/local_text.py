@@ -9,18 +9,22 @@ machine, or one that sees the model on a shared disk, can read the tokenizer the
 ``/v1/models`` names its folder (``root``), and Hugging Face's ``tokenizers`` (which vLLM and
 transformers decode with) turns ids into text in microseconds.
 
-Used only once it agreed with the server: the first texts are asked of the server and decoded
-here too, and after :data:`AGREED` answers alike every later text is decoded here. One answer
-that differs (a server given another ``--tokenizer``, a decoding step not done here) and the
-server is asked for everything, as before. Decoding keeps special tokens, as ``/detokenize``
-does; a tokenizer whose configuration asks transformers to clean up spaces after decoding is
-not used (that step is not redone here).
+Used only once it agreed with the server. As the watch starts (a server is seldom in a burst
+then, and answers in a millisecond) it asks the server to decode :data:`AGREED` lists of ids
+(:meth:`LocalText.probes`: the vocabulary's first ids, ids drawn across it, and its last ones,
+where special tokens sit) and decodes them here too: all alike, and every text is decoded here
+from the first. A server that cannot answer then has the first real texts compared instead.
+One answer that differs (a server given another ``--tokenizer``, a decoding step not done
+here) and the server is asked for everything, as before. Decoding keeps special tokens, as
+``/detokenize`` does; a tokenizer whose configuration asks transformers to clean up spaces
+after decoding is not used (that step is not redone here).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +35,8 @@ log = logging.getLogger(__name__)
 
 AGREED = 3
 """Texts the server and this machine must have decoded alike before the rest are decoded here."""
+PROBE_IDS = 64
+"""Ids in each of the lists decoded both ways as the watch starts."""
 
 
 class TextDecoder(Protocol):
@@ -39,6 +45,8 @@ class TextDecoder(Protocol):
     where: str  # what it decodes with, for the log
 
     def decode(self, token_ids: Sequence[int]) -> str: ...
+
+    def probes(self) -> list[list[int]]: ...
 
 
 class LocalText:
@@ -50,6 +58,12 @@ class LocalText:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return str(self._tokenizer.decode(list(token_ids), skip_special_tokens=False))
+
+    def probes(self) -> list[list[int]]:
+        """:data:`AGREED` lists of ids to decode both ways before any text is asked."""
+        size = int(self._tokenizer.get_vocab_size(with_added_tokens=True))
+        drawn = random.Random(size).sample(range(size), min(size, PROBE_IDS))
+        return [list(range(min(size, PROBE_IDS))), drawn, list(range(size))[-PROBE_IDS:]]
 
 
 def local_text(folder_name: str) -> LocalText | None:
