@@ -9,6 +9,10 @@ and the rounds alternate, ABAB:
 * ``attached``: ``stepview --attach`` drawing it in a 120x40 tmux pane on the same machine
   (default ``--nice 10``), with ``--results`` and ``--metrics-port``.
 
+``--without-api`` adds a third round to each pair, attached without ``--api`` (no text for
+other clients' requests): what the text costs (the three take turns going first). A round
+with ``--api`` also says how many results were written with their text.
+
 Attached, the benchmark reads stepview's ``stepview_view_behind_seconds`` every 0.25 s
 through the load and reports its maximum, and the catch-up: from the last answer the server
 gave to the moment stepview's results file holds every request. Throughput is completion
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shlex
 import shutil
 import signal
@@ -40,6 +45,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from benchmarks.given_server import add_server_flags, plugged
 from benchmarks.tmux_pane import Tmux, stepview_command
@@ -132,12 +138,16 @@ def _lines(path: Path) -> int:
         return 0
 
 
-def attach(publish: str, port: int, workdir: Path, metrics_port: int) -> tuple[Tmux, Path]:
-    """``stepview --attach`` in tmux, once it shows the server; and its results file."""
+def attach(
+    publish: str, port: int, workdir: Path, metrics_port: int, api: bool = True
+) -> tuple[Tmux, Path]:
+    """``stepview --attach`` in tmux (with ``--api``, unless not ``api``), once it shows the
+    server; and its results file."""
     results = workdir / "attached.jsonl"
     argv = [
         *stepview_command(),
-        *("--attach", publish, "--api", f"http://127.0.0.1:{port}"),
+        *("--attach", publish),
+        *(("--api", f"http://127.0.0.1:{port}") if api else ()),
         *("--results", str(results), "--log-file", str(workdir / "stepview.log")),
         *("--metrics-port", str(metrics_port)),
     ]
@@ -164,13 +174,28 @@ def wait_for_results(results: Path, wanted: int, since: float) -> tuple[float, i
     return grew - since, wanted - have
 
 
+class Attached(NamedTuple):
+    """An attached round: tokens per second, the most the view fell behind, its catch-up
+    after the load, the requests it never wrote, and those written with their text."""
+
+    tokens_per_s: float
+    behind: float
+    catch_up: float
+    missing: int
+    texts: int
+
+
 def attached_round(
-    server: ApiServer, publish: str, round_no: int, args: argparse.Namespace, workdir: Path
-) -> tuple[float, float, float, int]:
-    """Tokens per second, the most the view fell behind, its catch-up after the load, and
-    the requests it never wrote."""
+    server: ApiServer,
+    publish: str,
+    round_no: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    api: bool = True,
+) -> Attached:
+    """One round watched by ``stepview --attach`` (with ``--api`` unless not ``api``)."""
     metrics_port = free_port()
-    tmux, results = attach(publish, server.port, workdir, metrics_port)
+    tmux, results = attach(publish, server.port, workdir, metrics_port, api)
     try:
         watch = BehindWatch(metrics_port)
         tokens, span = send_load(server.port, round_no, args.requests, args.max_tokens)
@@ -183,7 +208,15 @@ def attached_round(
             time.sleep(0.1)
     finally:
         tmux.kill()
-    return tokens / span, behind, catch_up, missing
+    return Attached(tokens / span, behind, catch_up, missing, with_text(results))
+
+
+def with_text(results: Path) -> int:
+    """Results whose every completion has its text (decoded through ``--api``)."""
+    if not results.exists():
+        return 0
+    lines = (json.loads(line) for line in results.read_text().splitlines())
+    return sum(all(c.get("text") for c in line["completions"]) for line in lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,6 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=4000, help="completions (default 4000)")
     parser.add_argument("--max-tokens", type=int, default=16, help="tokens each (default 16)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 pair of 64 x 4")
+    parser.add_argument(
+        "--without-api",
+        action="store_true",
+        help="a third round in each pair, attached without --api (what the text costs)",
+    )
     add_server_flags(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -213,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{seqs}, {args.pairs} ABAB pair(s), one server with the plug-in",
         flush=True,
     )
-    ratios, behinds, catch_ups, missed = [], [], [], []
+    rounds: dict[bool, list[tuple[float, Attached]]] = {True: [], False: []}  # by --api
+    kinds = (None, True, False) if args.without_api else (None, True)  # None: nobody attached
     # SIGTERM as Ctrl+C: the finally below takes the server (and a round's tmux) with it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
@@ -224,43 +263,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         send_load(port, 0, min(args.requests, 256), args.max_tokens)
         round_no = 0
         for pair in range(args.pairs):
-            round_no += 1
-            tokens, span = send_load(port, round_no, args.requests, args.max_tokens)
-            alone = tokens / span
-            round_no += 1
-            workdir = root / f"r{round_no}"
-            workdir.mkdir()
-            watched, behind, catch_up, missing = attached_round(
-                server, publish, round_no, args, workdir
-            )
-            ratios.append(watched / alone)
-            behinds.append(behind)
-            catch_ups.append(catch_up)
-            missed.append(missing)
-            written = (
-                f"all results {catch_up:.2f} s after the last answer"
-                if not missing
-                else f"{missing} results never written (the last {catch_up:.2f} s after "
-                f"the last answer; see {workdir})"
-            )
-            print(
-                f"  pair {pair + 1}: plugin {alone:.0f} tok/s, attached {watched:.0f} tok/s "
-                f"(ratio {watched / alone:.3f}); view at most {behind:.2f} s behind, {written}",
-                flush=True,
-            )
+            # Three ways: each takes its turn first (a slow patch of the machine hits all).
+            shift = pair % len(kinds) if args.without_api else 0
+            found: dict[bool, Attached] = {}
+            alone = 0.0
+            for api in kinds[shift:] + kinds[:shift]:
+                round_no += 1
+                if api is None:
+                    tokens, span = send_load(port, round_no, args.requests, args.max_tokens)
+                    alone = tokens / span
+                    continue
+                workdir = root / f"r{round_no}"
+                workdir.mkdir()
+                found[api] = attached_round(server, publish, round_no, args, workdir, api)
+            for api, watched in found.items():
+                rounds[api].append((alone, watched))
+                say_pair(pair, alone, watched, api, root)
     finally:
         server.kill()
-        if not any(missed):  # (a round that lost results keeps its files to look at)
-            shutil.rmtree(root, ignore_errors=True)
-    print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in ratios)}")
+        if not any(w.missing for kind in rounds.values() for _, w in kind):
+            shutil.rmtree(root, ignore_errors=True)  # (one that lost results keeps its files)
+    if args.without_api:
+        ratios, behinds, _ = medians(rounds[False])
+        print(f"without --api: attached/plugin={ratios:.3f} behind_max_s={behinds:.2f}")
+    ratios_by_pair = [watched.tokens_per_s / alone for alone, watched in rounds[True]]
+    print(f"per-pair ratios: {', '.join(f'{r:.3f}' for r in ratios_by_pair)}")
+    missed = [watched.missing for _, watched in rounds[True]]
     if any(missed):
         print(f"results never written, per pair: {', '.join(map(str, missed))} (see {root})")
+    ratio, behind, catch_up = medians(rounds[True])
     print(
-        f"long queue: attached/plugin={statistics.median(ratios):.3f} "
-        f"behind_max_s={statistics.median(behinds):.2f} "
-        f"catch_up_s={statistics.median(catch_ups):.2f}"
+        f"long queue: attached/plugin={ratio:.3f} behind_max_s={behind:.2f} "
+        f"catch_up_s={catch_up:.2f}"
     )
     return 0
+
+
+def say_pair(pair: int, alone: float, watched: Attached, api: bool, root: Path) -> None:
+    """A pair's line (and, with ``--api``, how many results have their text)."""
+    written = (
+        f"all results {watched.catch_up:.2f} s after the last answer"
+        if not watched.missing
+        else f"{watched.missing} results never written (the last {watched.catch_up:.2f} s "
+        f"after the last answer; see {root})"
+    )
+    name = "attached" if api else "without --api"
+    print(
+        f"  pair {pair + 1}: plugin {alone:.0f} tok/s, {name} {watched.tokens_per_s:.0f} tok/s "
+        f"(ratio {watched.tokens_per_s / alone:.3f}); view at most {watched.behind:.2f} s "
+        f"behind, {written}",
+        flush=True,
+    )
+    if api:
+        print(f"    with their text (--api): {watched.texts} results", flush=True)
+
+
+def medians(rounds: list[tuple[float, Attached]]) -> tuple[float, float, float]:
+    """The median ratio, view behind and catch-up of one kind of round."""
+    return (
+        statistics.median(watched.tokens_per_s / alone for alone, watched in rounds),
+        statistics.median(watched.behind for _, watched in rounds),
+        statistics.median(watched.catch_up for _, watched in rounds),
+    )
 
 
 if __name__ == "__main__":
