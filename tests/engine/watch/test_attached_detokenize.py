@@ -4,7 +4,7 @@ A :class:`Server` publishes the engine core's records (token ids only) and a loc
 server plays vLLM's API (:mod:`tests.engine.watch.fake_api`: ``POST /detokenize`` decodes token
 ``t`` as `` wT``). The attached engine's clock is a test's :class:`Clock`, so a record held
 for its text is held until the fake answers, or until the test moves the clock past
-:data:`~stepview.engine.watch.link.detokenize.HOLD_S`. Where a test looks at the view before the
+:data:`~stepview.engine.watch.link.descriptions.HOLD_S`. Where a test looks at the view before the
 server's answer, the fake holds its answer until the test releases it (``decoding``), and the
 test then waits until the detokenizer has the answer (``Detokenizer.done``) before looking
 after it: nothing depends on the machine's speed.
@@ -24,7 +24,7 @@ from stepview.engine.watch.api import server_api
 from stepview.engine.watch.api.server_api import ServerApi
 from stepview.engine.watch.link.adopting import short_id
 from stepview.engine.watch.link.attached import AttachedEngine
-from stepview.engine.watch.link.detokenize import HOLD_MAX_S, HOLD_S, Descriptions
+from stepview.engine.watch.link.descriptions import HOLD_MAX_S, HOLD_S, Descriptions
 from stepview.files.records import request_record
 from stepview.model.address import plugin_records
 from stepview.model.snapshot import RequestView

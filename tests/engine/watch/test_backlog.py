@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from stepview.engine.watch.link.backlog import Backlog, fold_oldest
-from stepview.engine.watch.link.detokenize import Wait
+from stepview.engine.watch.link.descriptions import Wait
 from stepview.engine.watch.link.watched_core import WatchedCore
 from tests.engine.watch.attach_helpers import record, request
 

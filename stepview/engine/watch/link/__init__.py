@@ -24,10 +24,11 @@ per step; this package subscribes to them and is the driver's
 ``link_state``
     how the link reads to the user: what each core's plug-in says of itself (off, its
     vLLM), waiting, disconnected with requests held, behind.
-``detokenize`` / ``local_text``
+``detokenize`` / ``local_text`` / ``descriptions``
     the watched requests' token ids turned into text by the server's own ``/detokenize``
     (prompts as adopted, completions as they end); on the server's machine, by the tokenizer
-    the server loaded, once it agreed with the server.
+    the server loaded, once it agreed with the server; what was asked and answered about
+    each request, and how long a record is held for the text of those it ends.
 ``server_stacks``
     the engine cores' thread stacks for a flight recording: asked of each core's plug-in on
     the records' channel, or why none came.

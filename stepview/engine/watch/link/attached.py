@@ -69,7 +69,8 @@ from stepview.engine.watch.api.server_api import (
 )
 from stepview.engine.watch.link.backlog import MAX_BACKLOG, Backlog, ReadPace, fold_oldest
 from stepview.engine.watch.link.core_steps import CoreStep, merged, vllm_stamps
-from stepview.engine.watch.link.detokenize import Descriptions, Detokenizer
+from stepview.engine.watch.link.descriptions import Descriptions
+from stepview.engine.watch.link.detokenize import Detokenizer
 from stepview.engine.watch.link.link_state import PluginWord, link_state
 from stepview.engine.watch.link.local_text import served_tokenizer
 from stepview.engine.watch.link.server_stacks import ServerStacks

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from stepview.engine.records.entries import merge_many
 from stepview.engine.records.facts import StepFacts
-from stepview.engine.watch.link.detokenize import Wait, joined_waits
+from stepview.engine.watch.link.descriptions import Wait, joined_waits
 from stepview.engine.watch.link.watched_core import WatchedCore
 
 MAX_BACKLOG = 256
