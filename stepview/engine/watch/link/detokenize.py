@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 PROMPT = -1
 # Questions waiting for the server at most; beyond, the oldest is dropped (its text unknown).
 MAX_QUEUED = 256
+# ... and while a tokenizer read here is being compared with the server as the watch starts:
+# the questions wait for that answer (asked of nobody), and a burst's every text is kept.
+MAX_QUEUED_PROBING = 16384
 
 Question = tuple[str, int]  # (stepview request id, PROMPT or sample index)
 
@@ -82,6 +85,7 @@ class Detokenizer:
         # queued for :meth:`answers`: what a test waits on (written by the thread only).
         self.done = 0
         self.answered_at: float | None = None  # when the thread was last done with one
+        self._probing = local is not None  # until the probes are done (the thread's first task)
         if local is not None:  # at once: the probes go while the server is likely quiet
             self._start()
 
@@ -106,7 +110,8 @@ class Detokenizer:
                 self.answered_at = self._clock()
                 self.done += 1
                 return True
-            if len(self._urgent) + len(self._later) >= MAX_QUEUED:
+            most = MAX_QUEUED_PROBING if self._probing else MAX_QUEUED
+            if len(self._urgent) + len(self._later) >= most:
                 dropped, _ = (self._later or self._urgent).popleft()
                 self._answers.put((dropped, None))
             (self._urgent if urgent else self._later).append((question, list(token_ids)))
@@ -156,6 +161,8 @@ class Detokenizer:
             except Exception as exc:  # the model's folder unknown (the server did not say)
                 log.debug("stepview: no tokenizer to decode with here: %r", exc)
             self._probe()
+            with self._ready:
+                self._probing = False
         while True:
             with self._ready:
                 while not (self._urgent or self._later or self._closed):
