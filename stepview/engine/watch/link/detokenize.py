@@ -82,7 +82,7 @@ class Detokenizer:
         self._complained = False
         self.off = False  # the server has no /detokenize: nothing is asked any more
         # Questions the thread is done with (answered, failed or timed out), their answers
-        # queued for :meth:`answers`: what a test waits on (written by the thread only).
+        # queued for :meth:`answers`, or decoded here: what a test waits on (under `_ready`).
         self.done = 0
         self.answered_at: float | None = None  # when the thread was last done with one
         self._probing = local is not None  # until the probes are done (the thread's first task)
