@@ -164,7 +164,6 @@ class AttachedEngine:
         if api is not None:
             find = partial(served_tokenizer, api)
             self._described = Descriptions(Detokenizer(api, clock, local=find))
-        if api is not None:
             threading.Thread(
                 target=self._look_up_model, args=(api,), name="stepview-api-model", daemon=True
             ).start()

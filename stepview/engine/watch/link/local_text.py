@@ -63,7 +63,8 @@ class LocalText:
         """:data:`AGREED` lists of ids to decode both ways before any text is asked."""
         size = int(self._tokenizer.get_vocab_size(with_added_tokens=True))
         drawn = random.Random(size).sample(range(size), min(size, PROBE_IDS))
-        return [list(range(min(size, PROBE_IDS))), drawn, list(range(size))[-PROBE_IDS:]]
+        last = list(range(max(0, size - PROBE_IDS), size))
+        return [list(range(min(size, PROBE_IDS))), drawn, last]
 
 
 def local_text(folder_name: str) -> LocalText | None:
