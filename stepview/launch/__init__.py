@@ -28,7 +28,8 @@ run's outputs handed to it, and the start-up every watch shares: the terminal, t
 priority, the collector), ``outputs`` (the registry's outputs of a run, opened before the
 engine starts, reported and finished at the end: the one place for every mode), ``exits``
 (exit codes, one-line messages, leaving the process), ``paths`` (the default log file),
-``logs`` (the log file),
+``logs`` (the log file), ``priority`` (``--nice``: stepview's CPU priority, and its session's
+scheduler autogroup where the session is stepview's alone),
 ``runner`` (running the Textual app: signals, the stop deadline), ``stuck`` (the way out past
 an engine that did not stop by then: its processes killed), ``terminal`` (the terminal the
 TUI needs), ``flight`` (``--flight-recorder``: its folder checked before the engine starts,

@@ -14,13 +14,12 @@ machine), Python's collector set for a long-lived heap.
 from __future__ import annotations
 
 import gc
-import logging
-import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stepview.launch.priority import lower_priority
 from stepview.launch.terminal import claim_terminal
 from stepview.model.sink import SnapshotSink
 from stepview.run.spec import RunSpec
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from stepview.engine.own.processes import EngineProcesses
     from stepview.insight.run import RunInsight
     from stepview.launch.outputs import RunOutputs
-
-log = logging.getLogger(__name__)
 
 # Python's collector, for a process that holds a large, long-lived heap: the finished window
 # (--keep-finished), the seen ids, the sketch. With the defaults (700, 10, 10), each tenth
@@ -122,22 +119,3 @@ def start_watch(spec: RunSpec, *, collect_less: bool = True) -> str | None:
     if collect_less:
         gc.set_threshold(*WATCH_GC_THRESHOLDS)
     return None
-
-
-def lower_priority(nice: int) -> None:
-    """Run stepview ``nice`` steps below its CPU priority, before it starts any thread.
-
-    Attached, stepview is a guest: on a machine whose cores the server needs (a small box,
-    or a GPU box whose front-end process is busy), the scheduler gives the CPU to the server
-    first and the view falls behind (it drops records it cannot keep up with), instead of
-    the server slowing down. On Linux a thread's priority is inherited by the threads it
-    starts, so this comes before the app and the receiver start theirs.
-    """
-    if nice <= 0:
-        return
-    try:
-        now = os.nice(nice)
-    except OSError as exc:  # not allowed here (a sandbox): watch at normal priority
-        log.info("stepview: could not lower the CPU priority: %s", exc)
-        return
-    log.info("stepview: attached at CPU priority nice %d (--nice)", now)

@@ -131,7 +131,7 @@ def test_attaching_needs_no_vllm() -> None:
 
 LOWERED = """
 import os, threading
-from stepview.launch.compose import lower_priority
+from stepview.launch.priority import lower_priority
 before = os.nice(0)
 lower_priority({nice})
 seen = []
