@@ -14,7 +14,10 @@ import json
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from tokenizers import Tokenizer, decoders, models
 
 MODEL = "tiny"
 
@@ -145,3 +148,17 @@ class FakeApi:
         self.decoding.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def write_tokenizer(folder: Path, word: str, size: int = 200) -> Path:
+    """A tokenizer of ``size`` tokens in ``folder``, whose token ``t`` reads `` {word}{t}``
+    (the fake server's: ``w``)."""
+    vocab = {f" {word}{t}": t for t in range(size)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=None))
+    tokenizer.decoder = decoders.Fuse()  # the tokens' strings end to end, as byte-level BPE
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"clean_up_tokenization_spaces": False})
+    )
+    return folder

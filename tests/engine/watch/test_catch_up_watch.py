@@ -24,8 +24,10 @@ from stepview.engine.plugin import publisher as publisher_module
 from stepview.engine.plugin.publisher import FactsPublisher
 from stepview.engine.plugin.stacks import StackWatch, core_busy
 from stepview.engine.records import channel
+from stepview.engine.watch.api.server_api import ServerApi
 from stepview.engine.watch.link import catching_up
 from stepview.engine.watch.link.attached import AttachedEngine
+from stepview.engine.watch.link.local_text import AGREED
 from stepview.model.address import plugin_records
 from tests.engine.watch.attach_helpers import (
     Server,
@@ -38,7 +40,8 @@ from tests.engine.watch.attach_helpers import (
     watch_command,
     watching,
 )
-from tests.engine.watch.fake_core import FakeCore, tokens_of
+from tests.engine.watch.fake_api import FakeApi, fake_text, write_tokenizer
+from tests.engine.watch.fake_core import PROMPT, FakeCore, tokens_of
 
 pytestmark = pytest.mark.engine  # the fake scheduler's statuses are vLLM's RequestStatus
 
@@ -128,6 +131,36 @@ def test_records_dropped_by_zmq_are_caught_up_from_the_log_and_no_request_is_los
         assert list(completion.token_ids) == tokens_of(n, 3), n
         assert completion.finish_reason == "length", n
     assert engine.link().unseen == 0
+
+
+@pytest.mark.usefixtures("tiny_queues")
+def test_requests_caught_up_from_the_log_get_their_text_decoded_here(
+    tmp_path: Path, fake_api: FakeApi
+) -> None:
+    """``--api`` on the server's machine: requests that came and went in records the watch
+    lost get their prompt and completion text too, decoded here from the log's token ids
+    (before, only the requests whose records it read had text: a starved watch's results
+    lost the text of hundreds of a burst's)."""
+    fake_api.root = str(write_tokenizer(tmp_path / "model", "w", size=PROMPT + 1000))
+    address = ipc_address(tmp_path)
+    publisher = FactsPublisher(address)
+    engine = AttachedEngine(plugin_records(address), api=ServerApi(fake_api.url + "/v1/"))
+    try:
+        detokenizer = engine._described.detokenizer  # type: ignore[union-attr]
+        wait_until(lambda: detokenizer.local is not None)  # the probes agreed
+        core, watcher = FakeCore(publisher), Watcher(engine)
+        _behind_then_back(core, watcher)
+        assert engine._cores[0].catch_up.answered  # some requests came from the log
+        finished = watcher.finished()
+        for n in range(BURST + 1):
+            view = finished[f"req{n}"]
+            assert view.prompt == fake_text([n % 1000 + k for k in range(PROMPT)]), n
+            (completion,) = view.completions
+            assert completion.text == fake_text(tokens_of(n, 3)), n
+        assert len(fake_api.detokenized) == AGREED  # the probes: nothing else was asked
+    finally:
+        engine.shutdown()
+        publisher.close()
 
 
 @pytest.mark.usefixtures("tiny_queues")

@@ -11,13 +11,11 @@ for every text.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models
 
 from stepview.engine.records.facts import EndedFacts
 from stepview.engine.watch.api.server_api import ServerApi
@@ -34,7 +32,7 @@ from tests.engine.watch.attach_helpers import (
     request,
     wait_until,
 )
-from tests.engine.watch.fake_api import FakeApi, fake_text
+from tests.engine.watch.fake_api import FakeApi, fake_text, write_tokenizer
 
 LOGGER = "stepview.engine.watch.link.detokenize"
 # Three other clients' requests (one with two samples): 4 texts to ask, 2 prompts and 3
@@ -42,19 +40,6 @@ LOGGER = "stepview.engine.watch.link.detokenize"
 A = "cmpl-0123456789abcdef-0-0123abcd"
 B0 = "0_cmpl-fedcba9876543210-0-89abcdef"
 B1 = "1_cmpl-fedcba9876543210-0-89abcdef"
-
-
-def write_tokenizer(folder: Path, word: str) -> Path:
-    """A tokenizer in ``folder`` whose token ``t`` reads `` {word}{t}`` (the server's: ``w``)."""
-    vocab = {f" {word}{t}": t for t in range(200)}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=None))
-    tokenizer.decoder = decoders.Fuse()  # the tokens' strings end to end, as byte-level BPE
-    folder.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps({"clean_up_tokenization_spaces": False})
-    )
-    return folder
 
 
 @pytest.fixture

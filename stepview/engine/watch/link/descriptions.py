@@ -97,7 +97,7 @@ class Descriptions:
                     entry.prompted = True
                     self._ask(entry, request_id, PROMPT, intro.prompt_token_ids)
         ending: dict[str, None] = {}
-        asks: list[tuple[_Asked, str, int, list[int]]] = []
+        asks: list[tuple[_Asked, str, int, Sequence[int]]] = []
         prompts_queued = False
         for end in facts.ended:
             request_id, index, adopted = core.sample_of(end.req_id, own, labelled)
@@ -142,6 +142,8 @@ class Descriptions:
         """A step's news: prompts known of requests the ledger has (``arrived`` in this step
         or before), and the completions of those that end in it (then forgotten)."""
         self._collect()
+        if self.detokenizer.local is not None:
+            self._decode_unasked(arrived, outputs)
         asked = self._asked
         news = self._news
         for request in arrived:
@@ -173,6 +175,36 @@ class Descriptions:
             if unanswered:
                 self.detokenizer.forget(unanswered)
         return tuple(told)
+
+    def _decode_unasked(
+        self, arrived: Sequence[ArrivedRequest], outputs: Sequence[OutputUpdate]
+    ) -> None:
+        """Decode here what no record's reception asked about: the prompts of requests that
+        arrive in this step unasked, and the text of samples that end in it unasked.
+
+        Those are the requests that came and went, or ended, inside records the watch lost:
+        caught up from the plug-in's log of ends, or ended by a full record after a gap, no
+        reception saw their ids. A sample's output carries all its tokens when it ends, so
+        its text is whole; the local tokenizer decodes it in microseconds (asking the server
+        would come after the request had finished)."""
+        local = self.detokenizer.local
+        assert local is not None
+        asked = self._asked
+        for request in arrived:
+            if request.request_id not in asked and request.prompt_token_ids:
+                entry = self._entry(request.request_id)
+                entry.prompted = True
+                entry.prompt = local.decode(request.prompt_token_ids)
+        for update in outputs:
+            held = asked.get(update.request_id)
+            if held is None:
+                continue
+            for c in update.completions:
+                if c.finish_reason is None and not update.finished:
+                    continue  # not its end
+                if c.index not in held.samples and c.index not in held.waiting:
+                    ids = spoken(c.token_ids, c.finish_reason, c.stop_reason)
+                    held.samples[c.index] = local.decode(ids)
 
     def _entry(self, request_id: str) -> _Asked:
         asked = self._asked
@@ -216,15 +248,21 @@ class Descriptions:
                     self._news.add(request_id)
 
 
-def spoken_ids(end: EndedFacts) -> list[int]:
+def spoken_ids(end: EndedFacts) -> Sequence[int]:
     """The token ids vLLM's own text of an ended sample is made of.
 
     A sample that stopped on a stop token (``stop`` with no stop string: EOS, or one of
     ``stop_token_ids``, whose id is the stop reason) is decoded without it, as vLLM does
     (unless ``include_stop_str_in_output``, which the record does not carry).
     """
-    ids = end.output_token_ids
-    if ids and end.finish_reason == "stop" and not isinstance(end.stop_reason, str):
+    return spoken(end.output_token_ids, end.finish_reason, end.stop_reason)
+
+
+def spoken(
+    ids: Sequence[int], finish_reason: str | None, stop_reason: str | int | None
+) -> Sequence[int]:
+    """:func:`spoken_ids` of a sample's token ids, finish reason and stop reason."""
+    if ids and finish_reason == "stop" and not isinstance(stop_reason, str):
         return ids[:-1]
     return ids
 
