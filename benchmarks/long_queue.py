@@ -13,11 +13,15 @@ and the rounds alternate, ABAB:
 other clients' requests): what the text costs (the three take turns going first). A round
 with ``--api`` also says how many results were written with their text.
 
-Attached, the benchmark reads stepview's ``stepview_view_behind_seconds`` every 0.25 s
-through the load and reports its maximum, and the catch-up: from the last answer the server
-gave to the moment stepview's results file holds every request. Throughput is completion
-tokens over first send to last answer; the figure is the median of the per-pair ratios
-(attached over the plugin round next to it). The last line is
+Attached, the benchmark measures how far the view falls behind from outside the watch: it
+notes when the client got each answer, and when each line of stepview's results file
+appeared (the file is flushed per step read); the k-th result written against the k-th
+answer, at most, is ``behind_max_s``. (stepview's own ``stepview_view_behind_seconds``, read
+every 0.25 s, is printed beside it: a watch starved of CPU answers no scrape while it is
+furthest behind, so its gauge reads low then.) The catch-up is from the last answer the
+server gave to the moment stepview's results file holds every request. Throughput is
+completion tokens over first send to last answer; the figure is the median of the per-pair
+ratios (attached over the plugin round next to it). The last line is
 ``long queue: attached/plugin=X behind_max_s=Y catch_up_s=Z`` (medians over pairs). A
 results file that stops growing short of the load (:data:`STALLED_S`) is a finding, not a
 crash: the pair's line says how many requests the watch never wrote, and so does a line
@@ -60,12 +64,16 @@ from stepview.testing.vllm_server import (
 
 BEHIND = "stepview_view_behind_seconds"
 POLL_S = 0.25
+FILE_POLL_S = 0.05  # how often the results file is looked at: the resolution of the lag
 STALLED_S = 60.0
 """A results file that has not grown for this long after the last answer has all it will get."""
 
 
-async def _send_all(port: int, prompts: Sequence[str], max_tokens: int) -> int:
-    """Every prompt as one completion, all at once; the completion tokens they got."""
+async def _send_all(
+    port: int, prompts: Sequence[str], max_tokens: int, answered: list[float]
+) -> int:
+    """Every prompt as one completion, all at once; the completion tokens they got. Each
+    answer's time (``time.perf_counter``) goes into ``answered`` as it comes."""
     import aiohttp  # a vLLM dependency
 
     url = f"http://127.0.0.1:{port}/v1/completions"
@@ -83,16 +91,21 @@ async def _send_all(port: int, prompts: Sequence[str], max_tokens: int) -> int:
             }
             async with session.post(url, json=body) as answer:
                 answer.raise_for_status()
-                return int((await answer.json())["usage"]["completion_tokens"])
+                tokens = int((await answer.json())["usage"]["completion_tokens"])
+            answered.append(time.perf_counter())
+            return tokens
 
         return sum(await asyncio.gather(*(one(p) for p in prompts)))
 
 
-def send_load(port: int, round_no: int, requests: int, max_tokens: int) -> tuple[int, float]:
-    """The round's load; completion tokens, and first send to last answer in seconds."""
+def send_load(
+    port: int, round_no: int, requests: int, max_tokens: int, answered: list[float] | None = None
+) -> tuple[int, float]:
+    """The round's load; completion tokens, and first send to last answer in seconds (each
+    answer's time into ``answered``, when given)."""
     prompts = [f"round {round_no} request {i}: tell me about the sea" for i in range(requests)]
     started = time.perf_counter()
-    tokens = asyncio.run(_send_all(port, prompts, max_tokens))
+    tokens = asyncio.run(_send_all(port, prompts, max_tokens, [] if answered is None else answered))
     return tokens, time.perf_counter() - started
 
 
@@ -131,13 +144,6 @@ class BehindWatch:
         return self.most
 
 
-def _lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
-
-
 def attach(
     publish: str, port: int, workdir: Path, metrics_port: int, api: bool = True
 ) -> tuple[Tmux, Path]:
@@ -162,27 +168,62 @@ def attach(
     return tmux, results
 
 
-def wait_for_results(results: Path, wanted: int, since: float) -> tuple[float, int]:
-    """Seconds from ``since`` to the last result written, and how many of ``wanted`` never
-    were (the file did not grow for :data:`STALLED_S`)."""
-    have, grew = _lines(results), time.perf_counter()
-    while have < wanted and time.perf_counter() - grew < STALLED_S:
-        time.sleep(0.05)  # polling a file the watch writes
-        now = _lines(results)
-        if now > have:
-            have, grew = now, time.perf_counter()
-    return grew - since, wanted - have
+class ResultsClock:
+    """When each line of the watch's results file appeared (``time.perf_counter``), seen by
+    polling it every :data:`FILE_POLL_S` on a thread, reading only what was appended."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.times: list[float] = []
+        self._read = 0  # bytes read so far
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(FILE_POLL_S):
+            try:
+                with self.path.open("rb") as results:
+                    results.seek(self._read)
+                    new = results.read()
+            except FileNotFoundError:
+                continue
+            self._read += len(new)
+            self.times.extend([time.perf_counter()] * new.count(b"\n"))
+
+    def wait(self, wanted: int, since: float) -> tuple[float, int]:
+        """Seconds from ``since`` to the last result written, and how many of ``wanted``
+        never were (the file did not grow for :data:`STALLED_S`)."""
+        have, grew = len(self.times), time.perf_counter()
+        while have < wanted and time.perf_counter() - grew < STALLED_S:
+            time.sleep(FILE_POLL_S)  # the thread reads the file
+            now = len(self.times)
+            if now > have:
+                have, grew = now, time.perf_counter()
+        self._stop.set()
+        self._thread.join()
+        return (self.times[-1] if self.times else grew) - since, wanted - have
+
+
+def written_behind(answered: Sequence[float], written: Sequence[float]) -> float:
+    """How far the results file fell behind the client's answers, at most: the k-th result
+    written against the k-th answer received, for every k (a watch that falls behind holds
+    finished requests back; one on time writes each as its answer comes)."""
+    lags = [line - answer for answer, line in zip(sorted(answered), written, strict=False)]
+    return max([0.0, *lags])
 
 
 class Attached(NamedTuple):
-    """An attached round: tokens per second, the most the view fell behind, its catch-up
-    after the load, the requests it never wrote, and those written with their text."""
+    """An attached round: tokens per second, the most the results file fell behind the
+    answers, its catch-up after the load, the requests it never wrote, those written with
+    their text, and the most the watch's own gauge said it was behind."""
 
     tokens_per_s: float
     behind: float
     catch_up: float
     missing: int
     texts: int
+    gauge: float
 
 
 def attached_round(
@@ -198,17 +239,19 @@ def attached_round(
     tmux, results = attach(publish, server.port, workdir, metrics_port, api)
     try:
         watch = BehindWatch(metrics_port)
-        tokens, span = send_load(server.port, round_no, args.requests, args.max_tokens)
-        answered = time.perf_counter()
-        catch_up, missing = wait_for_results(results, args.requests, answered)
-        behind = watch.stop()
+        clock = ResultsClock(results)
+        answers: list[float] = []
+        tokens, span = send_load(server.port, round_no, args.requests, args.max_tokens, answers)
+        catch_up, missing = clock.wait(args.requests, time.perf_counter())
+        gauge = watch.stop()
         tmux.press("q")
         deadline = time.perf_counter() + 60
         while tmux.alive() and time.perf_counter() < deadline:
             time.sleep(0.1)
     finally:
         tmux.kill()
-    return Attached(tokens / span, behind, catch_up, missing, with_text(results))
+    behind = written_behind(answers, clock.times)
+    return Attached(tokens / span, behind, catch_up, missing, with_text(results), gauge)
 
 
 def with_text(results: Path) -> int:
@@ -310,8 +353,8 @@ def say_pair(pair: int, alone: float, watched: Attached, api: bool, root: Path) 
     name = "attached" if api else "without --api"
     print(
         f"  pair {pair + 1}: plugin {alone:.0f} tok/s, {name} {watched.tokens_per_s:.0f} tok/s "
-        f"(ratio {watched.tokens_per_s / alone:.3f}); view at most {watched.behind:.2f} s "
-        f"behind, {written}",
+        f"(ratio {watched.tokens_per_s / alone:.3f}); results at most {watched.behind:.2f} s "
+        f"behind the answers (its gauge: {watched.gauge:.2f} s), {written}",
         flush=True,
     )
     if api:
