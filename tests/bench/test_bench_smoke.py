@@ -229,7 +229,8 @@ def test_long_queue_quick(plugged_server: Served) -> None:
         assert_has_line(
             lines,
             rf"  pair 1: plugin {NUMBER} tok/s, {name} {NUMBER} tok/s \(ratio {NUMBER}\); "
-            rf"view at most {NUMBER} s behind, all results {NUMBER} s after the last answer",
+            rf"results at most {NUMBER} s behind the answers \(its gauge: {NUMBER} s\), "
+            rf"all results {NUMBER} s after the last answer",
         )
     # The shared server's model is a folder on this machine: every text decoded here.
     assert_has_line(lines, r"    with their text \(--api\): 64 results")
